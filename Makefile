@@ -1,0 +1,32 @@
+# Set-up on a fresh machine: `make demo` and `make test` each create .venv and install on first use.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch and torchvision first, pinned to the builds available locally; the range in
+	# pyproject.toml lets users elsewhere get what fits their platform.
+	$(PY) -m pip install -q "torch==2.14.1" "torchvision==0.29.1"
+	$(PY) -m pip install -q -e ".[test,lint,data]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/build_models.py
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(PY) -m ruff check laplace_equivariance tests benchmarks examples
+	$(PY) -m ruff format --check laplace_equivariance tests benchmarks examples
+
+bench: $(STAMP)
+	$(PY) benchmarks/layer_speed.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info
