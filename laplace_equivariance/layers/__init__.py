@@ -1,0 +1,47 @@
+"""The relaxed-equivariance layer library: one file per layer family (paper Sec. 3, App. F)."""
+
+from laplace_equivariance.layers.conv import CircularConv2d
+from laplace_equivariance.layers.dense import FullyConnected2d
+from laplace_equivariance.layers.factored import (
+    FactoredInputMap,
+    FactoredLinear2d,
+    FactoredOutputMap,
+)
+from laplace_equivariance.layers.group import (
+    N_ROTATIONS,
+    P4LiftingConv2d,
+    P4PointwiseConv2d,
+    RotationMaxPool,
+    rotate_p4,
+)
+from laplace_equivariance.layers.paths import RelaxedLayer
+from laplace_equivariance.layers.pooling import PolyphaseSubsample2d
+from laplace_equivariance.layers.sparse import (
+    AnchorBasis,
+    LengthscaleMode,
+    SparseCircularConv2d,
+    SparseFactoredInputMap,
+    SparseFactoredLinear2d,
+    SparseFactoredOutputMap,
+)
+
+__all__ = [
+    "N_ROTATIONS",
+    "AnchorBasis",
+    "CircularConv2d",
+    "FactoredInputMap",
+    "FactoredLinear2d",
+    "FactoredOutputMap",
+    "FullyConnected2d",
+    "LengthscaleMode",
+    "P4LiftingConv2d",
+    "P4PointwiseConv2d",
+    "PolyphaseSubsample2d",
+    "RelaxedLayer",
+    "RotationMaxPool",
+    "SparseCircularConv2d",
+    "SparseFactoredInputMap",
+    "SparseFactoredLinear2d",
+    "SparseFactoredOutputMap",
+    "rotate_p4",
+]

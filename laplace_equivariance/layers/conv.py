@@ -1,0 +1,87 @@
+"""CONV: circularly padded convolution, exactly translation equivariant (paper Eq. 3)."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from laplace_equivariance.layers.shapes import check_input_shape, pair
+
+__all__ = ["CircularConv2d", "circular_pad"]
+
+
+def circular_pad(x: Tensor, kernel_size: int) -> Tensor:
+    """Pad the last two dimensions circularly by ``kernel_size // 2`` on every side.
+
+    Args:
+        x: Feature maps of shape ``(N, C, X, Y)``.
+        kernel_size: Odd filter size ``S``.
+
+    Returns:
+        Padded maps of shape ``(N, C, X + S - 1, Y + S - 1)``.
+    """
+    p = kernel_size // 2
+    return F.pad(x, (p, p, p, p), mode="circular")
+
+
+class CircularConv2d(nn.Module):
+    r"""Convolution with circular padding (CONV, paper Eq. 3).
+
+    .. math::
+        y(c', x', y') = \sum_c \sum_{\bar x, \bar y} x(c, x' + \bar x, y' + \bar y)\,
+            \bar\theta(c', c, \bar x, \bar y) + b(c')
+
+    with indices taken modulo the grid size, so a circular shift of the input shifts the
+    output by the same amount (exact equivariance on the torus).
+
+    The circular pad is an explicit step before a stock, padding-free
+    :class:`torch.nn.Conv2d` held in ``self.conv2d``: curvature code that unfolds the
+    convolution's input (ASDL's ``Conv2d`` rule, which assumes zero padding) then sees the
+    padded map and is exact for the circular convolution.
+
+    Parameters: ``C' C S^2`` filter weights and ``C'`` biases.
+
+    Args:
+        in_channels: ``C``.
+        out_channels: ``C'``.
+        kernel_size: Odd filter size ``S``.
+        size: The grid ``(X, Y)`` the layer is applied to, for shape checks.
+        bias: Whether to add a bias per output channel.
+
+    Shapes:
+        - Input: ``(N, C, X, Y)``.
+        - Output: ``(N, C', X, Y)``.
+
+    Raises:
+        ValueError: If ``kernel_size`` is even.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int,
+        size: int | tuple[int, int],
+        bias: bool = True,
+    ) -> None:
+        super().__init__()
+        if kernel_size % 2 == 0:
+            raise ValueError(f"CircularConv2d needs an odd kernel_size, got {kernel_size}.")
+        self.in_channels = in_channels
+        self.size = pair(size)
+        self.conv2d = nn.Conv2d(in_channels, out_channels, kernel_size, padding=0, bias=bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Pad circularly by ``S // 2`` and convolve.
+
+        Args:
+            x: Input of shape ``(N, C, X, Y)``.
+
+        Returns:
+            Output of shape ``(N, C', X, Y)``.
+        """
+        check_input_shape(x, (self.in_channels, *self.size), type(self).__name__)
+        return self.conv2d(circular_pad(x, self.conv2d.kernel_size[0]))
+
+    def extra_repr(self) -> str:
+        return f"grid={self.size[0]}x{self.size[1]}, circular padding={self.conv2d.kernel_size[0] // 2}"

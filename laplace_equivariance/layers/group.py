@@ -1,0 +1,194 @@
+r"""GCONV: p4 lifting and pointwise group convolution over 90-degree rotations (App. A, F.3).
+
+Feature maps on the group p4 (translations and rotations by multiples of 90 degrees) are
+stored as ordinary 4-D tensors ``(N, 4 * C, X, Y)`` whose channel ``s * C + c`` holds channel
+``c`` at rotation ``s`` (rotation-major), so that planar paths (CONV, F-FC) of a relaxed layer
+read and write the same tensor as ordinary ``4C``-channel maps.
+
+Rotating the input image by 90 degrees (``torch.rot90(x, 1, (-2, -1))``) acts on a p4 map by
+rotating every channel spatially and cycling the rotation index, ``s -> s + 1``
+(:func:`rotate_p4`). Both layers below commute with that action, and
+:class:`RotationMaxPool` turns it into invariance.
+
+"Pointwise" means the filter lives on the identity rotation only (App. F.3): the rotation
+channels are not mixed, so a pointwise group convolution has the ``C'CS^2`` filter weights of
+a planar convolution. This is the textbook p4 formulation (filters rotated per output
+rotation). The reference code instead stacks four rotated copies of the input image and
+applies one unrotated filter per copy; the two differ by a per-rotation change of frame, which
+matters only for how the non-equivariant paths mix rotation channels.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from laplace_equivariance.layers.conv import circular_pad
+from laplace_equivariance.layers.shapes import check_input_shape, pair
+
+__all__ = [
+    "N_ROTATIONS",
+    "P4LiftingConv2d",
+    "P4PointwiseConv2d",
+    "RotationMaxPool",
+    "rotate_p4",
+    "rotated_filters",
+]
+
+N_ROTATIONS = 4
+
+
+def rotated_filters(weight: torch.Tensor) -> torch.Tensor:
+    """Stack the filter rotated by 0, 90, 180 and 270 degrees along the output channels.
+
+    Args:
+        weight: Filters of shape ``(C', C, S, S)``.
+
+    Returns:
+        Filters of shape ``(4 * C', C, S, S)``, rotation-major.
+    """
+    return torch.cat([torch.rot90(weight, s, dims=(-2, -1)) for s in range(N_ROTATIONS)])
+
+
+def rotate_p4(x: torch.Tensor, k: int = 1) -> torch.Tensor:
+    """Act with a rotation by ``k * 90`` degrees on a p4 feature map.
+
+    Args:
+        x: p4 feature map of shape ``(N, 4 * C, X, Y)``, rotation-major channels.
+        k: Number of quarter turns.
+
+    Returns:
+        The rotated map, same shape: spatial ``rot90`` by ``k`` and rotation index ``s -> s + k``.
+    """
+    n, channels, *size = x.shape
+    grouped = x.view(n, N_ROTATIONS, channels // N_ROTATIONS, *size)
+    rotated = torch.rot90(grouped, k, dims=(-2, -1)).roll(k, dims=1)
+    return rotated.reshape(x.shape)
+
+
+class P4LiftingConv2d(nn.Module):
+    r"""Lifting convolution from the plane to p4, circular padding (App. A, Eq. 22).
+
+    .. math::
+        y(c', s, p) = \sum_c \sum_{\bar p} x(c, p + \bar p)\,
+            \psi(c', c, R_s^{-1} \bar p) + b(c')
+
+    Parameters: ``C'CS^2`` filter weights and ``C'`` biases (shared over rotations).
+
+    Args:
+        in_channels: ``C``.
+        out_channels: ``C'`` (per rotation).
+        kernel_size: Odd filter size ``S``.
+        size: The grid ``(X, Y)``, for shape checks.
+        bias: Whether to add a bias per output channel.
+
+    Shapes:
+        - Input: ``(N, C, X, Y)`` (planar).
+        - Output: ``(N, 4 * C', X, Y)`` (p4, rotation-major).
+
+    Raises:
+        ValueError: If ``kernel_size`` is even.
+    """
+
+    groups = 1
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int,
+        size: int | tuple[int, int],
+        bias: bool = True,
+    ) -> None:
+        super().__init__()
+        if kernel_size % 2 == 0:
+            raise ValueError(f"{type(self).__name__} needs an odd kernel_size, got {kernel_size}.")
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = kernel_size
+        self.size = pair(size)
+        reference = nn.Conv2d(in_channels, out_channels, kernel_size, bias=bias)
+        self.weight = nn.Parameter(reference.weight.detach().clone())
+        self.bias = nn.Parameter(reference.bias.detach().clone()) if bias else None
+
+    @property
+    def in_features_shape(self) -> tuple[int, int, int]:
+        """The shape of one input example, ``(C, X, Y)``."""
+        return (self.in_channels, *self.size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Correlate with the four rotated filters.
+
+        Args:
+            x: Input of the shape given in the class docstring.
+
+        Returns:
+            p4 feature map of shape ``(N, 4 * C', X, Y)``.
+        """
+        check_input_shape(x, self.in_features_shape, type(self).__name__)
+        bias = self.bias.repeat(N_ROTATIONS) if self.bias is not None else None
+        return F.conv2d(
+            circular_pad(x, self.kernel_size),
+            rotated_filters(self.weight),
+            bias,
+            groups=self.groups,
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"grid={self.size[0]}x{self.size[1]}, rotations={N_ROTATIONS}"
+        )
+
+
+class P4PointwiseConv2d(P4LiftingConv2d):
+    r"""Group convolution on p4, pointwise in the rotations (App. F.3).
+
+    .. math::
+        y(c', s, p) = \sum_c \sum_{\bar p} x(c, s, p + \bar p)\,
+            \psi(c', c, R_s^{-1} \bar p) + b(c')
+
+    Each rotation channel ``s`` is convolved with the filter rotated by ``s``; rotations are
+    not mixed (a grouped convolution with 4 groups). Equivariant to translations and
+    90-degree rotations (:func:`rotate_p4`).
+
+    Parameters: ``C'CS^2`` filter weights and ``C'`` biases, as a planar convolution.
+
+    Shapes:
+        - Input: ``(N, 4 * C, X, Y)`` (p4, rotation-major).
+        - Output: ``(N, 4 * C', X, Y)``.
+    """
+
+    groups = N_ROTATIONS
+
+    @property
+    def in_features_shape(self) -> tuple[int, int, int]:
+        """The shape of one input example, ``(4 * C, X, Y)``."""
+        return (N_ROTATIONS * self.in_channels, *self.size)
+
+
+class RotationMaxPool(nn.Module):
+    """Maximum over the four rotation channels: p4 map to an invariant planar map.
+
+    Shapes:
+        - Input: ``(N, 4 * C, X, Y)`` (p4, rotation-major).
+        - Output: ``(N, C, X, Y)``.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Take the maximum over rotations.
+
+        Args:
+            x: p4 feature map of shape ``(N, 4 * C, X, Y)``.
+
+        Returns:
+            Planar map of shape ``(N, C, X, Y)``.
+
+        Raises:
+            ValueError: If the channel count is not a multiple of 4.
+        """
+        if x.dim() != 4 or x.shape[1] % N_ROTATIONS:
+            raise ValueError(f"RotationMaxPool expects (N, 4 * C, X, Y), got {tuple(x.shape)}.")
+        n, channels, *size = x.shape
+        return x.view(n, N_ROTATIONS, channels // N_ROTATIONS, *size).amax(dim=1)

@@ -1,0 +1,110 @@
+r"""Relaxed layers: the sum of named paths, each with its own prior (paper Eq. 4, App. B).
+
+.. math::
+    y = \mathrm{APS}\Big(\sum_{k \in \text{grid paths}} f_k(x)\Big)
+        + \sum_{k \in \text{direct paths}} f_k(x)
+
+Paths that keep the input grid (CONV, GCONV, and FC/F-FC at layers without subsampling) are
+summed first; at a subsampling layer their sum goes through one
+:class:`~laplace_equivariance.layers.PolyphaseSubsample2d` (one phase choice for the whole
+sum keeps the sum equivariant), while FC-type paths map straight onto the subsampled grid
+("direct" paths). The paths are registered as children under their own names, so every
+parameter's name says its layer and path, e.g. ``layer3.fc.input_map.weight`` and
+``layer3.conv.conv2d.weight``; a prior per path attaches by that name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+import torch
+from torch import nn
+
+from laplace_equivariance.layers.pooling import PolyphaseSubsample2d
+
+__all__ = ["RelaxedLayer"]
+
+
+class RelaxedLayer(nn.Module):
+    """A layer that is the sum of named paths, optionally followed by subsampling.
+
+    With a single path this is just that layer (the MAP baselines FC and CONV are
+    one-path relaxed layers, so every model has the same naming).
+
+    Args:
+        paths: Path name -> module, in the order their parameters are registered. Every path
+            maps the layer's input to outputs of one common shape.
+        subsample: Whether this is a subsampling layer (polyphase subsampling by 2).
+        direct: Names of paths that already map onto the subsampled grid (only with
+            ``subsample=True``).
+
+    Shapes:
+        - Input: whatever the paths take, ``(N, C, X, Y)`` or ``(N, C, 4, X, Y)``.
+        - Output: ``(N, C', X', Y')`` (or ``(N, C', 4, X', Y')``) with ``X' = X / 2`` at a
+          subsampling layer.
+
+    Raises:
+        ValueError: If ``paths`` is empty, a path name is not a valid attribute name, or
+            ``direct`` names unknown paths or is given without ``subsample``.
+    """
+
+    def __init__(
+        self,
+        paths: Mapping[str, nn.Module],
+        subsample: bool = False,
+        direct: Collection[str] = (),
+    ) -> None:
+        super().__init__()
+        if not paths:
+            raise ValueError("A RelaxedLayer needs at least one path.")
+        unknown = set(direct) - set(paths)
+        if unknown:
+            raise ValueError(
+                f"direct names unknown paths {sorted(unknown)}; paths are {list(paths)}."
+            )
+        if direct and not subsample:
+            raise ValueError("direct paths map onto a subsampled grid: set subsample=True.")
+        for name, module in paths.items():
+            if not name.isidentifier():
+                raise ValueError(f"Path name {name!r} must be a valid Python identifier.")
+            self.add_module(name, module)
+        self.path_names: tuple[str, ...] = tuple(paths)
+        self.direct: tuple[str, ...] = tuple(n for n in self.path_names if n in set(direct))
+        self.pool = PolyphaseSubsample2d() if subsample else None
+
+    def path(self, name: str) -> nn.Module:
+        """The path module called ``name``.
+
+        Args:
+            name: A path name, e.g. ``"fc"``.
+
+        Returns:
+            The module.
+
+        Raises:
+            KeyError: If there is no such path.
+        """
+        if name not in self.path_names:
+            raise KeyError(f"No path {name!r}; this layer has {list(self.path_names)}.")
+        return getattr(self, name)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Sum the paths, subsampling the grid-preserving ones at a subsampling layer.
+
+        Args:
+            x: The layer input.
+
+        Returns:
+            The sum of the paths' outputs.
+        """
+        grid = [getattr(self, n)(x) for n in self.path_names if n not in self.direct]
+        direct = [getattr(self, n)(x) for n in self.direct]
+        outputs = direct
+        if grid:
+            grid_sum = sum(grid[1:], grid[0])
+            outputs = [self.pool(grid_sum) if self.pool is not None else grid_sum, *direct]
+        return sum(outputs[1:], outputs[0])
+
+    def extra_repr(self) -> str:
+        direct = f", direct={list(self.direct)}" if self.direct else ""
+        return f"paths={list(self.path_names)}, subsample={self.pool is not None}{direct}"

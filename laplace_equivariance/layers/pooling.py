@@ -1,0 +1,57 @@
+"""Polyphase subsampling that keeps strict translation (and rotation) equivariance.
+
+Paper App. F.2, after Chaman and Dokmanic (2021): a feature map is split into its four
+stride-2 polyphase components and, **for each example separately**, the component with the
+largest l2-norm is kept. A circular shift of the input permutes (and shifts) the components,
+so the kept component shifts with it: the subsampling is equivariant up to a shift on the
+coarse grid, and a network that ends on a 1x1 map is exactly invariant.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+__all__ = ["PolyphaseSubsample2d"]
+
+
+class PolyphaseSubsample2d(nn.Module):
+    """Adaptive polyphase subsampling by a factor of two (APS, paper App. F.2).
+
+    For an input ``x`` of shape ``(N, *C, H, W)`` with even ``H`` and ``W`` the four components
+    ``x[..., i::2, j::2]`` for ``(i, j)`` in ``{0, 1}^2`` are compared by their l2-norm over all
+    non-batch dimensions, and each example keeps its own largest component. Ties go to the
+    first component in the order (0, 0), (0, 1), (1, 0), (1, 1).
+
+    Shapes:
+        - Input: ``(N, *C, H, W)``, any number of channel dimensions ``*C`` (e.g. ``(C,)`` or
+          ``(C, 4)`` for p4 feature maps), ``H`` and ``W`` even.
+        - Output: ``(N, *C, H // 2, W // 2)``.
+
+    The module has no parameters. The output of one example never depends on the other
+    examples in the batch.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Keep, per example, the polyphase component of largest norm.
+
+        Args:
+            x: Feature maps of shape ``(N, *C, H, W)`` with even ``H`` and ``W``.
+
+        Returns:
+            The selected components, shape ``(N, *C, H // 2, W // 2)``.
+
+        Raises:
+            ValueError: If ``x`` has fewer than three dimensions or an odd spatial size.
+        """
+        if x.dim() < 3 or x.shape[-1] % 2 or x.shape[-2] % 2:
+            raise ValueError(
+                "PolyphaseSubsample2d expects input of shape (N, *C, H, W) with even H and W, "
+                f"got {tuple(x.shape)}."
+            )
+        components = torch.stack(
+            [x[..., i::2, j::2] for i in (0, 1) for j in (0, 1)], dim=1
+        )  # (N, 4, *C, H/2, W/2)
+        norms = components.flatten(start_dim=2).norm(dim=2)  # (N, 4)
+        choice = norms.argmax(dim=1)  # (N,)
+        return components[torch.arange(x.shape[0], device=x.device), choice]

@@ -1,0 +1,410 @@
+r"""S-FC and S-CONV: weights interpolated from anchor points (paper Eqs. 6-7, App. C.2, F.4).
+
+A spatial weight function is written in an RBF basis of ``M`` anchor points,
+
+.. math::
+    s^\omega(c', c, p) = \sum_{j=1}^{M} u(c', c, j)\, \phi_j(p), \qquad
+    \phi_j(p) = \exp\left(-\omega^2 \lVert p - z_j \rVert^2\right),
+
+with anchor values ``u`` (per channel pair), anchor positions ``z_j`` (shared over channels,
+learnable) and one lengthscale ``omega`` per basis. Positions ``p`` are pixel coordinates
+centred on the grid. By default ``M = ceil(P / 2)`` for a grid of ``P`` positions (App. F.4)
+and the anchors start on the grid's checkerboard (the points with even ``i + j``).
+
+Limits that the tests check: as ``omega -> inf`` the weight at an anchor equals that anchor's
+value; at ``omega = 0`` every basis function is 1, the weight is the same at every position
+(stationary), S-CONV's filter is constant and S-FC becomes a global sum: both equivariant.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from enum import Enum
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from laplace_equivariance.layers.conv import circular_pad
+from laplace_equivariance.layers.factored import apply_input_map, apply_output_map
+from laplace_equivariance.layers.shapes import check_input_shape, pair
+
+__all__ = [
+    "AnchorBasis",
+    "LengthscaleMode",
+    "SparseCircularConv2d",
+    "SparseFactoredInputMap",
+    "SparseFactoredLinear2d",
+    "SparseFactoredOutputMap",
+]
+
+
+class LengthscaleMode(str, Enum):
+    """How an anchor basis treats its lengthscale ``omega``."""
+
+    LEARNED = "learned"
+    """``omega`` is an ``nn.Parameter`` of the model: trained with the weights and, in a
+    Laplace approximation, a weight with a prior of its own (Table 2's prior on omega)."""
+
+    FIXED = "fixed"
+    """``omega`` is a constant buffer."""
+
+    HYPERPARAMETER = "hyperparameter"
+    """``omega`` is a buffer outside ``model.parameters()``, returned by
+    :meth:`AnchorBasis.hyperparameters` so that a marginal-likelihood optimiser can learn it."""
+
+
+def grid_coordinates(size: tuple[int, int]) -> torch.Tensor:
+    """Pixel coordinates of a ``size[0] x size[1]`` grid, centred on its middle.
+
+    Args:
+        size: ``(X, Y)``.
+
+    Returns:
+        Tensor of shape ``(X * Y, 2)`` in row-major order of the grid.
+    """
+    xs = torch.arange(size[0], dtype=torch.get_default_dtype()) - (size[0] - 1) / 2
+    ys = torch.arange(size[1], dtype=torch.get_default_dtype()) - (size[1] - 1) / 2
+    return torch.cartesian_prod(xs, ys).reshape(-1, 2)
+
+
+def default_anchor_count(size: tuple[int, int]) -> int:
+    """Half the grid's positions, rounded up (paper App. F.4).
+
+    Args:
+        size: ``(X, Y)``.
+
+    Returns:
+        ``ceil(X * Y / 2)``.
+    """
+    return math.ceil(size[0] * size[1] / 2)
+
+
+class AnchorBasis(nn.Module):
+    r"""RBF basis :math:`\phi_j(p) = \exp(-\omega^2 \lVert p - z_j\rVert^2)` on a grid.
+
+    Args:
+        size: The grid ``(X, Y)`` the basis is evaluated on.
+        n_anchors: ``M``; defaults to ``ceil(X * Y / 2)`` (App. F.4).
+        lengthscale: Initial ``omega`` (in inverse pixels).
+        lengthscale_mode: See :class:`LengthscaleMode`.
+        learn_positions: Whether the anchor positions ``z`` are parameters.
+
+    Shapes:
+        - Output of :meth:`forward`: ``(X * Y, M)``.
+
+    Raises:
+        ValueError: If ``n_anchors`` is not in ``[1, X * Y]``.
+    """
+
+    def __init__(
+        self,
+        size: int | Sequence[int],
+        n_anchors: int | None = None,
+        lengthscale: float = 1.0,
+        lengthscale_mode: LengthscaleMode | str = LengthscaleMode.LEARNED,
+        learn_positions: bool = True,
+    ) -> None:
+        super().__init__()
+        self.size = pair(size)
+        self.lengthscale_mode = LengthscaleMode(lengthscale_mode)
+        grid = grid_coordinates(self.size)
+        n_positions = grid.shape[0]
+        n_anchors = default_anchor_count(self.size) if n_anchors is None else n_anchors
+        if not 1 <= n_anchors <= n_positions:
+            raise ValueError(f"n_anchors must be in [1, {n_positions}], got {n_anchors}.")
+        self.register_buffer("grid", grid)
+        positions = self._initial_positions(grid, n_anchors)
+        if learn_positions:
+            self.positions = nn.Parameter(positions)
+        else:
+            self.register_buffer("positions", positions)
+        omega = torch.tensor(float(lengthscale))
+        if self.lengthscale_mode is LengthscaleMode.LEARNED:
+            self.lengthscale = nn.Parameter(omega)
+        else:
+            self.register_buffer("lengthscale", omega)
+
+    def _initial_positions(self, grid: torch.Tensor, n_anchors: int) -> torch.Tensor:
+        """Checkerboard points (even ``i + j``) for the default count, else evenly spaced ones."""
+        rows, cols = self.size
+        if n_anchors == default_anchor_count(self.size):
+            index = [i * cols + j for i in range(rows) for j in range(cols) if (i + j) % 2 == 0]
+        else:
+            step = (rows * cols - 1) / max(n_anchors - 1, 1)
+            index = [round(k * step) for k in range(n_anchors)]
+        return grid[torch.tensor(index, device=grid.device)].clone()
+
+    @property
+    def n_anchors(self) -> int:
+        """``M``, the number of anchor points."""
+        return self.positions.shape[0]
+
+    def hyperparameters(self) -> list[torch.Tensor]:
+        """The lengthscale, made a leaf that requires grad, in HYPERPARAMETER mode.
+
+        Call it after moving the model to its device and dtype, and give the result to the
+        hyperparameter optimiser.
+
+        Returns:
+            ``[omega]`` in HYPERPARAMETER mode, else ``[]``.
+        """
+        if self.lengthscale_mode is not LengthscaleMode.HYPERPARAMETER:
+            return []
+        if not self.lengthscale.is_leaf:
+            self.lengthscale.detach_()
+        self.lengthscale.requires_grad_(True)
+        return [self.lengthscale]
+
+    def forward(self) -> torch.Tensor:
+        """Evaluate every basis function at every grid position.
+
+        Returns:
+            ``phi`` of shape ``(X * Y, M)``.
+        """
+        sq_dist = (self.grid[:, None, :] - self.positions[None, :, :]).pow(2).sum(-1)
+        return torch.exp(-self.lengthscale.pow(2) * sq_dist)
+
+    def extra_repr(self) -> str:
+        return (
+            f"grid={self.size[0]}x{self.size[1]}, anchors={self.n_anchors}, "
+            f"lengthscale={self.lengthscale_mode.value}"
+        )
+
+
+class SparseFactoredInputMap(nn.Module):
+    r"""S-FC's input half: ``theta2 = u2 phi2^T``, then :class:`FactoredInputMap`'s contraction.
+
+    :math:`\theta_2(c', c, p) = \sum_j u_2(c', c, j)\,\phi_j(p)` on the input grid (Eq. 7).
+
+    Args:
+        in_channels: ``C``.
+        out_channels: ``C'``.
+        in_size: Input grid ``(X, Y)``.
+        **basis_options: Passed to :class:`AnchorBasis`.
+
+    Shapes:
+        - ``anchor_values``: ``(C', C, M2)``.
+        - Input: ``(N, C, X, Y)``; output: ``(N, C', C)``.
+    """
+
+    def __init__(
+        self, in_channels: int, out_channels: int, in_size: int | Sequence[int], **basis_options
+    ) -> None:
+        super().__init__()
+        self.in_channels = in_channels
+        self.in_size = pair(in_size)
+        self.basis = AnchorBasis(self.in_size, **basis_options)
+        self.anchor_values = nn.Parameter(
+            torch.empty(out_channels, in_channels, self.basis.n_anchors)
+        )
+        bound = 1.0 / math.sqrt(self.in_size[0] * self.in_size[1])
+        nn.init.uniform_(self.anchor_values, -bound, bound)
+
+    def weight(self) -> torch.Tensor:
+        """The induced ``theta2`` of shape ``(C', C, X * Y)``, recomputed on every call."""
+        return torch.einsum("ocj,pj->ocp", self.anchor_values, self.basis())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Contract the input's positions with the induced ``theta2``.
+
+        Args:
+            x: Input of shape ``(N, C, X, Y)``.
+
+        Returns:
+            ``h`` of shape ``(N, C', C)``.
+        """
+        check_input_shape(x, (self.in_channels, *self.in_size), type(self).__name__)
+        return apply_input_map(x, self.weight())
+
+
+class SparseFactoredOutputMap(nn.Module):
+    r"""S-FC's output half: ``theta1 = phi1 u1``, then :class:`FactoredOutputMap`'s spread.
+
+    :math:`\theta_1(q, c', c) = \sum_j \phi_j(q)\, u_1(j, c', c)` on the output grid (Eq. 7).
+    Biases as in :class:`~laplace_equivariance.layers.FactoredOutputMap` (channel + position).
+
+    Args:
+        in_channels: ``C``.
+        out_channels: ``C'``.
+        out_size: Output grid ``(X', Y')``.
+        bias: Whether to add channel and position biases.
+        **basis_options: Passed to :class:`AnchorBasis`.
+
+    Shapes:
+        - ``anchor_values``: ``(M1, C', C)`` (anchor first, like ``theta1``'s position first).
+        - Input: ``(N, C', C)``; output: ``(N, C', X', Y')``.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        out_size: int | Sequence[int],
+        bias: bool = True,
+        **basis_options,
+    ) -> None:
+        super().__init__()
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.out_size = pair(out_size)
+        self.basis = AnchorBasis(self.out_size, **basis_options)
+        self.anchor_values = nn.Parameter(
+            torch.empty(self.basis.n_anchors, out_channels, in_channels)
+        )
+        bound = 1.0 / math.sqrt(in_channels)
+        nn.init.uniform_(self.anchor_values, -bound, bound)
+        if bias:
+            self.channel_bias = nn.Parameter(torch.zeros(out_channels))
+            self.position_bias = nn.Parameter(torch.zeros(self.out_size[0] * self.out_size[1]))
+        else:
+            self.register_parameter("channel_bias", None)
+            self.register_parameter("position_bias", None)
+
+    def weight(self) -> torch.Tensor:
+        """The induced ``theta1`` of shape ``(X' * Y', C', C)``, recomputed on every call."""
+        return torch.einsum("qj,joc->qoc", self.basis(), self.anchor_values)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        """Spread ``h`` over the output grid with the induced ``theta1``.
+
+        Args:
+            h: Intermediate of shape ``(N, C', C)``.
+
+        Returns:
+            Output of shape ``(N, C', X', Y')``.
+        """
+        check_input_shape(h, (self.out_channels, self.in_channels), type(self).__name__)
+        return apply_output_map(
+            h, self.weight(), self.channel_bias, self.position_bias, self.out_size
+        )
+
+
+class SparseFactoredLinear2d(nn.Module):
+    r"""Sparse factored fully connected layer (S-FC, paper Eq. 7).
+
+    :class:`~laplace_equivariance.layers.FactoredLinear2d` with ``theta1`` and ``theta2``
+    interpolated from ``M1 = ceil(X'Y'/2)`` and ``M2 = ceil(XY/2)`` anchors (App. F.4).
+
+    Parameters: ``C'C(M1 + M2)`` anchor values, ``C' + X'Y'`` biases, and per basis ``2M``
+    positions (if learned) and one ``omega`` (if LEARNED). The reference code counts only
+    anchor values and ``C'`` biases (831,820 for the CIFAR-10 S-FC model); ours adds the
+    position biases of F-FC and the learnable positions and lengthscales, which the paper
+    describes as learnable (``C'CP + 2P``, Sec. 3.1).
+
+    Args:
+        in_channels: ``C``.
+        out_channels: ``C'``.
+        in_size: Input grid ``(X, Y)``.
+        out_size: Output grid ``(X', Y')``; defaults to ``in_size``.
+        bias: Whether to add biases.
+        **basis_options: Passed to both :class:`AnchorBasis` (``lengthscale``,
+            ``lengthscale_mode``, ``learn_positions``).
+
+    Shapes:
+        - Input: ``(N, C, X, Y)``.
+        - Output: ``(N, C', X', Y')``.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        in_size: int | Sequence[int],
+        out_size: int | Sequence[int] | None = None,
+        bias: bool = True,
+        **basis_options,
+    ) -> None:
+        super().__init__()
+        out_size = out_size if out_size is not None else in_size
+        self.input_map = SparseFactoredInputMap(in_channels, out_channels, in_size, **basis_options)
+        self.output_map = SparseFactoredOutputMap(
+            in_channels, out_channels, out_size, bias, **basis_options
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Apply the induced ``theta2`` then ``theta1``.
+
+        Args:
+            x: Input of shape ``(N, C, X, Y)``.
+
+        Returns:
+            Output of shape ``(N, C', X', Y')``.
+        """
+        return self.output_map(self.input_map(x))
+
+
+class SparseCircularConv2d(nn.Module):
+    r"""Sparse circular convolution (S-CONV, paper Eq. 6).
+
+    The ``S x S`` filter is :math:`\bar s(c', c, \bar p) = \sum_j u(c', c, j)\phi_j(\bar p)` with
+    ``M = ceil(S^2 / 2)`` anchors over the filter's offsets, then applied as
+    :class:`~laplace_equivariance.layers.CircularConv2d`. Exactly translation equivariant for
+    every ``u``, ``z`` and ``omega``.
+
+    Parameters: ``C'CM`` anchor values, ``C'`` biases, ``2M`` positions (if learned) and one
+    ``omega`` (if LEARNED).
+
+    Args:
+        in_channels: ``C``.
+        out_channels: ``C'``.
+        kernel_size: Odd filter size ``S``.
+        size: The grid ``(X, Y)`` the layer is applied to, for shape checks.
+        bias: Whether to add a bias per output channel.
+        **basis_options: Passed to :class:`AnchorBasis`.
+
+    Shapes:
+        - ``anchor_values``: ``(C', C, M)``.
+        - Input: ``(N, C, X, Y)``; output: ``(N, C', X, Y)``.
+
+    Raises:
+        ValueError: If ``kernel_size`` is even.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int,
+        size: int | Sequence[int],
+        bias: bool = True,
+        **basis_options,
+    ) -> None:
+        super().__init__()
+        if kernel_size % 2 == 0:
+            raise ValueError(f"SparseCircularConv2d needs an odd kernel_size, got {kernel_size}.")
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = kernel_size
+        self.size = pair(size)
+        self.basis = AnchorBasis(kernel_size, **basis_options)
+        self.anchor_values = nn.Parameter(
+            torch.empty(out_channels, in_channels, self.basis.n_anchors)
+        )
+        bound = 1.0 / math.sqrt(in_channels * kernel_size**2)
+        nn.init.uniform_(self.anchor_values, -bound, bound)
+        self.bias = nn.Parameter(torch.zeros(out_channels)) if bias else None
+
+    def weight(self) -> torch.Tensor:
+        """The induced filter of shape ``(C', C, S, S)``, recomputed on every call."""
+        filters = torch.einsum("ocj,pj->ocp", self.anchor_values, self.basis())
+        return filters.view(self.out_channels, self.in_channels, self.kernel_size, -1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Pad circularly and convolve with the induced filter.
+
+        Args:
+            x: Input of shape ``(N, C, X, Y)``.
+
+        Returns:
+            Output of shape ``(N, C', X, Y)``.
+        """
+        check_input_shape(x, (self.in_channels, *self.size), type(self).__name__)
+        return F.conv2d(circular_pad(x, self.kernel_size), self.weight(), self.bias)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"grid={self.size[0]}x{self.size[1]}"
+        )

@@ -1,0 +1,292 @@
+"""The paper's architecture (App. F.1, Table 6) for every layer type, by name.
+
+Eight relaxed layers of widths ``a, 2a, 2a, 4a, 4a, 8a, 8a, 16a`` (3x3 filters), with
+polyphase subsampling after layers 2, 4, 6, 7 and 8 (32x32 -> 1x1) and a ReLU after every
+layer, then a head ``16a -> 64a -> K`` (``layer9``, ``layer10``) on the 1x1 map. At a
+subsampling layer, FC-type paths map straight onto the subsampled grid.
+
+Models with a GCONV path carry p4 feature maps of ``4 * width`` channels (rotation-major,
+see :mod:`laplace_equivariance.layers.group`); their planar paths (CONV, F-FC) act on those
+``4 * width`` channels, and a maximum over rotations precedes the head.
+
+Parameter counts (tested): ``conv`` on 3x32x32 with 10 classes and ``alpha=10`` has 338,770
+parameters, as the paper's Table 7; FC, FC+CONV, F-FC, F-FC+CONV and the Table 1 models equal
+the reference code's exact counts. S-layers carry learnable anchor positions, lengthscales
+and (S-FC) position biases, which the reference code does not count (see
+:class:`~laplace_equivariance.layers.SparseFactoredLinear2d`); they still round to the
+paper's figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from laplace_equivariance.layers import (
+    N_ROTATIONS,
+    CircularConv2d,
+    FactoredLinear2d,
+    FullyConnected2d,
+    P4LiftingConv2d,
+    P4PointwiseConv2d,
+    RelaxedLayer,
+    RotationMaxPool,
+    SparseCircularConv2d,
+    SparseFactoredLinear2d,
+)
+from laplace_equivariance.layers.shapes import check_input_shape
+
+__all__ = ["MODEL_NAMES", "PAPER_PARAMETER_COUNTS", "RelaxedNet", "build", "count_parameters"]
+
+WIDTH_MULTIPLIERS = (1, 2, 2, 4, 4, 8, 8, 16)
+SUBSAMPLING_LAYERS = (2, 4, 6, 7, 8)
+KERNEL_SIZE = 3
+INPUT_SIZE = 32
+
+MODEL_NAMES: dict[str, tuple[str, ...]] = {
+    "fc": ("fc",),
+    "conv": ("conv",),
+    "gconv": ("gconv",),
+    "fc+conv": ("fc", "conv"),
+    "f-fc": ("f-fc",),
+    "f-fc+conv": ("f-fc", "conv"),
+    "s-fc": ("s-fc",),
+    "s-conv": ("s-conv",),
+    "s-fc+s-conv": ("s-fc", "s-conv"),
+    "f-fc+conv+gconv": ("f-fc", "conv", "gconv"),
+}
+"""Model name -> the layer types summed in each of its eight layers."""
+
+PATH_NAME = {
+    "fc": "fc",
+    "f-fc": "fc",
+    "s-fc": "fc",
+    "conv": "conv",
+    "s-conv": "conv",
+    "gconv": "gconv",
+}
+"""Layer type -> the name of its path inside a relaxed layer (``layer3.fc``, ``layer3.conv``)."""
+DIRECT_TYPES = ("fc", "f-fc", "s-fc")
+
+PAPER_PARAMETER_COUNTS: dict[tuple[str, str], dict[str, Any]] = {
+    ("table2", "fc"): {"paper": "133.6M", "reference": 133_635_690},
+    ("table2", "conv"): {"paper": "0.3M", "reference": 338_770},
+    ("table2", "fc+conv"): {"paper": "133.9M", "reference": 133_865_010},
+    ("table2", "f-fc"): {"paper": "1.5M", "reference": 1_542_625},
+    ("table2", "f-fc+conv"): {"paper": "1.8M", "reference": 1_771_945},
+    ("table2", "s-fc"): {"paper": "0.8M", "reference": 831_820},
+    ("table2", "s-conv"): {"paper": "0.2M", "reference": None},
+    ("table2", "s-fc+s-conv"): {"paper": "1.0M", "reference": None},
+    ("table1", "fc"): {"paper": "112.7M", "reference": 112_683_400},
+    ("table1", "conv"): {"paper": "0.4M", "reference": 357_820},
+    ("table1", "f-fc+conv"): {"paper": "1.8M", "reference": 1_750_035},
+    ("table3", "f-fc+conv+gconv"): {"paper": "1.2M", "reference": 1_105_843},
+}
+"""(table, model) -> the paper's rounded count and the reference code's exact count.
+
+Table 2: 3x32x32, 10 classes, alpha=10. Table 1: 1x32x32, 40 classes, alpha=10. Table 3:
+1x32x32 (MNIST), 10 classes, alpha=2; the paper prints 1.2M for every Table 3 row, the
+reference code's MNIST model has 1,105,843 (its CIFAR-10 model 1,237,527).
+"""
+
+
+def _path(
+    kind: str,
+    c_in: int,
+    c_out: int,
+    size: int,
+    out_size: int,
+    lifting: bool,
+    sparse_options: Mapping[str, Any],
+) -> nn.Module:
+    """One path of a relaxed layer; ``c_in``/``c_out`` are tensor channels."""
+    if kind == "fc":
+        return FullyConnected2d(c_in, c_out, size, out_size)
+    if kind == "f-fc":
+        return FactoredLinear2d(c_in, c_out, size, out_size)
+    if kind == "s-fc":
+        return SparseFactoredLinear2d(c_in, c_out, size, out_size, **sparse_options)
+    if kind == "conv":
+        return CircularConv2d(c_in, c_out, KERNEL_SIZE, size)
+    if kind == "s-conv":
+        return SparseCircularConv2d(c_in, c_out, KERNEL_SIZE, size, **sparse_options)
+    if kind == "gconv":
+        group_in = c_in if lifting else c_in // N_ROTATIONS
+        layer = P4LiftingConv2d if lifting else P4PointwiseConv2d
+        return layer(group_in, c_out // N_ROTATIONS, KERNEL_SIZE, size)
+    raise ValueError(f"Unknown layer type {kind!r}.")
+
+
+class RelaxedNet(nn.Module):
+    """The App. F.1 network built from :class:`~laplace_equivariance.layers.RelaxedLayer`.
+
+    Args:
+        layer_types: The layer types summed in each relaxed layer, e.g. ``("f-fc", "conv")``.
+        in_shape: ``(C, 32, 32)``.
+        n_classes: ``K``.
+        alpha: Width ``a`` of the first layer.
+        sparse_options: Passed to the S-layers' anchor bases (``lengthscale``,
+            ``lengthscale_mode``, ``learn_positions``).
+
+    Shapes:
+        - Input: ``(N, C, 32, 32)``.
+        - Output: ``(N, K)`` logits.
+
+    Raises:
+        ValueError: If ``in_shape`` is not ``(C, 32, 32)`` or a layer type is unknown.
+    """
+
+    def __init__(
+        self,
+        layer_types: Sequence[str],
+        in_shape: Sequence[int],
+        n_classes: int,
+        alpha: int = 10,
+        sparse_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        in_shape = tuple(int(s) for s in in_shape)
+        if len(in_shape) != 3 or in_shape[1:] != (INPUT_SIZE, INPUT_SIZE):
+            raise ValueError(
+                f"The App. F.1 architecture takes inputs of shape (C, {INPUT_SIZE}, "
+                f"{INPUT_SIZE}), got in_shape={in_shape}; resize or pad the images first."
+            )
+        unknown = [t for t in layer_types if t not in PATH_NAME]
+        if unknown:
+            raise ValueError(f"Unknown layer types {unknown}; known: {sorted(PATH_NAME)}.")
+        self.in_shape = in_shape
+        self.layer_types = tuple(layer_types)
+        self.group = "gconv" in self.layer_types
+        multiplicity = N_ROTATIONS if self.group else 1
+        sparse_options = dict(sparse_options or {})
+        c_in, size = in_shape[0], INPUT_SIZE
+        for index, multiplier in enumerate(WIDTH_MULTIPLIERS, start=1):
+            c_out = multiplicity * alpha * multiplier
+            subsample = index in SUBSAMPLING_LAYERS
+            out_size = size // 2 if subsample else size
+            paths = {
+                PATH_NAME[kind]: _path(
+                    kind,
+                    c_in,
+                    c_out,
+                    size,
+                    out_size if kind in DIRECT_TYPES else size,
+                    lifting=index == 1,
+                    sparse_options=sparse_options,
+                )
+                for kind in self.layer_types
+            }
+            direct = [PATH_NAME[k] for k in self.layer_types if k in DIRECT_TYPES and subsample]
+            self.add_module(f"layer{index}", RelaxedLayer(paths, subsample, direct))
+            c_in, size = c_out, out_size
+        self.rotation_pool = RotationMaxPool() if self.group else None
+        width = alpha * WIDTH_MULTIPLIERS[-1]
+        self.layer9 = nn.Linear(width, 4 * width)
+        self.layer10 = nn.Linear(4 * width, n_classes)
+
+    @property
+    def relaxed_layers(self) -> list[RelaxedLayer]:
+        """The eight relaxed layers, in order."""
+        return [getattr(self, f"layer{i}") for i in range(1, len(WIDTH_MULTIPLIERS) + 1)]
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """The invariant features that enter the head.
+
+        Args:
+            x: Images of shape ``(N, C, 32, 32)``.
+
+        Returns:
+            Features of shape ``(N, 16a)``.
+        """
+        check_input_shape(x, self.in_shape, type(self).__name__)
+        for layer in self.relaxed_layers:
+            x = torch.relu(layer(x))
+        if self.rotation_pool is not None:
+            x = self.rotation_pool(x)
+        return x.flatten(start_dim=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Compute logits.
+
+        Args:
+            x: Images of shape ``(N, C, 32, 32)``.
+
+        Returns:
+            Logits of shape ``(N, K)``.
+        """
+        return self.layer10(torch.relu(self.layer9(self.features(x))))
+
+    def translation_invariance_error(self, x: torch.Tensor, shift: tuple[int, int]) -> float:
+        """Largest change of the logits under a circular translation of the inputs.
+
+        Zero (to rounding) for a network whose every path is a CONV/S-CONV/GCONV path.
+
+        Args:
+            x: Images of shape ``(N, C, 32, 32)``.
+            shift: Pixels ``(dx, dy)`` to roll the images by.
+
+        Returns:
+            ``max |f(T x) - f(x)|``.
+        """
+        shifted = torch.roll(x, shifts=shift, dims=(-2, -1))
+        return (self(shifted) - self(x)).abs().max().item()
+
+    def rotation_invariance_error(self, x: torch.Tensor, k: int = 1) -> float:
+        """Largest change of the logits under a rotation of the inputs by ``k * 90`` degrees.
+
+        Zero (to rounding) for a network whose every path is a GCONV path.
+
+        Args:
+            x: Images of shape ``(N, C, 32, 32)``.
+            k: Number of quarter turns.
+
+        Returns:
+            ``max |f(R x) - f(x)|``.
+        """
+        rotated = torch.rot90(x, k, dims=(-2, -1))
+        return (self(rotated) - self(x)).abs().max().item()
+
+
+def build(
+    name: str,
+    in_shape: Sequence[int],
+    n_classes: int,
+    alpha: int = 10,
+    sparse_options: Mapping[str, Any] | None = None,
+) -> RelaxedNet:
+    """Build the App. F.1 network with the layer types named by ``name``.
+
+    Args:
+        name: One of :data:`MODEL_NAMES` (``"fc"``, ``"conv"``, ``"fc+conv"``, ``"f-fc"``,
+            ``"f-fc+conv"``, ``"s-fc"``, ``"s-conv"``, ``"s-fc+s-conv"``, ``"gconv"``,
+            ``"f-fc+conv+gconv"``).
+        in_shape: ``(C, 32, 32)``.
+        n_classes: Number of classes ``K``.
+        alpha: Width of the first layer (10 for Tables 1-2, 2 per path for Table 3).
+        sparse_options: Options for the S-layers' anchor bases.
+
+    Returns:
+        The network. Build under ``torch.device("meta")`` to count parameters without
+        allocating them.
+
+    Raises:
+        ValueError: If ``name`` is unknown or ``in_shape`` is not ``(C, 32, 32)``.
+    """
+    if name not in MODEL_NAMES:
+        raise ValueError(f"Unknown model {name!r}; choose one of {list(MODEL_NAMES)}.")
+    return RelaxedNet(MODEL_NAMES[name], in_shape, n_classes, alpha, sparse_options)
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable parameters (those a Laplace approximation covers).
+
+    Args:
+        model: Any module.
+
+    Returns:
+        The sum of ``p.numel()`` over parameters with ``requires_grad``.
+    """
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -1,0 +1,20 @@
+"""Shared fixtures: devices (CPU always, CUDA when present) and fixed seeds."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+DEVICES = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
+DEVICE_IDS = [f"dev={d.type}" for d in DEVICES]
+
+
+@pytest.fixture(params=DEVICES, ids=DEVICE_IDS)
+def device(request) -> torch.device:
+    """Every available device; CUDA cases simply do not exist on a machine without a GPU."""
+    return request.param
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)

@@ -1,0 +1,57 @@
+import pytest
+import torch
+
+from laplace_equivariance.layers import CircularConv2d, FullyConnected2d
+
+
+def test_fully_connected_maps_onto_a_smaller_grid(device):
+    layer = FullyConnected2d(3, 5, in_size=8, out_size=4).to(device)
+    assert layer(torch.randn(2, 3, 8, 8, device=device)).shape == (2, 5, 4, 4)
+    assert sum(p.numel() for p in layer.parameters()) == 5 * 16 * 3 * 64 + 5 * 16
+
+
+def test_fully_connected_equals_its_matrix(device):
+    layer = FullyConnected2d(2, 3, in_size=4, out_size=2).to(device, torch.float64)
+    x = torch.randn(5, 2, 4, 4, device=device, dtype=torch.float64)
+    expected = x.flatten(1) @ layer.weight.T + layer.bias
+    torch.testing.assert_close(layer(x).flatten(1), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_circular_conv_is_translation_equivariant(device):
+    layer = CircularConv2d(3, 4, 3, size=8).to(device, torch.float64)
+    x = torch.randn(2, 3, 8, 8, device=device, dtype=torch.float64)
+    shift = (3, -2)
+    torch.testing.assert_close(
+        layer(torch.roll(x, shift, dims=(-2, -1))),
+        torch.roll(layer(x), shift, dims=(-2, -1)),
+        rtol=0,
+        atol=1e-12,
+    )
+
+
+def test_circular_conv_wraps_around(device):
+    layer = CircularConv2d(1, 1, 3, size=4, bias=False).to(device, torch.float64)
+    with torch.no_grad():
+        layer.conv2d.weight.zero_()
+        layer.conv2d.weight[0, 0, 1, 0] = 1.0  # y(i, j) = x(i, j - 1)
+    x = torch.arange(16.0, device=device, dtype=torch.float64).view(1, 1, 4, 4)
+    torch.testing.assert_close(layer(x), torch.roll(x, 1, dims=-1))
+
+
+def test_even_kernel_raises():
+    with pytest.raises(ValueError, match="odd kernel_size"):
+        CircularConv2d(1, 1, 2, size=4)
+
+
+@pytest.mark.parametrize(
+    "layer, bad",
+    [
+        (lambda: FullyConnected2d(3, 4, 8), (2, 2, 8, 8)),
+        (lambda: FullyConnected2d(3, 4, 8), (2, 3, 8, 6)),
+        (lambda: CircularConv2d(3, 4, 3, 8), (2, 1, 8, 8)),
+    ],
+    ids=["fc-channels", "fc-size", "conv-channels"],
+)
+def test_wrong_input_shape_names_the_expected_shape(layer, bad):
+    with pytest.raises(ValueError, match=r"expects input of shape \(N, 3, 8, 8\)"):
+        layer()(torch.randn(*bad))

@@ -1,0 +1,43 @@
+import pytest
+import torch
+
+from laplace_equivariance.layers import FactoredLinear2d, FullyConnected2d
+
+
+@pytest.mark.parametrize(
+    "c_in, c_out, in_size, out_size",
+    [(1, 1, 2, 2), (3, 2, (4, 2), (2, 1)), (2, 5, 4, 4)],
+    ids=["1x1-channels", "rectangular-subsampled", "square"],
+)
+def test_equals_the_explicit_dense_weight(device, c_in, c_out, in_size, out_size):
+    """F-FC (Eq. 5) is FC (Eq. 1) with w = theta1 * theta2 summed over nothing else."""
+    layer = FactoredLinear2d(c_in, c_out, in_size, out_size).to(device, torch.float64)
+    with torch.no_grad():
+        layer.output_map.channel_bias.normal_()
+        layer.output_map.position_bias.normal_()
+    dense = FullyConnected2d(c_in, c_out, in_size, out_size).to(device, torch.float64)
+    n_positions = layer.output_map.position_bias.numel()
+    with torch.no_grad():
+        dense.weight.copy_(layer.dense_weight())
+        bias = layer.output_map.channel_bias[:, None] + layer.output_map.position_bias
+        dense.bias.copy_(bias.reshape(c_out * n_positions))
+    x = torch.randn(7, *((c_in,) + tuple(dense.in_size)), device=device, dtype=torch.float64)
+    torch.testing.assert_close(layer(x), dense(x), rtol=1e-12, atol=1e-12)
+
+
+def test_dense_weight_entries_are_products_of_the_factors():
+    layer = FactoredLinear2d(2, 3, 2, 2).double()
+    w = layer.dense_weight().view(3, 4, 2, 4)  # (c', q, c, p)
+    theta1, theta2 = layer.output_map.weight, layer.input_map.weight  # (q, c', c), (c', c, p)
+    assert w[1, 2, 0, 3] == theta1[2, 1, 0] * theta2[1, 0, 3]
+
+
+def test_parameter_count_is_2CpCXY_plus_biases():
+    layer = FactoredLinear2d(3, 4, in_size=8, out_size=4)
+    expected = 4 * 3 * (64 + 16) + 4 + 16
+    assert sum(p.numel() for p in layer.parameters()) == expected
+
+
+def test_wrong_input_shape_names_the_expected_shape():
+    with pytest.raises(ValueError, match=r"\(N, 3, 8, 8\)"):
+        FactoredLinear2d(3, 4, 8)(torch.randn(2, 3, 4, 4))

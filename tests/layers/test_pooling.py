@@ -1,0 +1,37 @@
+import pytest
+import torch
+
+from laplace_equivariance.layers import PolyphaseSubsample2d
+
+
+def test_keeps_the_component_of_largest_norm_per_example(device):
+    pool = PolyphaseSubsample2d()
+    x = torch.zeros(2, 1, 4, 4, device=device)
+    x[0, 0, 1::2, 0::2] = 5.0  # example 0: component (1, 0) is largest
+    x[1, 0, 0::2, 1::2] = 3.0  # example 1: component (0, 1)
+    y = pool(x)
+    assert y.shape == (2, 1, 2, 2)
+    assert torch.equal(y[0], x[0, :, 1::2, 0::2])
+    assert torch.equal(y[1], x[1, :, 0::2, 1::2])
+
+
+def test_output_of_an_example_does_not_depend_on_the_rest_of_the_batch(device):
+    pool = PolyphaseSubsample2d()
+    x = torch.randn(6, 3, 8, 8, device=device, dtype=torch.float64)
+    alone = torch.cat([pool(x[i : i + 1]) for i in range(6)])
+    assert torch.equal(pool(x), alone)
+
+
+def test_circular_shift_by_one_pixel_gives_a_shifted_subsampled_map(device):
+    pool = PolyphaseSubsample2d()
+    x = torch.randn(4, 2, 8, 8, device=device, dtype=torch.float64)
+    y = pool(x)
+    y_shifted = pool(torch.roll(x, shifts=(1, 0), dims=(-2, -1)))
+    candidates = [torch.roll(y, shifts=(s, 0), dims=(-2, -1)) for s in (0, 1)]
+    for n in range(4):
+        assert any(torch.equal(y_shifted[n], c[n]) for c in candidates)
+
+
+def test_odd_size_raises():
+    with pytest.raises(ValueError, match="even H and W"):
+        PolyphaseSubsample2d()(torch.randn(1, 1, 5, 4))

@@ -1,0 +1,102 @@
+import math
+
+import pytest
+import torch
+
+from laplace_equivariance.layers import (
+    AnchorBasis,
+    LengthscaleMode,
+    SparseCircularConv2d,
+    SparseFactoredLinear2d,
+)
+
+
+def test_default_anchor_count_is_half_the_grid_rounded_up():
+    assert AnchorBasis(3).n_anchors == 5
+    assert AnchorBasis((1, 1)).n_anchors == 1
+    assert AnchorBasis((32, 32)).n_anchors == 512
+    assert AnchorBasis((2, 1)).n_anchors == 1
+
+
+def test_basis_is_the_documented_rbf(device):
+    basis = AnchorBasis(3, lengthscale=0.7).to(device, torch.float64)
+    phi = basis()
+    p, j = 4, 2
+    distance2 = (basis.grid[p] - basis.positions[j]).pow(2).sum()
+    torch.testing.assert_close(phi[p, j], torch.exp(-(0.7**2) * distance2))
+
+
+def test_large_lengthscale_gives_the_anchor_value_at_the_anchor(device):
+    """omega -> inf: phi_j(z_i) -> delta_ij, so the weight at anchor j equals u_j."""
+    layer = SparseCircularConv2d(2, 3, 3, size=4, lengthscale=30.0).to(device, torch.float64)
+    filters = layer.weight().flatten(2)  # (C', C, 9)
+    anchors_on_grid = [0, 2, 4, 6, 8]  # checkerboard of the 3x3 offsets
+    torch.testing.assert_close(
+        filters[:, :, anchors_on_grid], layer.anchor_values, rtol=1e-12, atol=1e-12
+    )
+
+
+def test_zero_lengthscale_makes_weights_stationary(device):
+    """omega = 0: every basis function is 1 and the weight is the sum of anchor values."""
+    layer = SparseFactoredLinear2d(2, 3, 4, 2, lengthscale=0.0).to(device, torch.float64)
+    theta2 = layer.input_map.weight()  # (C', C, P)
+    theta1 = layer.output_map.weight()  # (Q, C', C)
+    torch.testing.assert_close(
+        theta2, layer.input_map.anchor_values.sum(-1, keepdim=True).expand_as(theta2)
+    )
+    torch.testing.assert_close(
+        theta1, layer.output_map.anchor_values.sum(0, keepdim=True).expand_as(theta1)
+    )
+    x = torch.randn(3, 2, 4, 4, device=device, dtype=torch.float64)
+    shifted = torch.roll(x, (1, 3), dims=(-2, -1))
+    torch.testing.assert_close(layer(shifted), layer(x), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["s-fc", "s-conv"])
+def test_gradients_reach_values_positions_and_lengthscale(kind, device):
+    if kind == "s-fc":
+        layer = SparseFactoredLinear2d(2, 3, 4, 2)
+    else:
+        layer = SparseCircularConv2d(2, 3, 3, size=4)
+    layer = layer.to(device, torch.float64)
+    x = torch.randn(5, 2, 4, 4, device=device, dtype=torch.float64)
+    layer(x).pow(2).sum().backward()
+    names = {
+        n for n, p in layer.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0
+    }
+    for suffix in ("anchor_values", "basis.positions", "basis.lengthscale"):
+        assert any(n.endswith(suffix) for n in names), (suffix, names)
+
+
+def test_hyperparameter_lengthscale_is_outside_the_parameters_and_gets_gradients(device):
+    layer = SparseCircularConv2d(
+        2, 3, 3, size=4, lengthscale_mode=LengthscaleMode.HYPERPARAMETER
+    ).to(device, torch.float64)
+    assert not any(n.endswith("lengthscale") for n, _ in layer.named_parameters())
+    assert "basis.lengthscale" in layer.state_dict()
+    (omega,) = layer.basis.hyperparameters()
+    assert omega.is_leaf and omega.requires_grad and omega.dtype == torch.float64
+    layer(torch.randn(2, 2, 4, 4, device=device, dtype=torch.float64)).sum().backward()
+    assert omega.grad is not None and math.isfinite(omega.grad.item()) and omega.grad != 0
+
+
+def test_fixed_lengthscale_and_positions_get_no_gradient():
+    layer = SparseCircularConv2d(1, 1, 3, size=4, lengthscale_mode="fixed", learn_positions=False)
+    assert [n for n, _ in layer.named_parameters()] == ["anchor_values", "bias"]
+    assert layer.basis.hyperparameters() == []
+
+
+def test_sparse_conv_is_translation_equivariant(device):
+    layer = SparseCircularConv2d(2, 3, 3, size=8).to(device, torch.float64)
+    x = torch.randn(2, 2, 8, 8, device=device, dtype=torch.float64)
+    torch.testing.assert_close(
+        layer(torch.roll(x, (2, 5), dims=(-2, -1))),
+        torch.roll(layer(x), (2, 5), dims=(-2, -1)),
+        rtol=0,
+        atol=1e-12,
+    )
+
+
+def test_anchor_count_out_of_range_raises():
+    with pytest.raises(ValueError, match="n_anchors"):
+        AnchorBasis(3, n_anchors=10)

@@ -1,0 +1,128 @@
+import pytest
+import torch
+
+from laplace_equivariance import models
+
+
+def count(name: str, in_shape, n_classes: int, alpha: int, **kwargs) -> int:
+    with torch.device("meta"):
+        return models.count_parameters(models.build(name, in_shape, n_classes, alpha, **kwargs))
+
+
+def rounded_millions(n: int) -> str:
+    return f"{n / 1e6:.1f}M"
+
+
+REFERENCE_EXACT = [
+    (table, name, counts["reference"])
+    for (table, name), counts in models.PAPER_PARAMETER_COUNTS.items()
+    if counts["reference"] is not None and table != "table3" and not name.startswith("s-")
+]
+SHAPES = {
+    "table1": ((1, 32, 32), 40, 10),
+    "table2": ((3, 32, 32), 10, 10),
+    "table3": ((1, 32, 32), 10, 2),
+}
+
+
+def test_conv_on_cifar10_has_exactly_338770_parameters():
+    assert count("conv", (3, 32, 32), 10, 10) == 338_770
+
+
+@pytest.mark.parametrize("table, name, expected", REFERENCE_EXACT, ids=lambda v: str(v))
+def test_counts_equal_the_reference_code(table, name, expected):
+    assert count(name, *SHAPES[table]) == expected
+
+
+@pytest.mark.parametrize(
+    "table, name", [k for k in models.PAPER_PARAMETER_COUNTS if k[0] != "table3"], ids=str
+)
+def test_counts_match_the_papers_rounding(table, name):
+    paper = models.PAPER_PARAMETER_COUNTS[(table, name)]["paper"]
+    assert rounded_millions(count(name, *SHAPES[table])) == paper
+
+
+def test_sparse_counts_differ_from_the_reference_only_by_the_documented_extras():
+    """Ours = reference + F-FC position biases + 2 coordinates and 1 lengthscale per basis."""
+    n = count("s-fc", (3, 32, 32), 10, 10)
+    grids = [(32, 32), (16, 16), (16, 16), (8, 8), (8, 8), (4, 4), (2, 2), (1, 1)]
+    inputs = [(32, 32)] + grids[:-1]
+    anchors = sum(-(-(a * b) // 2) + -(-(c * d) // 2) for (a, b), (c, d) in zip(grids, inputs))
+    position_biases = sum(a * b for a, b in grids)
+    assert n == 831_820 + position_biases + 2 * anchors + 2 * 8
+
+
+def test_table3_model_differs_from_the_reference_by_its_first_layer():
+    """The reference's planar paths in layer 1 read four rotated copies of the image
+    (4x the input channels); ours read the image once. Everything else is equal."""
+    n = count("f-fc+conv+gconv", (1, 32, 32), 10, 2)
+    first_layer_extra = 3 * (8 * 1 * 1024 * 2 + 8 * 1 * 9)
+    assert n + first_layer_extra == 1_105_843
+    assert rounded_millions(n) == "1.1M"
+
+
+@pytest.mark.parametrize("name", list(models.MODEL_NAMES))
+def test_every_model_runs_and_names_parameters_by_layer_and_path(name):
+    model = models.build(name, (1, 32, 32), 4, alpha=1)
+    assert model(torch.randn(2, 1, 32, 32)).shape == (2, 4)
+    for parameter_name, _ in model.named_parameters():
+        layer, path = parameter_name.split(".")[:2]
+        assert layer.startswith("layer")
+        if layer not in ("layer9", "layer10"):
+            assert path in ("fc", "conv", "gconv")
+
+
+@pytest.mark.parametrize("name", ["conv", "s-conv"])
+def test_convolutional_networks_are_invariant_to_circular_translation(name, device):
+    model = models.build(name, (2, 32, 32), 5, alpha=2).to(device, torch.float64)
+    x = torch.randn(6, 2, 32, 32, device=device, dtype=torch.float64)
+    for shift in [(1, 0), (0, 5), (7, -3), (16, 16)]:
+        assert model.translation_invariance_error(x, shift) < 1e-10
+
+
+def test_gconv_network_is_invariant_to_quarter_turns(device):
+    model = models.build("gconv", (1, 32, 32), 5, alpha=2).to(device, torch.float64)
+    x = torch.randn(6, 1, 32, 32, device=device, dtype=torch.float64)
+    for k in (1, 2, 3):
+        assert model.rotation_invariance_error(x, k) < 1e-10
+    assert model.translation_invariance_error(x, (3, 1)) < 1e-10
+
+
+def test_relaxed_networks_are_not_invariant(device):
+    model = models.build("f-fc+conv", (1, 32, 32), 5, alpha=2).to(device, torch.float64)
+    x = torch.randn(6, 1, 32, 32, device=device, dtype=torch.float64)
+    assert model.translation_invariance_error(x, (3, 1)) > 1e-4
+
+
+def test_relaxed_network_with_zeroed_fc_paths_is_invariant(device):
+    model = models.build("f-fc+conv+gconv", (1, 32, 32), 5, alpha=1).to(device, torch.float64)
+    x = torch.randn(4, 1, 32, 32, device=device, dtype=torch.float64)
+    with torch.no_grad():
+        for layer in model.relaxed_layers:
+            for p in layer.path("fc").parameters():
+                p.zero_()
+    assert model.translation_invariance_error(x, (5, 2)) < 1e-10
+    assert model.rotation_invariance_error(x, 1) > 1e-6
+    with torch.no_grad():
+        for layer in model.relaxed_layers:
+            for p in layer.path("conv").parameters():
+                p.zero_()
+    assert model.rotation_invariance_error(x, 1) < 1e-10
+
+
+@pytest.mark.parametrize(
+    "in_shape, bad",
+    [((3, 32, 32), (2, 1, 32, 32)), ((3, 32, 32), (2, 3, 28, 28))],
+    ids=["channels", "image-size"],
+)
+def test_wrong_input_names_the_expected_shape(in_shape, bad):
+    model = models.build("conv", in_shape, 10, alpha=1)
+    with pytest.raises(ValueError, match=r"expects input of shape \(N, 3, 32, 32\)"):
+        model(torch.randn(*bad))
+
+
+def test_unsupported_image_size_and_unknown_model_raise():
+    with pytest.raises(ValueError, match="resize or pad"):
+        models.build("conv", (1, 28, 28), 10)
+    with pytest.raises(ValueError, match="Unknown model"):
+        models.build("resnet", (1, 32, 32), 10)
