@@ -47,7 +47,9 @@ def test_sparse_counts_differ_from_the_reference_only_by_the_documented_extras()
     n = count("s-fc", (3, 32, 32), 10, 10)
     grids = [(32, 32), (16, 16), (16, 16), (8, 8), (8, 8), (4, 4), (2, 2), (1, 1)]
     inputs = [(32, 32)] + grids[:-1]
-    anchors = sum(-(-(a * b) // 2) + -(-(c * d) // 2) for (a, b), (c, d) in zip(grids, inputs))
+    anchors = sum(
+        -(-(a * b) // 2) + -(-(c * d) // 2) for (a, b), (c, d) in zip(grids, inputs, strict=True)
+    )
     position_biases = sum(a * b for a, b in grids)
     assert n == 831_820 + position_biases + 2 * anchors + 2 * 8
 

@@ -84,4 +84,6 @@ class CircularConv2d(nn.Module):
         return self.conv2d(circular_pad(x, self.conv2d.kernel_size[0]))
 
     def extra_repr(self) -> str:
-        return f"grid={self.size[0]}x{self.size[1]}, circular padding={self.conv2d.kernel_size[0] // 2}"
+        """Sizes shown in the module's repr."""
+        padding = self.conv2d.kernel_size[0] // 2
+        return f"grid={self.size[0]}x{self.size[1]}, circular padding={padding}"

@@ -81,6 +81,7 @@ class FullyConnected2d(nn.Module):
         return y.view(x.shape[0], self.out_channels, *self.out_size)
 
     def extra_repr(self) -> str:
+        """Sizes shown in the module's repr."""
         return (
             f"{self.in_channels}x{self.in_size[0]}x{self.in_size[1]} -> "
             f"{self.out_channels}x{self.out_size[0]}x{self.out_size[1]}, "

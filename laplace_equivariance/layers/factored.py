@@ -114,11 +114,13 @@ class FactoredInputMap(nn.Module):
         return apply_input_map(x, self.weight)
 
     def extra_repr(self) -> str:
-        return f"{self.in_channels}x{self.in_size[0]}x{self.in_size[1]} -> {self.out_channels}x{self.in_channels}"
+        """Sizes shown in the module's repr."""
+        grid = f"{self.in_size[0]}x{self.in_size[1]}"
+        return f"{self.in_channels}x{grid} -> {self.out_channels}x{self.in_channels}"
 
 
 class FactoredOutputMap(nn.Module):
-    r"""The ``theta1`` half of F-FC: :math:`y(c', x', y') = \sum_c \theta_1(c', c, x', y') h(c', c)`.
+    r"""The ``theta1`` half of F-FC: :math:`y(c', q) = \sum_c \theta_1(c', c, q)\, h(c', c)`.
 
     The weight is stored as ``(X' * Y', C', C)``: the leading dimension is the output side of
     each per-output-channel matrix, the Kronecker factor ``B`` of its curvature (App. C.1).
@@ -169,6 +171,7 @@ class FactoredOutputMap(nn.Module):
         )
 
     def extra_repr(self) -> str:
+        """Sizes shown in the module's repr."""
         return (
             f"{self.out_channels}x{self.in_channels} -> "
             f"{self.out_channels}x{self.out_size[0]}x{self.out_size[1]}, "

@@ -136,6 +136,7 @@ class P4LiftingConv2d(nn.Module):
         )
 
     def extra_repr(self) -> str:
+        """Sizes shown in the module's repr."""
         return (
             f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
             f"grid={self.size[0]}x{self.size[1]}, rotations={N_ROTATIONS}"

@@ -106,5 +106,6 @@ class RelaxedLayer(nn.Module):
         return sum(outputs[1:], outputs[0])
 
     def extra_repr(self) -> str:
+        """Sizes shown in the module's repr."""
         direct = f", direct={list(self.direct)}" if self.direct else ""
         return f"paths={list(self.path_names)}, subsample={self.pool is not None}{direct}"

@@ -167,6 +167,7 @@ class AnchorBasis(nn.Module):
         return torch.exp(-self.lengthscale.pow(2) * sq_dist)
 
     def extra_repr(self) -> str:
+        """Sizes shown in the module's repr."""
         return (
             f"grid={self.size[0]}x{self.size[1]}, anchors={self.n_anchors}, "
             f"lengthscale={self.lengthscale_mode.value}"
@@ -404,6 +405,7 @@ class SparseCircularConv2d(nn.Module):
         return F.conv2d(circular_pad(x, self.kernel_size), self.weight(), self.bias)
 
     def extra_repr(self) -> str:
+        """Sizes shown in the module's repr."""
         return (
             f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
             f"grid={self.size[0]}x{self.size[1]}"
