@@ -37,6 +37,7 @@ __all__ = [
     "SparseFactoredInputMap",
     "SparseFactoredLinear2d",
     "SparseFactoredOutputMap",
+    "rbf_basis",
 ]
 
 
@@ -69,6 +70,21 @@ def grid_coordinates(size: tuple[int, int]) -> torch.Tensor:
     return torch.cartesian_prod(xs, ys).reshape(-1, 2)
 
 
+def rbf_basis(grid: torch.Tensor, positions: torch.Tensor, lengthscale: torch.Tensor) -> torch.Tensor:
+    r"""Evaluate :math:`\phi_j(p) = \exp(-\omega^2 \lVert p - z_j \rVert^2)` (Eqs. 6-7).
+
+    Args:
+        grid: Positions ``p``, shape ``(P, 2)``.
+        positions: Anchor positions ``z``, shape ``(M, 2)``.
+        lengthscale: ``omega``, shape ``(1,)``.
+
+    Returns:
+        ``phi`` of shape ``(P, M)``.
+    """
+    sq_dist = (grid[:, None, :] - positions[None, :, :]).pow(2).sum(-1)
+    return torch.exp(-lengthscale.pow(2) * sq_dist)
+
+
 def default_anchor_count(size: tuple[int, int]) -> int:
     """Half the grid's positions, rounded up (paper App. F.4).
 
@@ -87,7 +103,7 @@ class AnchorBasis(nn.Module):
     Args:
         size: The grid ``(X, Y)`` the basis is evaluated on.
         n_anchors: ``M``; defaults to ``ceil(X * Y / 2)`` (App. F.4).
-        lengthscale: Initial ``omega`` (in inverse pixels).
+        lengthscale: Initial ``omega`` (in inverse pixels), stored with shape ``(1,)``.
         lengthscale_mode: See :class:`LengthscaleMode`.
         learn_positions: Whether the anchor positions ``z`` are parameters.
 
@@ -120,7 +136,7 @@ class AnchorBasis(nn.Module):
             self.positions = nn.Parameter(positions)
         else:
             self.register_buffer("positions", positions)
-        omega = torch.tensor(float(lengthscale))
+        omega = torch.tensor([float(lengthscale)])
         if self.lengthscale_mode is LengthscaleMode.LEARNED:
             self.lengthscale = nn.Parameter(omega)
         else:
@@ -163,8 +179,7 @@ class AnchorBasis(nn.Module):
         Returns:
             ``phi`` of shape ``(X * Y, M)``.
         """
-        sq_dist = (self.grid[:, None, :] - self.positions[None, :, :]).pow(2).sum(-1)
-        return torch.exp(-self.lengthscale.pow(2) * sq_dist)
+        return rbf_basis(self.grid, self.positions, self.lengthscale)
 
     def extra_repr(self) -> str:
         """Sizes shown in the module's repr."""
@@ -186,7 +201,7 @@ class SparseFactoredInputMap(nn.Module):
         **basis_options: Passed to :class:`AnchorBasis`.
 
     Shapes:
-        - ``anchor_values``: ``(C', C, M2)``.
+        - ``weight`` (the anchor values ``u2``): ``(C', C, M2)``.
         - Input: ``(N, C, X, Y)``; output: ``(N, C', C)``.
     """
 
@@ -197,15 +212,20 @@ class SparseFactoredInputMap(nn.Module):
         self.in_channels = in_channels
         self.in_size = pair(in_size)
         self.basis = AnchorBasis(self.in_size, **basis_options)
-        self.anchor_values = nn.Parameter(
+        self.weight = nn.Parameter(
             torch.empty(out_channels, in_channels, self.basis.n_anchors)
         )
         bound = 1.0 / math.sqrt(self.in_size[0] * self.in_size[1])
-        nn.init.uniform_(self.anchor_values, -bound, bound)
+        nn.init.uniform_(self.weight, -bound, bound)
 
-    def weight(self) -> torch.Tensor:
-        """The induced ``theta2`` of shape ``(C', C, X * Y)``, recomputed on every call."""
-        return torch.einsum("ocj,pj->ocp", self.anchor_values, self.basis())
+    def induced_weight(self, phi: torch.Tensor | None = None) -> torch.Tensor:
+        """The induced ``theta2 = u phi^T`` of shape ``(C', C, X * Y)``, recomputed every call.
+
+        Args:
+            phi: The basis ``(X * Y, M2)``; defaults to ``self.basis()``.
+        """
+        phi = self.basis() if phi is None else phi
+        return torch.einsum("ocj,pj->ocp", self.weight, phi)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Contract the input's positions with the induced ``theta2``.
@@ -217,7 +237,7 @@ class SparseFactoredInputMap(nn.Module):
             ``h`` of shape ``(N, C', C)``.
         """
         check_input_shape(x, (self.in_channels, *self.in_size), type(self).__name__)
-        return apply_input_map(x, self.weight())
+        return apply_input_map(x, self.induced_weight())
 
 
 class SparseFactoredOutputMap(nn.Module):
@@ -234,7 +254,7 @@ class SparseFactoredOutputMap(nn.Module):
         **basis_options: Passed to :class:`AnchorBasis`.
 
     Shapes:
-        - ``anchor_values``: ``(M1, C', C)`` (anchor first, like ``theta1``'s position first).
+        - ``weight`` (the anchor values ``u1``): ``(M1, C', C)`` (anchor first, like ``theta1``).
         - Input: ``(N, C', C)``; output: ``(N, C', X', Y')``.
     """
 
@@ -251,11 +271,11 @@ class SparseFactoredOutputMap(nn.Module):
         self.out_channels = out_channels
         self.out_size = pair(out_size)
         self.basis = AnchorBasis(self.out_size, **basis_options)
-        self.anchor_values = nn.Parameter(
+        self.weight = nn.Parameter(
             torch.empty(self.basis.n_anchors, out_channels, in_channels)
         )
         bound = 1.0 / math.sqrt(in_channels)
-        nn.init.uniform_(self.anchor_values, -bound, bound)
+        nn.init.uniform_(self.weight, -bound, bound)
         if bias:
             self.channel_bias = nn.Parameter(torch.zeros(out_channels))
             self.position_bias = nn.Parameter(torch.zeros(self.out_size[0] * self.out_size[1]))
@@ -263,9 +283,14 @@ class SparseFactoredOutputMap(nn.Module):
             self.register_parameter("channel_bias", None)
             self.register_parameter("position_bias", None)
 
-    def weight(self) -> torch.Tensor:
-        """The induced ``theta1`` of shape ``(X' * Y', C', C)``, recomputed on every call."""
-        return torch.einsum("qj,joc->qoc", self.basis(), self.anchor_values)
+    def induced_weight(self, phi: torch.Tensor | None = None) -> torch.Tensor:
+        """The induced ``theta1 = phi u`` of shape ``(X' * Y', C', C)``, recomputed every call.
+
+        Args:
+            phi: The basis ``(X' * Y', M1)``; defaults to ``self.basis()``.
+        """
+        phi = self.basis() if phi is None else phi
+        return torch.einsum("qj,joc->qoc", phi, self.weight)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         """Spread ``h`` over the output grid with the induced ``theta1``.
@@ -278,7 +303,7 @@ class SparseFactoredOutputMap(nn.Module):
         """
         check_input_shape(h, (self.out_channels, self.in_channels), type(self).__name__)
         return apply_output_map(
-            h, self.weight(), self.channel_bias, self.position_bias, self.out_size
+            h, self.induced_weight(), self.channel_bias, self.position_bias, self.out_size
         )
 
 
@@ -356,7 +381,7 @@ class SparseCircularConv2d(nn.Module):
         **basis_options: Passed to :class:`AnchorBasis`.
 
     Shapes:
-        - ``anchor_values``: ``(C', C, M)``.
+        - ``weight`` (the anchor values ``u``): ``(C', C, M)``.
         - Input: ``(N, C, X, Y)``; output: ``(N, C', X, Y)``.
 
     Raises:
@@ -380,16 +405,21 @@ class SparseCircularConv2d(nn.Module):
         self.kernel_size = kernel_size
         self.size = pair(size)
         self.basis = AnchorBasis(kernel_size, **basis_options)
-        self.anchor_values = nn.Parameter(
+        self.weight = nn.Parameter(
             torch.empty(out_channels, in_channels, self.basis.n_anchors)
         )
         bound = 1.0 / math.sqrt(in_channels * kernel_size**2)
-        nn.init.uniform_(self.anchor_values, -bound, bound)
+        nn.init.uniform_(self.weight, -bound, bound)
         self.bias = nn.Parameter(torch.zeros(out_channels)) if bias else None
 
-    def weight(self) -> torch.Tensor:
-        """The induced filter of shape ``(C', C, S, S)``, recomputed on every call."""
-        filters = torch.einsum("ocj,pj->ocp", self.anchor_values, self.basis())
+    def induced_weight(self, phi: torch.Tensor | None = None) -> torch.Tensor:
+        """The induced filter of shape ``(C', C, S, S)``, recomputed on every call.
+
+        Args:
+            phi: The basis ``(S * S, M)``; defaults to ``self.basis()``.
+        """
+        phi = self.basis() if phi is None else phi
+        filters = torch.einsum("ocj,pj->ocp", self.weight, phi)
         return filters.view(self.out_channels, self.in_channels, self.kernel_size, -1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -402,7 +432,7 @@ class SparseCircularConv2d(nn.Module):
             Output of shape ``(N, C', X, Y)``.
         """
         check_input_shape(x, (self.in_channels, *self.size), type(self).__name__)
-        return F.conv2d(circular_pad(x, self.kernel_size), self.weight(), self.bias)
+        return F.conv2d(circular_pad(x, self.kernel_size), self.induced_weight(), self.bias)
 
     def extra_repr(self) -> str:
         """Sizes shown in the module's repr."""

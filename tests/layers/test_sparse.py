@@ -29,23 +29,23 @@ def test_basis_is_the_documented_rbf(device):
 def test_large_lengthscale_gives_the_anchor_value_at_the_anchor(device):
     """omega -> inf: phi_j(z_i) -> delta_ij, so the weight at anchor j equals u_j."""
     layer = SparseCircularConv2d(2, 3, 3, size=4, lengthscale=30.0).to(device, torch.float64)
-    filters = layer.weight().flatten(2)  # (C', C, 9)
+    filters = layer.induced_weight().flatten(2)  # (C', C, 9)
     anchors_on_grid = [0, 2, 4, 6, 8]  # checkerboard of the 3x3 offsets
     torch.testing.assert_close(
-        filters[:, :, anchors_on_grid], layer.anchor_values, rtol=1e-12, atol=1e-12
+        filters[:, :, anchors_on_grid], layer.weight, rtol=1e-12, atol=1e-12
     )
 
 
 def test_zero_lengthscale_makes_weights_stationary(device):
     """omega = 0: every basis function is 1 and the weight is the sum of anchor values."""
     layer = SparseFactoredLinear2d(2, 3, 4, 2, lengthscale=0.0).to(device, torch.float64)
-    theta2 = layer.input_map.weight()  # (C', C, P)
-    theta1 = layer.output_map.weight()  # (Q, C', C)
+    theta2 = layer.input_map.induced_weight()  # (C', C, P)
+    theta1 = layer.output_map.induced_weight()  # (Q, C', C)
     torch.testing.assert_close(
-        theta2, layer.input_map.anchor_values.sum(-1, keepdim=True).expand_as(theta2)
+        theta2, layer.input_map.weight.sum(-1, keepdim=True).expand_as(theta2)
     )
     torch.testing.assert_close(
-        theta1, layer.output_map.anchor_values.sum(0, keepdim=True).expand_as(theta1)
+        theta1, layer.output_map.weight.sum(0, keepdim=True).expand_as(theta1)
     )
     x = torch.randn(3, 2, 4, 4, device=device, dtype=torch.float64)
     shifted = torch.roll(x, (1, 3), dims=(-2, -1))
@@ -64,7 +64,7 @@ def test_gradients_reach_values_positions_and_lengthscale(kind, device):
     names = {
         n for n, p in layer.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0
     }
-    for suffix in ("anchor_values", "basis.positions", "basis.lengthscale"):
+    for suffix in ("weight", "basis.positions", "basis.lengthscale"):
         assert any(n.endswith(suffix) for n in names), (suffix, names)
 
 
@@ -82,7 +82,7 @@ def test_hyperparameter_lengthscale_is_outside_the_parameters_and_gets_gradients
 
 def test_fixed_lengthscale_and_positions_get_no_gradient():
     layer = SparseCircularConv2d(1, 1, 3, size=4, lengthscale_mode="fixed", learn_positions=False)
-    assert [n for n, _ in layer.named_parameters()] == ["anchor_values", "bias"]
+    assert [n for n, _ in layer.named_parameters()] == ["weight", "bias"]
     assert layer.basis.hyperparameters() == []
 
 

@@ -1,0 +1,260 @@
+r"""Kronecker factors with block-diagonal second factors, as laplace-torch ``Kron`` classes.
+
+laplace-torch's :class:`laplace.utils.matrix.Kron` holds, per parameter tensor, either one
+dense ``P x P`` block or two factors ``[B, A]`` (each dense 2-D or diagonal 1-D) whose
+Kronecker product ``B (x) A`` approximates the GGN block of the parameter flattened in
+row-major order (``B`` on the leading dimension, ``A`` on the rest).
+
+The factored layers' ``A`` factors are block-diagonal (paper App. C.1): for F-FC's ``theta2``
+of shape ``(C', C, XY)``, ``A = blockdiag_c(A_c)`` with ``C`` blocks of ``XY x XY``. Here such a
+factor is stored as a 3-D tensor ``(n_blocks, b, b)``, decomposed with one batched ``eigh``,
+and applied block by block; the dense ``n_blocks * b`` square matrix is never built (except by
+``to_matrix``, which is for tests). The eigenvalues of a block-diagonal factor are stored
+flattened, ``(n_blocks * b,)``, which is exactly the spectrum of the dense factor, so
+laplace-torch's own ``logdet`` applies unchanged.
+"""
+
+from __future__ import annotations
+
+import torch
+from laplace.utils.matrix import Kron, KronDecomposed
+from laplace.utils.utils import block_diag, kron
+
+__all__ = ["BlockDiagonalKron", "BlockDiagonalKronDecomposed", "densify"]
+
+
+def densify(factor: torch.Tensor) -> torch.Tensor:
+    """A factor as a dense matrix: block-diagonal ``(n, b, b)``, diagonal ``(P,)`` or dense.
+
+    Args:
+        factor: A Kronecker factor in any of the three storages.
+
+    Returns:
+        The dense square matrix (only for tests and small sizes).
+    """
+    if factor.ndim == 3:
+        return torch.block_diag(*factor)
+    if factor.ndim == 1:
+        return torch.diag(factor)
+    return factor
+
+
+def _dim(factor: torch.Tensor) -> int:
+    """The side length of the (dense equivalent of the) factor."""
+    return factor.shape[0] * factor.shape[1] if factor.ndim == 3 else factor.shape[0]
+
+
+class BlockDiagonalKron(Kron):
+    """:class:`laplace.utils.matrix.Kron` whose factors may be block-diagonal ``(n, b, b)``.
+
+    Everything laplace-torch's ``KronLaplace`` does with the undecomposed factors (sum over
+    batches, rescale, decompose) works as in the parent; results keep this class.
+    """
+
+    def __add__(self, other: Kron) -> BlockDiagonalKron:
+        """Add factor by factor, checking that the structures agree.
+
+        Args:
+            other: A Kron with the same groups and factor shapes.
+
+        Returns:
+            The sum.
+
+        Raises:
+            ValueError: If ``other`` is not a Kron of the same structure.
+        """
+        if not isinstance(other, Kron) or len(other.kfacs) != len(self.kfacs):
+            raise ValueError("Can only add a Kron with the same number of parameter groups.")
+        kfacs = []
+        for mine, theirs in zip(self.kfacs, other.kfacs, strict=True):
+            if [f.shape for f in mine] != [f.shape for f in theirs]:
+                raise ValueError(
+                    f"Kronecker factor shapes differ: {[tuple(f.shape) for f in mine]} vs "
+                    f"{[tuple(f.shape) for f in theirs]}."
+                )
+            kfacs.append([a + b for a, b in zip(mine, theirs, strict=True)])
+        return BlockDiagonalKron(kfacs)
+
+    __radd__ = __add__
+
+    def __mul__(self, scalar: float | torch.Tensor) -> BlockDiagonalKron:
+        """Multiply the represented matrix by a scalar (``scalar ** (1/len(F))`` per factor).
+
+        Args:
+            scalar: A python or 0-d torch scalar.
+
+        Returns:
+            The scaled Kron.
+        """
+        return BlockDiagonalKron(super().__mul__(scalar).kfacs)
+
+    __rmul__ = __mul__
+
+    def decompose(self, damping: bool = False) -> BlockDiagonalKronDecomposed:
+        """Eigendecompose every factor; block-diagonal ones with one batched ``eigh``.
+
+        Args:
+            damping: Use laplace-torch's damped combination of prior and curvature.
+
+        Returns:
+            The decomposition.
+        """
+        eigenvectors, eigenvalues = [], []
+        for factors in self.kfacs:
+            vectors, values = [], []
+            for factor in factors:
+                if factor.ndim == 1:
+                    values.append(factor)
+                    vectors.append(torch.eye(len(factor), dtype=factor.dtype, device=factor.device))
+                    continue
+                evals, evecs = torch.linalg.eigh(factor)
+                values.append(torch.nan_to_num(evals.clamp(min=0.0)).flatten())
+                vectors.append(evecs)
+            eigenvectors.append(vectors)
+            eigenvalues.append(values)
+        return BlockDiagonalKronDecomposed(eigenvectors, eigenvalues, damping=damping)
+
+    def _bmm(self, W: torch.Tensor) -> torch.Tensor:
+        """``H @ W`` for ``W`` of shape ``(batch, classes, params)``, via the decomposition."""
+        return self.decompose()._bmm(W, exponent=1)
+
+    def logdet(self) -> torch.Tensor:
+        """Log-determinant of the represented block-diagonal matrix."""
+        return self.decompose().logdet()
+
+    def diag(self) -> torch.Tensor:
+        """Diagonal of the represented matrix, group after group."""
+        diags = []
+        for factors in self.kfacs:
+            parts = [f.diagonal(dim1=-2, dim2=-1).flatten() if f.ndim > 1 else f for f in factors]
+            diags.append(parts[0] if len(parts) == 1 else torch.outer(*parts).flatten())
+        return torch.cat(diags)
+
+    def to_matrix(self) -> torch.Tensor:
+        """The dense block-diagonal matrix (tests only: it can be very large)."""
+        blocks = []
+        for factors in self.kfacs:
+            dense = [densify(f) for f in factors]
+            blocks.append(dense[0] if len(dense) == 1 else kron(dense[0], dense[1]))
+        return block_diag(blocks)
+
+
+class BlockDiagonalKronDecomposed(KronDecomposed):
+    """:class:`laplace.utils.matrix.KronDecomposed` with block-diagonal eigenvector factors.
+
+    A block-diagonal factor's eigenvectors are stored as ``(n, b, b)`` and its eigenvalues
+    flattened, ``(n * b,)``. Adding prior precisions (``deltas``), scaling, log-determinants,
+    products with Jacobians (the GLM predictive) and diagonals work as in the parent.
+    """
+
+    def __add__(self, deltas: torch.Tensor) -> BlockDiagonalKronDecomposed:
+        """Add a prior precision per group (or one for all).
+
+        Args:
+            deltas: Scalar, length 1, or one per group.
+
+        Returns:
+            The sum.
+        """
+        self._check_deltas(deltas)
+        return BlockDiagonalKronDecomposed(
+            self.eigenvectors, self.eigenvalues, self.deltas + deltas, self.damping
+        )
+
+    __radd__ = __add__
+
+    def __mul__(self, scalar: torch.Tensor | float) -> BlockDiagonalKronDecomposed:
+        """Scale the represented matrix (the eigenvalues).
+
+        Args:
+            scalar: A python or 0-d torch scalar.
+
+        Returns:
+            The scaled decomposition.
+        """
+        scaled = super().__mul__(scalar)
+        return BlockDiagonalKronDecomposed(
+            self.eigenvectors, scaled.eigenvalues, self.deltas, self.damping
+        )
+
+    __rmul__ = __mul__
+
+    def _spectrum(self, values: list[torch.Tensor], delta: torch.Tensor, exponent: float):
+        """``(eigenvalues + delta) ** exponent`` of one group, as laplace-torch defines it."""
+        if len(values) == 1:
+            return torch.pow(values[0] + delta, exponent)
+        l1, l2 = values
+        if self.damping:
+            return torch.pow(torch.outer(l1 + delta.sqrt(), l2 + delta.sqrt()), exponent)
+        return torch.pow(torch.outer(l1, l2) + delta, exponent)
+
+    @staticmethod
+    def _apply(Q: torch.Tensor, W: torch.Tensor, transpose: bool) -> torch.Tensor:
+        """``Q @ W`` (or ``Q.T @ W``) along W's last dimension; ``Q`` dense or ``(n, b, b)``."""
+        if Q.ndim == 2:
+            return W @ (Q if transpose else Q.T)
+        n, b, _ = Q.shape
+        blocks = W.reshape(*W.shape[:-1], n, b)
+        equation = "...nb,nbc->...nc" if transpose else "...nc,nbc->...nb"
+        return torch.einsum(equation, blocks, Q).reshape(W.shape)
+
+    def _bmm(self, W: torch.Tensor, exponent: float = -1) -> torch.Tensor:
+        """``(self ** exponent) @ W`` for ``W`` of shape ``(batch, classes, params)``."""
+        batch, classes, n_params = W.shape
+        W = W.reshape(batch * classes, n_params)
+        out, start = [], 0
+        for vectors, values, delta in zip(self.eigenvectors, self.eigenvalues, self.deltas):
+            spectrum = self._spectrum(values, delta, exponent)
+            if len(values) == 1:
+                p = len(values[0])
+                rotated = self._apply(vectors[0], W[:, start : start + p], transpose=True)
+                out.append(self._apply(vectors[0], rotated * spectrum, transpose=False))
+            else:
+                p_in, p_out = len(values[0]), len(values[1])
+                p = p_in * p_out
+                block = W[:, start : start + p].reshape(-1, p_in, p_out)
+                block = self._apply(vectors[1], block, transpose=True)
+                block = self._apply(vectors[0], block.transpose(1, 2), transpose=True)
+                block = block.transpose(1, 2) * spectrum
+                block = self._apply(vectors[1], block, transpose=False)
+                block = self._apply(vectors[0], block.transpose(1, 2), transpose=False)
+                out.append(block.transpose(1, 2).reshape(-1, p))
+            start += p
+        return torch.cat(out, dim=1).reshape(batch, classes, n_params)
+
+    def diag(self, exponent: float = 1) -> torch.Tensor:
+        """Diagonal of ``self ** exponent``, computed block by block.
+
+        Args:
+            exponent: The power.
+
+        Returns:
+            The diagonal, one entry per parameter.
+        """
+        diags = []
+        for vectors, values, delta in zip(self.eigenvectors, self.eigenvalues, self.deltas):
+            spectrum = self._spectrum(values, delta, exponent)
+            squares = [v.pow(2) for v in vectors]  # diag(Q L Q^T) = (Q * Q) @ L
+            if len(values) == 1:
+                diags.append(self._apply(squares[0], spectrum[None], transpose=False)[0])
+            else:
+                left = self._apply(squares[0], spectrum.T, transpose=False).T
+                diags.append(self._apply(squares[1], left, transpose=False).flatten())
+        return torch.cat(diags)
+
+    def to_matrix(self, exponent: float = 1) -> torch.Tensor:
+        """The dense matrix ``self ** exponent`` (tests only).
+
+        Args:
+            exponent: The power.
+
+        Returns:
+            A dense block-diagonal matrix.
+        """
+        blocks = []
+        for vectors, values, delta in zip(self.eigenvectors, self.eigenvalues, self.deltas):
+            spectrum = self._spectrum(values, delta, exponent).flatten()
+            dense = [densify(v) for v in vectors]
+            Q = dense[0] if len(dense) == 1 else kron(dense[0], dense[1])
+            blocks.append(Q @ torch.diag(spectrum) @ Q.T)
+        return block_diag(blocks)
