@@ -1,0 +1,17 @@
+"""KFAC rules for the relaxed-equivariance layers and the laplace-torch backend (paper Sec. 5)."""
+
+from laplace_equivariance.curvature.backend import EquivariantKFAC, UnsupportedModuleError
+from laplace_equivariance.curvature.kron import BlockDiagonalKron, BlockDiagonalKronDecomposed
+from laplace_equivariance.curvature.registry import install_kron_initialiser, register_with_asdl
+from laplace_equivariance.curvature.rules import RULES, KroneckerRule
+
+__all__ = [
+    "RULES",
+    "BlockDiagonalKron",
+    "BlockDiagonalKronDecomposed",
+    "EquivariantKFAC",
+    "KroneckerRule",
+    "UnsupportedModuleError",
+    "install_kron_initialiser",
+    "register_with_asdl",
+]

@@ -1,0 +1,184 @@
+"""EquivariantKFAC: a laplace-torch curvature backend for the relaxed-equivariance layers."""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from laplace.curvature import AsdlGGN
+from laplace.curvature.curvature import CurvatureInterface, GGNInterface
+from torch import nn
+
+from laplace_equivariance.curvature.kron import BlockDiagonalKron
+from laplace_equivariance.curvature.registry import install_kron_initialiser, register_with_asdl
+from laplace_equivariance.curvature.rules import EXTRA_BLOCKS_ATTR, RULES
+from laplace_equivariance.layers import AnchorBasis, RelaxedLayer
+
+__all__ = ["EquivariantKFAC", "UnsupportedModuleError"]
+
+
+class UnsupportedModuleError(ValueError):
+    """A module has trainable parameters that no KFAC rule covers."""
+
+
+def _stock_conv_is_exact(module: nn.Conv2d) -> bool:
+    """Whether ASDL's Conv2d rule is right for ``module`` (zero padding, no groups/dilation)."""
+    return (
+        module.padding_mode == "zeros"
+        and module.groups == 1
+        and module.dilation == (1, 1)
+        and not isinstance(module.padding, str)
+    )
+
+
+class EquivariantKFAC(AsdlGGN):
+    """KFAC of the GGN for models built from this package's layers (and stock layers).
+
+    Use it as any laplace-torch backend::
+
+        Laplace(model, "classification", subset_of_weights="all",
+                hessian_structure="kron", backend=EquivariantKFAC)
+
+    Kronecker factors are computed by ASDL's fisher makers (exact GGN: one backward pass per
+    class; ``stochastic=True``: a Monte-Carlo Fisher, one sample) with the rules of
+    :mod:`laplace_equivariance.curvature.rules` registered for the custom modules, and by
+    ASDL's own rules for ``nn.Linear`` and zero-padded ``nn.Conv2d``. There is one Kron block
+    per trainable parameter tensor, in ``model.parameters()`` order, so laplace-torch's
+    ``prior_structure="layerwise"`` gives one prior precision per parameter tensor of every
+    path and layer. Block-diagonal factors (F-FC, S-FC) are stored and eigendecomposed block
+    by block (:class:`~laplace_equivariance.curvature.kron.BlockDiagonalKron`). On models of
+    stock layers only, the factors equal :class:`laplace.curvature.AsdlGGN`'s.
+
+    Jacobians (for the GLM predictive) come from ``torch.func``; ``hessian_structure="full"``
+    and ``"diag"`` use laplace-torch's Jacobian-based exact GGN.
+
+    Args:
+        model: The network.
+        likelihood: ``"classification"`` or ``"regression"``.
+        last_layer: Used by laplace-torch's last-layer Laplace; warns on relaxed models.
+        subnetwork_indices: As laplace-torch.
+        dict_key_x: As laplace-torch.
+        dict_key_y: As laplace-torch.
+        stochastic: Use a Monte-Carlo Fisher (one backward pass) instead of the exact GGN.
+
+    Raises:
+        UnsupportedModuleError: If a module with trainable parameters has no KFAC rule
+            (BatchNorm, an unknown custom layer, a circular or grouped ``nn.Conv2d``).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        likelihood: str,
+        last_layer: bool = False,
+        subnetwork_indices: torch.LongTensor | None = None,
+        dict_key_x: str = "input_ids",
+        dict_key_y: str = "labels",
+        stochastic: bool = False,
+    ) -> None:
+        register_with_asdl()
+        install_kron_initialiser()
+        super().__init__(
+            model, likelihood, last_layer, subnetwork_indices, dict_key_x, dict_key_y, stochastic
+        )
+        if last_layer and any(
+            isinstance(m, RelaxedLayer) and len(m.path_names) > 1 for m in model.modules()
+        ):
+            warnings.warn(
+                "A last-layer Laplace approximation leaves the relaxed layers' prior "
+                "precisions untouched: equivariance is only learned with "
+                "subset_of_weights='all'.",
+                stacklevel=2,
+            )
+        self._check_supported(self._model)
+
+    @staticmethod
+    def _check_supported(model: nn.Module) -> None:
+        """Raise for any module whose own trainable parameters no rule covers."""
+        for name, module in model.named_modules():
+            own = [n for n, p in module.named_parameters(recurse=False) if p.requires_grad]
+            if not own or type(module) in RULES or isinstance(module, AnchorBasis):
+                continue
+            if type(module) is nn.Linear:
+                continue
+            if type(module) is nn.Conv2d and _stock_conv_is_exact(module):
+                continue
+            raise UnsupportedModuleError(
+                f"EquivariantKFAC has no KFAC rule for module {name or '<root>'!r} "
+                f"({type(module).__name__}) with trainable parameters {own}. Replace it by "
+                "a supported layer (laplace_equivariance.layers, nn.Linear, zero-padded "
+                "nn.Conv2d), or freeze its parameters with requires_grad_(False)."
+            )
+
+    def _parameter_groups(self) -> list[tuple[nn.Parameter, str, nn.Module]]:
+        """Every trainable parameter with its name and the module whose rule covers it."""
+        owners = {}
+        for name, module in self._model.named_modules():
+            for pname, p in module.named_parameters(recurse=False):
+                owner = module
+                if isinstance(module, AnchorBasis):
+                    owner = self._model.get_submodule(name.rsplit(".", 1)[0] if "." in name else "")
+                    pname = f"basis.{pname}"
+                owners[p] = (pname, owner)
+        return [(p, *owners[p]) for p in self.params]
+
+    def init_kron(self, device: torch.device, dtype: torch.dtype) -> BlockDiagonalKron:
+        """Zero factors with the structure :meth:`kron` returns (block-diagonal where due).
+
+        Args:
+            device: Device of the factors.
+            dtype: Their dtype.
+
+        Returns:
+            A :class:`BlockDiagonalKron` of zeros, one group per trainable parameter.
+        """
+        kfacs = []
+        for p, name, module in self._parameter_groups():
+            zeros = lambda *shape: torch.zeros(*shape, device=device, dtype=dtype)  # noqa: E731
+            if name != "weight" or p.ndim == 1:
+                kfacs.append([zeros(p.numel(), p.numel())])
+                continue
+            b, rest = p.shape[0], p[0].numel()
+            blocks = RULES[type(module)].a_blocks(module) if type(module) in RULES else None
+            a = zeros(rest, rest) if blocks is None else zeros(blocks, rest // blocks, rest // blocks)
+            kfacs.append([zeros(b, b), a])
+        return BlockDiagonalKron(kfacs)
+
+    def _get_kron_factors(self, M: int) -> BlockDiagonalKron:
+        """Collect ASDL's factors and the rules' extra blocks, in parameter order."""
+        kfacs = []
+        for p, name, module in self._parameter_groups():
+            stats = getattr(module, "fisher", None)
+            if stats is None:
+                raise RuntimeError(
+                    f"ASDL computed no curvature for {type(module).__name__}; is its output "
+                    "used by the model's forward pass?"
+                )
+            if name == "weight":
+                kfacs.append([stats.kron.B, stats.kron.A])
+            elif name in self._bias_names(module):
+                kfacs.append([stats.kron.B.clone()])
+            else:
+                kfacs.append([getattr(module, EXTRA_BLOCKS_ATTR)[name]])
+        for module in self._model.modules():
+            module.__dict__.pop(EXTRA_BLOCKS_ATTR, None)
+        for factors in kfacs:
+            if any(not torch.isfinite(f).all() for f in factors):
+                raise FloatingPointError(
+                    "Non-finite Kronecker factor: check the model's outputs and the data."
+                )
+        return BlockDiagonalKron(kfacs)
+
+    @staticmethod
+    def _bias_names(module: nn.Module) -> tuple[str, ...]:
+        rule = RULES.get(type(module))
+        if rule is not None:
+            return rule.bias_names(module)
+        return ("bias",) if getattr(module, "bias", None) is not None else ()
+
+    def jacobians(self, x, enable_backprop: bool = False):
+        """Jacobians of the outputs with respect to all trainable parameters (``torch.func``)."""
+        return CurvatureInterface.jacobians(self, x, enable_backprop)
+
+    full = GGNInterface.full
+    diag = GGNInterface.diag

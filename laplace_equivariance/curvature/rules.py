@@ -1,0 +1,375 @@
+r"""KFAC rules for the custom layers, as ASDL operations (paper Sec. 5, App. C; docs/curvature.md).
+
+Every rule receives what ASDL's hooks save: the module's input ``in_data`` once per forward
+pass and the gradient of the backward pass's scalar with respect to the module's output,
+``out_grads``, once per backward pass (one per class for the exact GGN, one per sample for
+the Monte-Carlo Fisher). Summing over examples ``n`` and backward passes ``k``:
+
+- the weight's Kronecker factors ``[B, A]`` (``B`` on the weight's leading dimension, ``A`` on
+  the rest, row-major), with ``A`` summed over the batch (laplace-torch divides it by the data
+  set size ``N``) and normalised by the number of positions the weight is shared over, the
+  KFAC-expand convention that ASDL's ``Conv2d`` rule uses;
+- for the module's other parameters (factored biases, anchor positions, lengthscales) the
+  exact GGN block :math:`\sum_{n,k} g_{nk} g_{nk}^\top` of their per-example gradients.
+
+Rules, with ``x`` the input, ``g`` the output gradient:
+
+=========================  ==================================================  =========================================
+module                     ``A``                                               ``B``
+=========================  ==================================================  =========================================
+FullyConnected2d           :math:`\sum_n x_n x_n^\top` (``CXY``)                :math:`\sum g g^\top` (``C'X'Y'``)
+FactoredInputMap           :math:`\frac1C \mathrm{blockdiag}_c \sum_n x_{nc} x_{nc}^\top`    :math:`\sum_{n,k,c} g_{\cdot c} g_{\cdot c}^\top`
+FactoredOutputMap          :math:`\frac1{C'} \mathrm{blockdiag}_{c'} \sum_n h_{nc'} h_{nc'}^\top`  :math:`\sum_{n,k,c'} g_{c'\cdot} g_{c'\cdot}^\top`
+SparseFactoredInputMap     as FactoredInputMap with :math:`\tilde x_c = \phi^\top x_c`       as FactoredInputMap
+SparseFactoredOutputMap    as FactoredOutputMap                                 with :math:`\tilde g_{c'} = \phi^\top g_{c'}`
+SparseCircularConv2d       conv patches projected on the basis, / positions      as convolution
+P4 lifting / pointwise     patches rotated back by each output rotation,
+                           / (4 x positions)                                    summed over rotations and positions
+=========================  ==================================================  =========================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from asdl.operations import Operation
+from torch.nn import functional as F
+
+from laplace_equivariance.layers import (
+    N_ROTATIONS,
+    FactoredInputMap,
+    FactoredOutputMap,
+    FullyConnected2d,
+    P4LiftingConv2d,
+    P4PointwiseConv2d,
+    SparseCircularConv2d,
+    SparseFactoredInputMap,
+    SparseFactoredOutputMap,
+)
+from laplace_equivariance.layers.conv import circular_pad
+from laplace_equivariance.layers.sparse import AnchorBasis, rbf_basis
+
+__all__ = ["EXTRA_BLOCKS_ATTR", "RULES", "KroneckerRule"]
+
+EXTRA_BLOCKS_ATTR = "_kfac_extra_blocks"
+"""Module attribute where a rule accumulates the exact blocks of non-weight parameters
+during one ``kron`` call; the backend pops it."""
+
+
+def outer_sum(rows: torch.Tensor) -> torch.Tensor:
+    """:math:`\\sum_i r_i r_i^\\top` for ``rows`` of shape ``(n, d)``; a fresh ``(d, d)`` tensor."""
+    return rows.T @ rows
+
+
+class KroneckerRule(Operation):
+    """ASDL operation for one custom module: weight factors plus exact extra blocks.
+
+    Subclasses implement ASDL's static hooks ``preprocess_in_data``,
+    ``preprocess_out_grads``, ``cov_kron_A`` and ``cov_kron_B`` for the module's ``weight``,
+    and optionally :meth:`extra_blocks` for its other parameters.
+    """
+
+    @staticmethod
+    def extra_blocks(module, in_data: torch.Tensor, out_grads: torch.Tensor) -> dict:
+        """Per-example gradients of the module's non-weight parameters for one backward pass.
+
+        Args:
+            module: The module.
+            in_data: Its input, as the forward hook saw it.
+            out_grads: The gradient with respect to its output, shape of the output.
+
+        Returns:
+            Parameter name (as in ``module.named_parameters()``) -> ``(N, numel)`` gradients.
+        """
+        return {}
+
+    @staticmethod
+    def a_blocks(module) -> int | None:
+        """Number of equal diagonal blocks of ``A``, stored ``(n, b, b)``; None: ``A`` is dense."""
+        return None
+
+    @staticmethod
+    def bias_names(module) -> tuple[str, ...]:
+        """Names of biases whose block is the weight's ``B`` factor (KFAC-expand convention)."""
+        return ("bias",) if getattr(module, "bias", None) is not None else ()
+
+    def forward_post_process(self, in_data: torch.Tensor, out_data: torch.Tensor) -> None:
+        """Keep the raw input for :meth:`extra_blocks` and start a new accumulation."""
+        self._raw_in_data = in_data
+        setattr(self._module, EXTRA_BLOCKS_ATTR, {})
+        super().forward_post_process(in_data, out_data)
+
+    def backward_pre_process(self, out_grads: torch.Tensor, vector=None) -> None:
+        """Accumulate the extra parameters' exact blocks, then ASDL's ``B``."""
+        blocks = getattr(self._module, EXTRA_BLOCKS_ATTR)
+        grads = self.extra_blocks(self._module, self._raw_in_data, out_grads)
+        for name, per_example in grads.items():
+            block = outer_sum(per_example) * self._cov_scale
+            blocks[name] = blocks[name] + block if name in blocks else block
+        super().backward_pre_process(out_grads, vector)
+
+
+class FullyConnected2dRule(KroneckerRule):
+    """FC (Eq. 1): a linear map of the flattened maps; exact for one example."""
+
+    @staticmethod
+    def preprocess_in_data(module, in_data, out_data):
+        """``(N, C, X, Y) -> (N, CXY)``."""
+        return in_data.flatten(start_dim=1)
+
+    @staticmethod
+    def preprocess_out_grads(module, out_grads):
+        """``(N, C', X', Y') -> (N, C'X'Y')``."""
+        return out_grads.flatten(start_dim=1)
+
+    @staticmethod
+    def cov_kron_A(module, in_data):
+        """:math:`\\sum_n x_n x_n^\\top`."""
+        return outer_sum(in_data)
+
+    @staticmethod
+    def cov_kron_B(module, out_grads):
+        """:math:`\\sum_n g_n g_n^\\top`; also the bias's exact block."""
+        return outer_sum(out_grads)
+
+
+class FactoredInputMapRule(KroneckerRule):
+    """F-FC's ``theta2 (C', C, P)``: ``A`` has ``C`` blocks ``P x P`` (App. C.1, Eqs. 37-38)."""
+
+    @staticmethod
+    def a_blocks(module) -> int:
+        """``C`` blocks, one per input channel."""
+        return module.weight.shape[1]
+
+    @staticmethod
+    def preprocess_in_data(module, in_data, out_data):
+        """``(N, C, X, Y) -> (N, C, P)``."""
+        return in_data.flatten(start_dim=2)
+
+    @staticmethod
+    def cov_kron_A(module, in_data):
+        """:math:`\\frac1C\\,\\mathrm{blockdiag}_c \\sum_n x_{nc} x_{nc}^\\top`, ``(C, P, P)``."""
+        return torch.einsum("ncp,ncq->cpq", in_data, in_data) / in_data.shape[1]
+
+    @staticmethod
+    def cov_kron_B(module, out_grads):
+        """:math:`\\sum_{n,c} g_{n\\cdot c} g_{n\\cdot c}^\\top` over ``h(c', c)``, ``(C', C')``."""
+        return torch.einsum("noc,npc->op", out_grads, out_grads)
+
+
+class FactoredOutputMapRule(KroneckerRule):
+    """F-FC's ``theta1 (Q, C', C)``: ``A`` has ``C'`` blocks ``C x C``; biases exact."""
+
+    @staticmethod
+    def a_blocks(module) -> int:
+        """``C'`` blocks, one per output channel."""
+        return module.weight.shape[1]
+
+    @staticmethod
+    def preprocess_out_grads(module, out_grads):
+        """``(N, C', X', Y') -> (N, C', Q)``."""
+        return out_grads.flatten(start_dim=2)
+
+    @staticmethod
+    def cov_kron_A(module, in_data):
+        """:math:`\\frac1{C'}\\,\\mathrm{blockdiag}_{c'} \\sum_n h_{nc'} h_{nc'}^\\top`, ``(C', C, C)``."""
+        return torch.einsum("noc,nod->ocd", in_data, in_data) / in_data.shape[1]
+
+    @staticmethod
+    def cov_kron_B(module, out_grads):
+        """:math:`\\sum_{n,c'} g_{nc'} g_{nc'}^\\top` over output positions, ``(Q, Q)``."""
+        return torch.einsum("noq,nor->qr", out_grads, out_grads)
+
+    @staticmethod
+    def bias_names(module) -> tuple[str, ...]:
+        """No bias shares ``B``: the factored biases get exact blocks."""
+        return ()
+
+    @staticmethod
+    def extra_blocks(module, in_data, out_grads) -> dict:
+        """Channel bias: ``sum_q g(c', q)``; position bias: ``sum_c' g(c', q)``."""
+        if module.channel_bias is None:
+            return {}
+        grads = out_grads.flatten(start_dim=2)
+        return {"channel_bias": grads.sum(2), "position_bias": grads.sum(1)}
+
+
+def basis_gradients(
+    module, induced_weight: Callable, weight_grads: torch.Tensor
+) -> dict[str, torch.Tensor]:
+    """Per-example gradients of the anchor positions and lengthscale through the basis.
+
+    ``weight_grads`` are per-example gradients of the induced weight; they are pulled back
+    through ``induced_weight(rbf_basis(grid, z, omega))`` with one batched vector-Jacobian
+    product. Only ``z``/``omega`` that are parameters (not buffers) are returned.
+
+    Args:
+        module: A sparse module with a ``basis`` (:class:`AnchorBasis`).
+        induced_weight: ``phi -> weight`` of the module.
+        weight_grads: ``(N, *induced_weight_shape)``.
+
+    Returns:
+        ``{"basis.positions": (N, 2M), "basis.lengthscale": (N, 1)}`` for trainable ones.
+    """
+    basis: AnchorBasis = module.basis
+    # Parameters, not buffers; ASDL switches requires_grad off during its backward passes.
+    names = [name for name in ("positions", "lengthscale") if name in basis._parameters]
+    if not names:
+        return {}
+    values = {name: getattr(basis, name).detach() for name in ("positions", "lengthscale")}
+
+    def weight_of(*trainable: torch.Tensor) -> torch.Tensor:
+        current = dict(values, **dict(zip(names, trainable, strict=True)))
+        phi = rbf_basis(basis.grid, current["positions"], current["lengthscale"])
+        return induced_weight(phi)
+
+    with torch.enable_grad():
+        _, pullback = torch.func.vjp(weight_of, *(values[n] for n in names))
+        grads = torch.vmap(pullback)(weight_grads.detach())
+    return {f"basis.{n}": g.flatten(start_dim=1) for n, g in zip(names, grads, strict=True)}
+
+
+class SparseFactoredInputMapRule(FactoredInputMapRule):
+    """S-FC's ``u2 (C', C, M2)``: F-FC's rule on inputs projected on the basis (App. C.2)."""
+
+    @staticmethod
+    def preprocess_in_data(module, in_data, out_data):
+        """:math:`\\tilde x_c = \\phi^\\top x_c`, ``(N, C, M2)``."""
+        with torch.no_grad():
+            phi = module.basis()
+        return torch.einsum("ncp,pj->ncj", in_data.flatten(start_dim=2), phi)
+
+    @staticmethod
+    def extra_blocks(module, in_data, out_grads) -> dict:
+        """Positions and lengthscale via the per-example ``theta2`` gradient ``g(c',c) x(c,p)``."""
+        weight_grads = torch.einsum("noc,ncp->nocp", out_grads, in_data.flatten(start_dim=2))
+        u = module.weight.detach()
+        return basis_gradients(
+            module, lambda phi: torch.einsum("ocj,pj->ocp", u, phi), weight_grads
+        )
+
+
+class SparseFactoredOutputMapRule(FactoredOutputMapRule):
+    """S-FC's ``u1 (M1, C', C)``: F-FC's rule with output gradients projected on the basis."""
+
+    @staticmethod
+    def preprocess_out_grads(module, out_grads):
+        """:math:`\\tilde g_{c'} = \\phi^\\top g_{c'}`, ``(N, C', M1)``."""
+        with torch.no_grad():
+            phi = module.basis()
+        return torch.einsum("noq,qj->noj", out_grads.flatten(start_dim=2), phi)
+
+    @staticmethod
+    def extra_blocks(module, in_data, out_grads) -> dict:
+        """Biases as F-FC; positions and lengthscale via ``theta1``'s ``g(c',q) h(c',c)``."""
+        blocks = FactoredOutputMapRule.extra_blocks(module, in_data, out_grads)
+        weight_grads = torch.einsum("noq,noc->nqoc", out_grads.flatten(start_dim=2), in_data)
+        u = module.weight.detach()
+        blocks.update(
+            basis_gradients(module, lambda phi: torch.einsum("qj,joc->qoc", phi, u), weight_grads)
+        )
+        return blocks
+
+
+def circular_patches(x: torch.Tensor, kernel_size: int) -> torch.Tensor:
+    """Patches of a circularly padded map, ``(N, C * S * S, X * Y)`` in ``(c, i, j)`` order."""
+    return F.unfold(circular_pad(x, kernel_size), kernel_size)
+
+
+class SparseCircularConv2dRule(KroneckerRule):
+    """S-CONV's ``u (C', C, M)``: the convolution rule with patches projected on the basis."""
+
+    @staticmethod
+    def preprocess_in_data(module, in_data, out_data):
+        """Patches projected on the basis, ``(N, C * M, positions)``."""
+        with torch.no_grad():
+            phi = module.basis()
+        patches = circular_patches(in_data, module.kernel_size)
+        n, _, positions = patches.shape
+        patches = patches.view(n, module.in_channels, -1, positions)
+        return torch.einsum("ncsp,sj->ncjp", patches, phi).reshape(n, -1, positions)
+
+    @staticmethod
+    def preprocess_out_grads(module, out_grads):
+        """``(N, C', X, Y) -> (N, C', positions)``."""
+        return out_grads.flatten(start_dim=2)
+
+    @staticmethod
+    def cov_kron_A(module, in_data):
+        """:math:`\\frac1{XY}\\sum_{n,p} \\tilde a_{np} \\tilde a_{np}^\\top`."""
+        rows = in_data.transpose(1, 2).flatten(end_dim=1)
+        return outer_sum(rows) / in_data.shape[2]
+
+    @staticmethod
+    def cov_kron_B(module, out_grads):
+        """:math:`\\sum_{n,p} g_{np} g_{np}^\\top`; also the bias's block."""
+        return outer_sum(out_grads.transpose(1, 2).flatten(end_dim=1))
+
+    @staticmethod
+    def extra_blocks(module, in_data, out_grads) -> dict:
+        """Positions and lengthscale via the per-example filter gradient."""
+        patches = circular_patches(in_data, module.kernel_size)
+        weight_grads = torch.einsum("nop,nkp->nok", out_grads.flatten(start_dim=2), patches)
+        weight_grads = weight_grads.view(out_grads.shape[0], *module.induced_weight().shape)
+        u = module.weight.detach()
+        shape = (module.out_channels, module.in_channels, module.kernel_size, module.kernel_size)
+        return basis_gradients(
+            module, lambda phi: torch.einsum("ocj,pj->ocp", u, phi).view(shape), weight_grads
+        )
+
+
+class P4ConvRule(KroneckerRule):
+    """GCONV (lifting and pointwise): shared filter over rotations and positions.
+
+    For output rotation ``s`` the filter is ``rot90(psi, s)``, so the patch that multiplies
+    ``psi`` is the input patch rotated back, ``rot90(patch, -s)``; KFAC-expand sums over the
+    ``4 x XY`` places the filter is used.
+    """
+
+    @staticmethod
+    def preprocess_in_data(module, in_data, out_data):
+        """Back-rotated patches, ``(N, 4, C * S * S, positions)``."""
+        n = in_data.shape[0]
+        size = module.kernel_size
+        if isinstance(module, P4PointwiseConv2d):
+            per_rotation = in_data.reshape(n * N_ROTATIONS, module.in_channels, *module.size)
+            patches = circular_patches(per_rotation, size)
+            patches = patches.view(n, N_ROTATIONS, -1, size, size, patches.shape[-1])
+        else:
+            patches = circular_patches(in_data, size)
+            patches = patches.view(n, 1, -1, size, size, patches.shape[-1]).expand(
+                n, N_ROTATIONS, -1, size, size, patches.shape[-1]
+            )
+        rotated = [torch.rot90(patches[:, s], -s, dims=(2, 3)) for s in range(N_ROTATIONS)]
+        return torch.stack(rotated, dim=1).flatten(start_dim=2, end_dim=4)
+
+    @staticmethod
+    def preprocess_out_grads(module, out_grads):
+        """``(N, 4 C', X, Y) -> (N, 4, C', positions)``."""
+        n = out_grads.shape[0]
+        return out_grads.view(n, N_ROTATIONS, module.out_channels, -1)
+
+    @staticmethod
+    def cov_kron_A(module, in_data):
+        """:math:`\\frac1{4XY}\\sum_{n,s,p} a_{nsp} a_{nsp}^\\top`."""
+        rows = in_data.permute(0, 1, 3, 2).flatten(end_dim=2)
+        return outer_sum(rows) / (N_ROTATIONS * in_data.shape[-1])
+
+    @staticmethod
+    def cov_kron_B(module, out_grads):
+        """:math:`\\sum_{n,s,p} g_{nsp} g_{nsp}^\\top`; also the bias's block."""
+        return outer_sum(out_grads.permute(0, 1, 3, 2).flatten(end_dim=2))
+
+
+RULES: dict[type, type[KroneckerRule]] = {
+    FullyConnected2d: FullyConnected2dRule,
+    FactoredInputMap: FactoredInputMapRule,
+    FactoredOutputMap: FactoredOutputMapRule,
+    SparseFactoredInputMap: SparseFactoredInputMapRule,
+    SparseFactoredOutputMap: SparseFactoredOutputMapRule,
+    SparseCircularConv2d: SparseCircularConv2dRule,
+    P4LiftingConv2d: P4ConvRule,
+    P4PointwiseConv2d: P4ConvRule,
+}
+"""Custom module class -> its KFAC rule. Exact classes: a subclass needs its own entry."""
