@@ -1,0 +1,160 @@
+"""Each rule's factors equal a brute-force computation of its documented formula (float64).
+
+The brute force takes the module's input from a forward hook and, per example, the
+output-space GGN ``J_n^T Lambda_n J_n`` with ``J_n = d f_n / d out_n`` from torch.func, then
+evaluates the formula of rules.py literally; ASDL instead gets ``B`` from one backward pass
+per class. laplace-torch divides ``A`` by the data set size ``N``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from laplace_equivariance.layers import (
+    FactoredLinear2d,
+    FullyConnected2d,
+    P4LiftingConv2d,
+    P4PointwiseConv2d,
+    SparseCircularConv2d,
+    SparseFactoredLinear2d,
+)
+from tests.curvature.reference import capture, exact_ggn_torch_func, fit_kfac, parameter_slices
+
+RTOL = 1e-8  # float64 sums of a few hundred products: rounding is ~1e-14
+N, K = 5, 4
+
+
+def head(features: int) -> list[nn.Module]:
+    return [nn.ReLU(), nn.Flatten(), nn.Linear(features, K)]
+
+
+def groups_by_name(model: nn.Module, la) -> dict[str, list[torch.Tensor]]:
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    return dict(zip(names, la.H_facs.kfacs, strict=True))
+
+
+def fitted(model: nn.Module, in_shape):
+    model = model.double()
+    x = torch.randn(N, *in_shape, dtype=torch.float64)
+    y = torch.randint(0, K, (N,))
+    return model, x, fit_kfac(model, x, y, "classification")
+
+
+def dense(factor: torch.Tensor) -> torch.Tensor:
+    return torch.block_diag(*factor) if factor.ndim == 3 else factor
+
+
+def assert_close(actual, expected):
+    torch.testing.assert_close(actual, expected, rtol=RTOL, atol=RTOL * expected.abs().max().item())
+
+
+def test_fully_connected():
+    model, x, la = fitted(nn.Sequential(FullyConnected2d(2, 3, 4, 2), *head(12)), (2, 4, 4))
+    inputs, G = capture(model[0], model, x)
+    a = inputs.flatten(1)
+    groups = groups_by_name(model, la)
+    B, A = groups["0.weight"]
+    assert_close(A, a.T @ a / N)
+    assert_close(B, G.sum(0))
+    assert_close(groups["0.bias"][0], G.sum(0))
+
+
+def test_factored_maps():
+    model, x, la = fitted(nn.Sequential(FactoredLinear2d(2, 3, 4, 2), *head(12)), (2, 4, 4))
+    groups = groups_by_name(model, la)
+    x_in, G_h = capture(model[0].input_map, model, x)  # G_h over h(c', c)
+    x_in = x_in.flatten(2)
+    C, Cp = 2, 3
+    G_h = G_h.view(N, Cp, C, Cp, C)
+    B2, A2 = groups["0.input_map.weight"]
+    assert A2.shape == (C, 16, 16)
+    assert_close(A2, torch.einsum("ncp,ncq->cpq", x_in, x_in) / (C * N))
+    assert_close(B2, torch.einsum("nocpc->op", G_h))
+
+    h, G_y = capture(model[0].output_map, model, x)  # G_y over y(c', q)
+    G_y = G_y.view(N, Cp, 4, Cp, 4)
+    B1, A1 = groups["0.output_map.weight"]
+    assert A1.shape == (Cp, C, C)
+    assert_close(A1, torch.einsum("noc,nod->ocd", h, h) / (Cp * N))
+    assert_close(B1, torch.einsum("noqor->qr", G_y))
+    assert_close(groups["0.output_map.channel_bias"][0], G_y.sum((0, 2, 4)))
+    assert_close(groups["0.output_map.position_bias"][0], G_y.sum((0, 1, 3)))
+
+
+def test_sparse_factored_maps_project_the_factored_factors():
+    layer = SparseFactoredLinear2d(2, 3, 4, 2)
+    model, x, la = fitted(nn.Sequential(layer, *head(12)), (2, 4, 4))
+    groups = groups_by_name(model, la)
+    phi2, phi1 = layer.input_map.basis().detach(), layer.output_map.basis().detach()
+    x_in, G_h = capture(layer.input_map, model, x)
+    x_tilde = torch.einsum("ncp,pj->ncj", x_in.flatten(2), phi2)
+    B2, A2 = groups["0.input_map.weight"]
+    assert_close(A2, torch.einsum("ncj,nck->cjk", x_tilde, x_tilde) / (2 * N))
+    assert_close(B2, torch.einsum("nocpc->op", G_h.view(N, 3, 2, 3, 2)))
+    _, G_y = capture(layer.output_map, model, x)
+    G_y = G_y.view(N, 3, 4, 3, 4)
+    B1, _ = groups["0.output_map.weight"]
+    assert_close(B1, phi1.T @ torch.einsum("noqor->qr", G_y) @ phi1)
+
+
+def test_sparse_basis_parameters_get_their_exact_ggn_blocks():
+    layer = SparseFactoredLinear2d(2, 3, 4, 2)
+    model, x, la = fitted(nn.Sequential(layer, *head(12)), (2, 4, 4))
+    ggn = exact_ggn_torch_func(model, x, "classification")
+    groups, slices = groups_by_name(model, la), parameter_slices(model)
+    for name in [
+        "0.input_map.basis.positions",
+        "0.input_map.basis.lengthscale",
+        "0.output_map.basis.positions",
+        "0.output_map.basis.lengthscale",
+        "0.output_map.channel_bias",
+        "0.output_map.position_bias",
+    ]:
+        s = slices[name]
+        assert_close(groups[name][0], ggn[s, s])
+
+
+def test_sparse_conv():
+    layer = SparseCircularConv2d(2, 3, 3, size=4)
+    model, x, la = fitted(nn.Sequential(layer, *head(48)), (2, 4, 4))
+    groups = groups_by_name(model, la)
+    phi = layer.basis().detach()
+    inputs, G = capture(layer, model, x)
+    patches = F.unfold(F.pad(inputs, (1, 1, 1, 1), mode="circular"), 3).view(N, 2, 9, 16)
+    projected = torch.einsum("ncsp,sj->ncjp", patches, phi).reshape(N, -1, 16)
+    rows = projected.transpose(1, 2).reshape(-1, projected.shape[1])
+    B, A = groups["0.weight"]
+    assert_close(A, rows.T @ rows / (16 * N))
+    assert_close(B, torch.einsum("nopqp->oq", G.view(N, 3, 16, 3, 16)))
+    ggn = exact_ggn_torch_func(model, x, "classification")
+    s = parameter_slices(model)["0.basis.positions"]
+    assert_close(groups["0.basis.positions"][0], ggn[s, s])
+
+
+@pytest.mark.parametrize("pointwise", [False, True], ids=["lifting", "pointwise"])
+def test_p4_group_convolutions(pointwise):
+    lifting = P4LiftingConv2d(2, 3, 3, size=4)
+    layers = [lifting, nn.ReLU()]
+    if pointwise:
+        layers += [P4PointwiseConv2d(3, 2, 3, size=4)]
+    model, x, la = fitted(nn.Sequential(*layers, *head(4 * (2 if pointwise else 3) * 16)), (2, 4, 4))
+    module = layers[2] if pointwise else lifting
+    inputs, G = capture(module, model, x)
+    c_in, c_out = module.in_channels, module.out_channels
+    per_rotation = inputs.view(N, 4, c_in, 4, 4) if pointwise else inputs[:, None].expand(N, 4, c_in, 4, 4)
+    rows = []
+    for s in range(4):
+        # conv(x, rot^s psi) = rot^s conv(rot^-s x, psi): plain patches of the back-rotated map
+        back = torch.rot90(per_rotation[:, s], -s, dims=(-2, -1))
+        patches = F.unfold(F.pad(back, (1, 1, 1, 1), mode="circular"), 3)
+        rows.append(patches.transpose(1, 2).reshape(-1, patches.shape[1]))
+    rows = torch.cat(rows)
+    groups = groups_by_name(model, la)
+    prefix = "2" if pointwise else "0"
+    B, A = groups[f"{prefix}.weight"]
+    assert_close(A, rows.T @ rows / (4 * 16 * N))
+    assert_close(B, torch.einsum("nsopstp->ot", G.view(N, 4, c_out, 16, 4, c_out, 16)))
+    assert_close(groups[f"{prefix}.bias"][0], B)
