@@ -1,0 +1,152 @@
+"""EquivariantKFAC as a laplace-torch backend: the API users write, errors and stock equality."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from laplace import Laplace
+from laplace.curvature import AsdlGGN
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from laplace_equivariance import EquivariantKFAC, UnsupportedModuleError, models
+from laplace_equivariance.curvature.kron import BlockDiagonalKron
+from tests.curvature.reference import fit_kfac
+
+K = 3
+
+
+def data(n: int, in_shape, likelihood="classification"):
+    x = torch.randn(n, *in_shape, dtype=torch.float64)
+    y = torch.randint(0, K, (n,)) if likelihood == "classification" else torch.randn(n, K, dtype=torch.float64)
+    return x, y
+
+
+def stock_model() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(2, 3, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(3 * 16, K)
+    ).double()
+
+
+@pytest.mark.parametrize("likelihood", ["classification", "regression"])
+def test_stock_layers_give_asdl_ggn_factors_and_marginal_likelihood(likelihood):
+    model = stock_model()
+    x, y = data(6, (2, 4, 4), likelihood)
+    loader = DataLoader(TensorDataset(x, y), batch_size=3)
+    results = []
+    for backend in (AsdlGGN, EquivariantKFAC):
+        la = Laplace(model, likelihood, subset_of_weights="all", hessian_structure="kron", backend=backend)
+        la.fit(loader)
+        results.append((la.H_facs.kfacs, la.log_marginal_likelihood().item()))
+    (stock, stock_lml), (ours, our_lml) = results
+    for stock_factors, our_factors in zip(stock, ours, strict=True):
+        for a, b in zip(stock_factors, our_factors, strict=True):
+            torch.testing.assert_close(b, a, rtol=1e-6, atol=1e-12)
+    assert our_lml == pytest.approx(stock_lml, rel=1e-6)
+
+
+@pytest.mark.parametrize("name", ["f-fc+conv", "s-fc+s-conv", "f-fc+conv+gconv"])
+def test_laplace_fits_predicts_and_optimises_layerwise_precisions(name):
+    torch.manual_seed(0)
+    model = models.build(name, (1, 32, 32), K, alpha=1).double()
+    x, y = data(8, (1, 32, 32))
+    n_tensors = len(list(model.parameters()))
+    la = fit_kfac(model, x, y, "classification", prior_precision=torch.ones(n_tensors, dtype=torch.float64))
+    assert isinstance(la.H_facs, BlockDiagonalKron) and len(la.H_facs.kfacs) == n_tensors
+    before = la.log_marginal_likelihood().item()
+    la.optimize_prior_precision(method="marglik", prior_structure="layerwise", n_steps=20, lr=0.1)
+    assert la.prior_precision.shape == (n_tensors,)
+    assert la.log_marginal_likelihood().item() > before
+    for pred_type, link in [("glm", "probit"), ("glm", "mc"), ("nn", "mc")]:
+        probs = la(x[:3], pred_type=pred_type, link_approx=link, n_samples=20)
+        torch.testing.assert_close(probs.sum(-1), torch.ones(3, dtype=torch.float64))
+
+
+def test_scalar_prior_and_regression():
+    model = models.build("f-fc+conv", (1, 32, 32), K, alpha=1).double()
+    x, y = data(6, (1, 32, 32), "regression")
+    la = fit_kfac(model, x, y, "regression")
+    la.optimize_prior_precision(method="marglik", prior_structure="scalar", n_steps=5)
+    assert la.prior_precision.numel() == 1
+    mean, var = la(x[:2], pred_type="glm")
+    assert mean.shape == (2, K) and var.shape == (2, K, K)
+    assert torch.isfinite(la.log_marginal_likelihood())
+
+
+def test_monte_carlo_fisher_has_the_same_structure():
+    model = models.build("f-fc+conv", (1, 32, 32), K, alpha=1).double()
+    x, y = data(6, (1, 32, 32))
+    exact = fit_kfac(model, x, y, "classification")
+    sampled = fit_kfac(model, x, y, "classification", backend_kwargs={"stochastic": True})
+    for a, b in zip(exact.H_facs.kfacs, sampled.H_facs.kfacs, strict=True):
+        assert [f.shape for f in a] == [f.shape for f in b]
+    assert torch.isfinite(sampled.log_marginal_likelihood())
+
+
+def test_block_diagonal_factors_are_never_dense():
+    model = models.build("f-fc+conv", (1, 32, 32), K, alpha=2).double()
+    x, y = data(4, (1, 32, 32))
+    la = fit_kfac(model, x, y, "classification")
+    names = [n for n, _ in model.named_parameters()]
+    factors = dict(zip(names, la.H_facs.kfacs, strict=True))
+    assert factors["layer2.fc.input_map.weight"][1].shape == (2, 1024, 1024)  # C blocks of XY^2
+    assert factors["layer8.fc.output_map.weight"][1].shape == (32, 16, 16)  # C' blocks of C^2
+
+
+@pytest.mark.parametrize(
+    "module, message",
+    [
+        (nn.BatchNorm2d(2), "BatchNorm2d"),
+        (nn.Conv2d(2, 2, 3, padding=1, padding_mode="circular"), "Conv2d"),
+        (nn.Conv2d(2, 2, 3, padding=1, groups=2), "Conv2d"),
+    ],
+    ids=["batchnorm", "circular-stock-conv", "grouped-conv"],
+)
+def test_modules_without_a_rule_raise_naming_the_module(module, message):
+    model = nn.Sequential(module, nn.Flatten(), nn.Linear(2 * 16, K)).double()
+    with pytest.raises(UnsupportedModuleError, match=rf"'0' \({message}\)"):
+        Laplace(model, "classification", subset_of_weights="all", hessian_structure="kron", backend=EquivariantKFAC)
+
+
+def test_frozen_unsupported_module_is_accepted():
+    bn = nn.BatchNorm2d(2).requires_grad_(False)
+    model = nn.Sequential(bn, nn.Flatten(), nn.Linear(2 * 16, K)).double().eval()
+    x, y = data(4, (2, 4, 4))
+    assert torch.isfinite(fit_kfac(model, x, y, "classification").log_marginal_likelihood())
+
+
+def test_last_layer_laplace_on_a_relaxed_model_warns():
+    model = models.build("f-fc+conv", (1, 32, 32), K, alpha=1).double()
+    with pytest.warns(UserWarning, match="subset_of_weights='all'"):
+        la = Laplace(model, "classification", hessian_structure="kron", backend=EquivariantKFAC)
+        la.fit(DataLoader(TensorDataset(*data(4, (1, 32, 32))), batch_size=4))
+
+
+def test_stock_backends_keep_laplace_torch_initialisation():
+    model = stock_model()
+    la = Laplace(model, "classification", subset_of_weights="all", hessian_structure="kron", backend=AsdlGGN)
+    assert type(la.H).__name__ == "Kron"
+
+
+@pytest.mark.parametrize("name", ["f-fc+conv", "s-fc+s-conv"])
+def test_marginal_likelihood_gradient_in_log_precisions_matches_finite_differences(name):
+    torch.manual_seed(1)
+    model = models.build(name, (1, 32, 32), K, alpha=1).double()
+    x, y = data(6, (1, 32, 32))
+    n_tensors = len(list(model.parameters()))
+    la = fit_kfac(model, x, y, "classification")
+    log_prec = torch.randn(n_tensors, dtype=torch.float64).mul(0.3).requires_grad_(True)
+    la.log_marginal_likelihood(prior_precision=log_prec.exp()).backward()
+    eps = 1e-5
+    for i in range(0, n_tensors, max(1, n_tensors // 8)):
+        step = torch.zeros(n_tensors, dtype=torch.float64)
+        step[i] = eps
+        with torch.no_grad():
+            up = la.log_marginal_likelihood(prior_precision=(log_prec + step).exp())
+            down = la.log_marginal_likelihood(prior_precision=(log_prec - step).exp())
+        fd = ((up - down) / (2 * eps)).item()
+        # central differences: truncation ~eps^2, cancellation ~ machine eps * |lml| / eps
+        cancellation = 10 * torch.finfo(torch.float64).eps * abs(up.item()) / eps
+        assert log_prec.grad[i].item() == pytest.approx(fd, rel=1e-6, abs=cancellation + 1e-9)
