@@ -140,14 +140,18 @@ class EquivariantKFAC(AsdlGGN):
                 continue
             b, rest = p.shape[0], p[0].numel()
             blocks = RULES[type(module)].a_blocks(module) if type(module) in RULES else None
-            a = zeros(rest, rest) if blocks is None else zeros(blocks, rest // blocks, rest // blocks)
+            a = (
+                zeros(rest, rest)
+                if blocks is None
+                else zeros(blocks, rest // blocks, rest // blocks)
+            )
             kfacs.append([zeros(b, b), a])
         return BlockDiagonalKron(kfacs)
 
     def _get_kron_factors(self, M: int) -> BlockDiagonalKron:
         """Collect ASDL's factors and the rules' extra blocks, in parameter order."""
         kfacs = []
-        for p, name, module in self._parameter_groups():
+        for _, name, module in self._parameter_groups():
             stats = getattr(module, "fisher", None)
             if stats is None:
                 raise RuntimeError(
@@ -175,6 +179,28 @@ class EquivariantKFAC(AsdlGGN):
         if rule is not None:
             return rule.bias_names(module)
         return ("bias",) if getattr(module, "bias", None) is not None else ()
+
+    def kron(self, x, y, N: int, **kwargs):
+        """KFAC of one batch: laplace-torch's ASDL path, without ASDL's hook deprecation noise.
+
+        ASDL 0.1a4 registers non-full backward hooks, which torch 2.x warns about on every
+        forward of a multi-operation module; the hook still receives the output gradient that
+        the rules need (tests/curvature/test_rules.py checks the factors).
+
+        Args:
+            x: Inputs of the batch.
+            y: Targets of the batch.
+            N: Data set size (``A`` is divided by it).
+            **kwargs: ASDL ``FisherConfig`` options (``n_mc_samples``, ``seed``, ...).
+
+        Returns:
+            ``(loss, BlockDiagonalKron)``.
+        """
+        with warnings.catch_warnings():
+            warnings.filterwarnings(
+                "ignore", message="Using a non-full backward hook", category=FutureWarning
+            )
+            return super().kron(x, y, N, **kwargs)
 
     def jacobians(self, x, enable_backprop: bool = False):
         """Jacobians of the outputs with respect to all trainable parameters (``torch.func``)."""

@@ -203,7 +203,9 @@ class BlockDiagonalKronDecomposed(KronDecomposed):
         batch, classes, n_params = W.shape
         W = W.reshape(batch * classes, n_params)
         out, start = [], 0
-        for vectors, values, delta in zip(self.eigenvectors, self.eigenvalues, self.deltas):
+        for vectors, values, delta in zip(
+            self.eigenvectors, self.eigenvalues, self.deltas, strict=True
+        ):
             spectrum = self._spectrum(values, delta, exponent)
             if len(values) == 1:
                 p = len(values[0])
@@ -232,7 +234,9 @@ class BlockDiagonalKronDecomposed(KronDecomposed):
             The diagonal, one entry per parameter.
         """
         diags = []
-        for vectors, values, delta in zip(self.eigenvectors, self.eigenvalues, self.deltas):
+        for vectors, values, delta in zip(
+            self.eigenvectors, self.eigenvalues, self.deltas, strict=True
+        ):
             spectrum = self._spectrum(values, delta, exponent)
             squares = [v.pow(2) for v in vectors]  # diag(Q L Q^T) = (Q * Q) @ L
             if len(values) == 1:
@@ -252,7 +256,9 @@ class BlockDiagonalKronDecomposed(KronDecomposed):
             A dense block-diagonal matrix.
         """
         blocks = []
-        for vectors, values, delta in zip(self.eigenvectors, self.eigenvalues, self.deltas):
+        for vectors, values, delta in zip(
+            self.eigenvectors, self.eigenvalues, self.deltas, strict=True
+        ):
             spectrum = self._spectrum(values, delta, exponent).flatten()
             dense = [densify(v) for v in vectors]
             Q = dense[0] if len(dense) == 1 else kron(dense[0], dense[1])

@@ -12,20 +12,19 @@ the Monte-Carlo Fisher). Summing over examples ``n`` and backward passes ``k``:
 - for the module's other parameters (factored biases, anchor positions, lengthscales) the
   exact GGN block :math:`\sum_{n,k} g_{nk} g_{nk}^\top` of their per-example gradients.
 
-Rules, with ``x`` the input, ``g`` the output gradient:
+Rules (``x`` input, ``h`` F-FC's intermediate, ``g`` output gradient; derivations in
+docs/curvature.md):
 
-=========================  ==================================================  =========================================
-module                     ``A``                                               ``B``
-=========================  ==================================================  =========================================
-FullyConnected2d           :math:`\sum_n x_n x_n^\top` (``CXY``)                :math:`\sum g g^\top` (``C'X'Y'``)
-FactoredInputMap           :math:`\frac1C \mathrm{blockdiag}_c \sum_n x_{nc} x_{nc}^\top`    :math:`\sum_{n,k,c} g_{\cdot c} g_{\cdot c}^\top`
-FactoredOutputMap          :math:`\frac1{C'} \mathrm{blockdiag}_{c'} \sum_n h_{nc'} h_{nc'}^\top`  :math:`\sum_{n,k,c'} g_{c'\cdot} g_{c'\cdot}^\top`
-SparseFactoredInputMap     as FactoredInputMap with :math:`\tilde x_c = \phi^\top x_c`       as FactoredInputMap
-SparseFactoredOutputMap    as FactoredOutputMap                                 with :math:`\tilde g_{c'} = \phi^\top g_{c'}`
-SparseCircularConv2d       conv patches projected on the basis, / positions      as convolution
-P4 lifting / pointwise     patches rotated back by each output rotation,
-                           / (4 x positions)                                    summed over rotations and positions
-=========================  ==================================================  =========================================
+- FullyConnected2d: ``A = sum_n x x^T`` over ``CXY``, ``B = sum g g^T`` over ``C'X'Y'``.
+- FactoredInputMap (``theta2``): ``A = (1/C) blockdiag_c sum_n x_c x_c^T`` (``C`` blocks
+  ``XY x XY``), ``B = sum_{n,k,c} g(., c) g(., c)^T`` (``C' x C'``).
+- FactoredOutputMap (``theta1``): ``A = (1/C') blockdiag_c' sum_n h_c' h_c'^T`` (``C'``
+  blocks ``C x C``), ``B = sum_{n,k,c'} g(c', .) g(c', .)^T`` (``X'Y' x X'Y'``).
+- Sparse maps: the same with ``x_c`` replaced by ``phi^T x_c`` (input map) or ``g(c', .)``
+  by ``phi^T g(c', .)`` (output map).
+- SparseCircularConv2d: the convolution rule on patches projected on the basis.
+- P4 lifting and pointwise convolutions: patches rotated back by each output rotation, ``A``
+  averaged over the ``4 XY`` uses of the filter, ``B`` summed.
 """
 
 from __future__ import annotations
@@ -58,7 +57,7 @@ during one ``kron`` call; the backend pops it."""
 
 
 def outer_sum(rows: torch.Tensor) -> torch.Tensor:
-    """:math:`\\sum_i r_i r_i^\\top` for ``rows`` of shape ``(n, d)``; a fresh ``(d, d)`` tensor."""
+    r""":math:`\sum_i r_i r_i^\top` for ``rows`` of shape ``(n, d)``; a fresh ``(d, d)`` tensor."""
     return rows.T @ rows
 
 
@@ -125,12 +124,12 @@ class FullyConnected2dRule(KroneckerRule):
 
     @staticmethod
     def cov_kron_A(module, in_data):
-        """:math:`\\sum_n x_n x_n^\\top`."""
+        r""":math:`\sum_n x_n x_n^\top`."""
         return outer_sum(in_data)
 
     @staticmethod
     def cov_kron_B(module, out_grads):
-        """:math:`\\sum_n g_n g_n^\\top`; also the bias's exact block."""
+        r""":math:`\sum_n g_n g_n^\top`; also the bias's exact block."""
         return outer_sum(out_grads)
 
 
@@ -149,12 +148,12 @@ class FactoredInputMapRule(KroneckerRule):
 
     @staticmethod
     def cov_kron_A(module, in_data):
-        """:math:`\\frac1C\\,\\mathrm{blockdiag}_c \\sum_n x_{nc} x_{nc}^\\top`, ``(C, P, P)``."""
+        r""":math:`\frac1C\,\mathrm{blockdiag}_c \sum_n x_{nc} x_{nc}^\top`, ``(C, P, P)``."""
         return torch.einsum("ncp,ncq->cpq", in_data, in_data) / in_data.shape[1]
 
     @staticmethod
     def cov_kron_B(module, out_grads):
-        """:math:`\\sum_{n,c} g_{n\\cdot c} g_{n\\cdot c}^\\top` over ``h(c', c)``, ``(C', C')``."""
+        r""":math:`\sum_{n,c} g_{n\cdot c} g_{n\cdot c}^\top` over ``h(c', c)``, ``(C', C')``."""
         return torch.einsum("noc,npc->op", out_grads, out_grads)
 
 
@@ -173,12 +172,12 @@ class FactoredOutputMapRule(KroneckerRule):
 
     @staticmethod
     def cov_kron_A(module, in_data):
-        """:math:`\\frac1{C'}\\,\\mathrm{blockdiag}_{c'} \\sum_n h_{nc'} h_{nc'}^\\top`, ``(C', C, C)``."""
+        r""":math:`\frac1{C'}\mathrm{blockdiag}_{c'} \sum_n h_{nc'} h_{nc'}^\top`: ``(C', C, C)``."""
         return torch.einsum("noc,nod->ocd", in_data, in_data) / in_data.shape[1]
 
     @staticmethod
     def cov_kron_B(module, out_grads):
-        """:math:`\\sum_{n,c'} g_{nc'} g_{nc'}^\\top` over output positions, ``(Q, Q)``."""
+        r""":math:`\sum_{n,c'} g_{nc'} g_{nc'}^\top` over output positions, ``(Q, Q)``."""
         return torch.einsum("noq,nor->qr", out_grads, out_grads)
 
     @staticmethod
@@ -235,7 +234,7 @@ class SparseFactoredInputMapRule(FactoredInputMapRule):
 
     @staticmethod
     def preprocess_in_data(module, in_data, out_data):
-        """:math:`\\tilde x_c = \\phi^\\top x_c`, ``(N, C, M2)``."""
+        r""":math:`\tilde x_c = \phi^\top x_c`, ``(N, C, M2)``."""
         with torch.no_grad():
             phi = module.basis()
         return torch.einsum("ncp,pj->ncj", in_data.flatten(start_dim=2), phi)
@@ -255,7 +254,7 @@ class SparseFactoredOutputMapRule(FactoredOutputMapRule):
 
     @staticmethod
     def preprocess_out_grads(module, out_grads):
-        """:math:`\\tilde g_{c'} = \\phi^\\top g_{c'}`, ``(N, C', M1)``."""
+        r""":math:`\tilde g_{c'} = \phi^\top g_{c'}`, ``(N, C', M1)``."""
         with torch.no_grad():
             phi = module.basis()
         return torch.einsum("noq,qj->noj", out_grads.flatten(start_dim=2), phi)
@@ -297,13 +296,13 @@ class SparseCircularConv2dRule(KroneckerRule):
 
     @staticmethod
     def cov_kron_A(module, in_data):
-        """:math:`\\frac1{XY}\\sum_{n,p} \\tilde a_{np} \\tilde a_{np}^\\top`."""
+        r""":math:`\frac1{XY}\sum_{n,p} \tilde a_{np} \tilde a_{np}^\top`."""
         rows = in_data.transpose(1, 2).flatten(end_dim=1)
         return outer_sum(rows) / in_data.shape[2]
 
     @staticmethod
     def cov_kron_B(module, out_grads):
-        """:math:`\\sum_{n,p} g_{np} g_{np}^\\top`; also the bias's block."""
+        r""":math:`\sum_{n,p} g_{np} g_{np}^\top`; also the bias's block."""
         return outer_sum(out_grads.transpose(1, 2).flatten(end_dim=1))
 
     @staticmethod
@@ -352,13 +351,13 @@ class P4ConvRule(KroneckerRule):
 
     @staticmethod
     def cov_kron_A(module, in_data):
-        """:math:`\\frac1{4XY}\\sum_{n,s,p} a_{nsp} a_{nsp}^\\top`."""
+        r""":math:`\frac1{4XY}\sum_{n,s,p} a_{nsp} a_{nsp}^\top`."""
         rows = in_data.permute(0, 1, 3, 2).flatten(end_dim=2)
         return outer_sum(rows) / (N_ROTATIONS * in_data.shape[-1])
 
     @staticmethod
     def cov_kron_B(module, out_grads):
-        """:math:`\\sum_{n,s,p} g_{nsp} g_{nsp}^\\top`; also the bias's block."""
+        r""":math:`\sum_{n,s,p} g_{nsp} g_{nsp}^\top`; also the bias's block."""
         return outer_sum(out_grads.permute(0, 1, 3, 2).flatten(end_dim=2))
 
 

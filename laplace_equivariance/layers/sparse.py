@@ -70,7 +70,9 @@ def grid_coordinates(size: tuple[int, int]) -> torch.Tensor:
     return torch.cartesian_prod(xs, ys).reshape(-1, 2)
 
 
-def rbf_basis(grid: torch.Tensor, positions: torch.Tensor, lengthscale: torch.Tensor) -> torch.Tensor:
+def rbf_basis(
+    grid: torch.Tensor, positions: torch.Tensor, lengthscale: torch.Tensor
+) -> torch.Tensor:
     r"""Evaluate :math:`\phi_j(p) = \exp(-\omega^2 \lVert p - z_j \rVert^2)` (Eqs. 6-7).
 
     Args:
@@ -212,9 +214,7 @@ class SparseFactoredInputMap(nn.Module):
         self.in_channels = in_channels
         self.in_size = pair(in_size)
         self.basis = AnchorBasis(self.in_size, **basis_options)
-        self.weight = nn.Parameter(
-            torch.empty(out_channels, in_channels, self.basis.n_anchors)
-        )
+        self.weight = nn.Parameter(torch.empty(out_channels, in_channels, self.basis.n_anchors))
         bound = 1.0 / math.sqrt(self.in_size[0] * self.in_size[1])
         nn.init.uniform_(self.weight, -bound, bound)
 
@@ -271,9 +271,7 @@ class SparseFactoredOutputMap(nn.Module):
         self.out_channels = out_channels
         self.out_size = pair(out_size)
         self.basis = AnchorBasis(self.out_size, **basis_options)
-        self.weight = nn.Parameter(
-            torch.empty(self.basis.n_anchors, out_channels, in_channels)
-        )
+        self.weight = nn.Parameter(torch.empty(self.basis.n_anchors, out_channels, in_channels))
         bound = 1.0 / math.sqrt(in_channels)
         nn.init.uniform_(self.weight, -bound, bound)
         if bias:
@@ -405,9 +403,7 @@ class SparseCircularConv2d(nn.Module):
         self.kernel_size = kernel_size
         self.size = pair(size)
         self.basis = AnchorBasis(kernel_size, **basis_options)
-        self.weight = nn.Parameter(
-            torch.empty(out_channels, in_channels, self.basis.n_anchors)
-        )
+        self.weight = nn.Parameter(torch.empty(out_channels, in_channels, self.basis.n_anchors))
         bound = 1.0 / math.sqrt(in_channels * kernel_size**2)
         nn.init.uniform_(self.weight, -bound, bound)
         self.bias = nn.Parameter(torch.zeros(out_channels)) if bias else None

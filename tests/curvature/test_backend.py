@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
 from laplace import Laplace
@@ -20,7 +18,11 @@ K = 3
 
 def data(n: int, in_shape, likelihood="classification"):
     x = torch.randn(n, *in_shape, dtype=torch.float64)
-    y = torch.randint(0, K, (n,)) if likelihood == "classification" else torch.randn(n, K, dtype=torch.float64)
+    y = (
+        torch.randint(0, K, (n,))
+        if likelihood == "classification"
+        else torch.randn(n, K, dtype=torch.float64)
+    )
     return x, y
 
 
@@ -37,7 +39,9 @@ def test_stock_layers_give_asdl_ggn_factors_and_marginal_likelihood(likelihood):
     loader = DataLoader(TensorDataset(x, y), batch_size=3)
     results = []
     for backend in (AsdlGGN, EquivariantKFAC):
-        la = Laplace(model, likelihood, subset_of_weights="all", hessian_structure="kron", backend=backend)
+        la = Laplace(
+            model, likelihood, subset_of_weights="all", hessian_structure="kron", backend=backend
+        )
         la.fit(loader)
         results.append((la.H_facs.kfacs, la.log_marginal_likelihood().item()))
     (stock, stock_lml), (ours, our_lml) = results
@@ -53,7 +57,9 @@ def test_laplace_fits_predicts_and_optimises_layerwise_precisions(name):
     model = models.build(name, (1, 32, 32), K, alpha=1).double()
     x, y = data(8, (1, 32, 32))
     n_tensors = len(list(model.parameters()))
-    la = fit_kfac(model, x, y, "classification", prior_precision=torch.ones(n_tensors, dtype=torch.float64))
+    la = fit_kfac(
+        model, x, y, "classification", prior_precision=torch.ones(n_tensors, dtype=torch.float64)
+    )
     assert isinstance(la.H_facs, BlockDiagonalKron) and len(la.H_facs.kfacs) == n_tensors
     before = la.log_marginal_likelihood().item()
     la.optimize_prior_precision(method="marglik", prior_structure="layerwise", n_steps=20, lr=0.1)
@@ -107,7 +113,13 @@ def test_block_diagonal_factors_are_never_dense():
 def test_modules_without_a_rule_raise_naming_the_module(module, message):
     model = nn.Sequential(module, nn.Flatten(), nn.Linear(2 * 16, K)).double()
     with pytest.raises(UnsupportedModuleError, match=rf"'0' \({message}\)"):
-        Laplace(model, "classification", subset_of_weights="all", hessian_structure="kron", backend=EquivariantKFAC)
+        Laplace(
+            model,
+            "classification",
+            subset_of_weights="all",
+            hessian_structure="kron",
+            backend=EquivariantKFAC,
+        )
 
 
 def test_frozen_unsupported_module_is_accepted():
@@ -126,7 +138,9 @@ def test_last_layer_laplace_on_a_relaxed_model_warns():
 
 def test_stock_backends_keep_laplace_torch_initialisation():
     model = stock_model()
-    la = Laplace(model, "classification", subset_of_weights="all", hessian_structure="kron", backend=AsdlGGN)
+    la = Laplace(
+        model, "classification", subset_of_weights="all", hessian_structure="kron", backend=AsdlGGN
+    )
     assert type(la.H).__name__ == "Kron"
 
 

@@ -79,7 +79,9 @@ def test_regression_fc_block_is_exact_for_one_example():
     la = fit_kfac(model, x, y, "regression")
     exact = exact_ggn_curvlinops(model, x, y, "regression")
     s = parameter_slices(model)["0.weight"]
-    torch.testing.assert_close(kron_blocks(model, la)["0.weight"], exact[s, s], rtol=1e-8, atol=1e-12)
+    torch.testing.assert_close(
+        kron_blocks(model, la)["0.weight"], exact[s, s], rtol=1e-8, atol=1e-12
+    )
 
 
 GENERAL_CASES = {

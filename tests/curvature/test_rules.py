@@ -140,11 +140,15 @@ def test_p4_group_convolutions(pointwise):
     layers = [lifting, nn.ReLU()]
     if pointwise:
         layers += [P4PointwiseConv2d(3, 2, 3, size=4)]
-    model, x, la = fitted(nn.Sequential(*layers, *head(4 * (2 if pointwise else 3) * 16)), (2, 4, 4))
+    model, x, la = fitted(
+        nn.Sequential(*layers, *head(4 * (2 if pointwise else 3) * 16)), (2, 4, 4)
+    )
     module = layers[2] if pointwise else lifting
     inputs, G = capture(module, model, x)
     c_in, c_out = module.in_channels, module.out_channels
-    per_rotation = inputs.view(N, 4, c_in, 4, 4) if pointwise else inputs[:, None].expand(N, 4, c_in, 4, 4)
+    per_rotation = (
+        inputs.view(N, 4, c_in, 4, 4) if pointwise else inputs[:, None].expand(N, 4, c_in, 4, 4)
+    )
     rows = []
     for s in range(4):
         # conv(x, rot^s psi) = rot^s conv(rot^-s x, psi): plain patches of the back-rotated map

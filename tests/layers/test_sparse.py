@@ -31,9 +31,7 @@ def test_large_lengthscale_gives_the_anchor_value_at_the_anchor(device):
     layer = SparseCircularConv2d(2, 3, 3, size=4, lengthscale=30.0).to(device, torch.float64)
     filters = layer.induced_weight().flatten(2)  # (C', C, 9)
     anchors_on_grid = [0, 2, 4, 6, 8]  # checkerboard of the 3x3 offsets
-    torch.testing.assert_close(
-        filters[:, :, anchors_on_grid], layer.weight, rtol=1e-12, atol=1e-12
-    )
+    torch.testing.assert_close(filters[:, :, anchors_on_grid], layer.weight, rtol=1e-12, atol=1e-12)
 
 
 def test_zero_lengthscale_makes_weights_stationary(device):

@@ -1,0 +1,71 @@
+"""Block-diagonal Kron classes agree with their dense equivalents (float64)."""
+
+import pytest
+import torch
+from laplace.utils.matrix import Kron, KronDecomposed
+
+from laplace_equivariance.curvature.kron import (
+    BlockDiagonalKron,
+    BlockDiagonalKronDecomposed,
+    densify,
+)
+
+
+def spd(*shape):
+    m = torch.randn(*shape, dtype=torch.float64)
+    return m @ m.transpose(-1, -2) + 0.1 * torch.eye(shape[-1], dtype=torch.float64)
+
+
+@pytest.fixture
+def pair():
+    """The same matrix as block-diagonal Kron and as laplace-torch's dense Kron."""
+    groups = [
+        [spd(3, 3), spd(2, 4, 4)],  # B (3x3), A with 2 blocks of 4x4
+        [spd(5, 5)],  # a full block
+        [spd(2, 2), spd(3, 3)],  # an ordinary dense pair
+    ]
+    return BlockDiagonalKron(groups), Kron([[densify(f) for f in g] for g in groups])
+
+
+def test_to_matrix_diag_and_logdet_equal_the_dense_kron(pair):
+    blocks, dense = pair
+    torch.testing.assert_close(blocks.to_matrix(), dense.to_matrix())
+    torch.testing.assert_close(blocks.diag(), dense.diag())
+    torch.testing.assert_close(blocks.logdet(), dense.logdet())
+
+
+def test_add_and_multiply_keep_the_class_and_check_shapes(pair):
+    """Addition is factor by factor (laplace-torch's convention for summing batches)."""
+    blocks, dense = pair
+    scaled = blocks * 2.0
+    assert isinstance(scaled, BlockDiagonalKron)
+    torch.testing.assert_close(scaled.to_matrix(), 2 * blocks.to_matrix())
+    total = blocks + scaled
+    assert isinstance(total, BlockDiagonalKron)
+    torch.testing.assert_close(total.to_matrix(), (dense + dense * 2.0).to_matrix())
+    with pytest.raises(ValueError, match="shapes differ"):
+        blocks + BlockDiagonalKron([[spd(3, 3), spd(8, 8)], *blocks.kfacs[1:]])
+
+
+@pytest.mark.parametrize("damping", [False, True])
+def test_decomposed_products_logdet_and_diag_with_layerwise_prior(pair, damping):
+    blocks, dense = pair
+    deltas = torch.tensor([0.5, 1.5, 2.0], dtype=torch.float64)
+    ours = blocks.decompose(damping=damping) * 0.7 + deltas
+    scaled = dense.decompose(damping=damping) * 0.7
+    # laplace-torch's KronDecomposed drops `damping` in `*` and `+`; ours keeps it
+    reference = KronDecomposed(scaled.eigenvectors, scaled.eigenvalues, deltas, damping=damping)
+    assert isinstance(ours, BlockDiagonalKronDecomposed)
+    torch.testing.assert_close(ours.logdet(), reference.logdet())
+    torch.testing.assert_close(ours.to_matrix(), reference.to_matrix())
+    W = torch.randn(4, 2, ours.to_matrix().shape[0], dtype=torch.float64)
+    for exponent in (-1, 1, 0.5):
+        torch.testing.assert_close(ours.bmm(W, exponent), reference.bmm(W, exponent))
+        torch.testing.assert_close(ours.diag(exponent), reference.diag(exponent))
+    torch.testing.assert_close(ours.inv_square_form(W), reference.inv_square_form(W))
+
+
+def test_undecomposed_product_equals_the_dense_matrix(pair):
+    blocks, _ = pair
+    W = torch.randn(3, 2, blocks.to_matrix().shape[0], dtype=torch.float64)
+    torch.testing.assert_close(blocks.bmm(W), W @ blocks.to_matrix().T)
