@@ -16,6 +16,10 @@ from laplace_equivariance.layers import AnchorBasis, RelaxedLayer
 
 __all__ = ["EquivariantKFAC", "UnsupportedModuleError"]
 
+# At import, before any Laplace object exists: KronLaplace allocates its factors in __init__.
+register_with_asdl()
+install_kron_initialiser()
+
 
 class UnsupportedModuleError(ValueError):
     """A module has trainable parameters that no KFAC rule covers."""
@@ -76,8 +80,6 @@ class EquivariantKFAC(AsdlGGN):
         dict_key_y: str = "labels",
         stochastic: bool = False,
     ) -> None:
-        register_with_asdl()
-        install_kron_initialiser()
         super().__init__(
             model, likelihood, last_layer, subnetwork_indices, dict_key_x, dict_key_y, stochastic
         )

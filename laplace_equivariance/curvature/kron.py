@@ -20,7 +20,7 @@ import torch
 from laplace.utils.matrix import Kron, KronDecomposed
 from laplace.utils.utils import block_diag, kron
 
-__all__ = ["BlockDiagonalKron", "BlockDiagonalKronDecomposed", "densify"]
+__all__ = ["BlockDiagonalKron", "BlockDiagonalKronDecomposed", "densify", "symmetric_eigh"]
 
 
 def densify(factor: torch.Tensor) -> torch.Tensor:
@@ -39,9 +39,34 @@ def densify(factor: torch.Tensor) -> torch.Tensor:
     return factor
 
 
-def _dim(factor: torch.Tensor) -> int:
-    """The side length of the (dense equivalent of the) factor."""
-    return factor.shape[0] * factor.shape[1] if factor.ndim == 3 else factor.shape[0]
+def symmetric_eigh(factor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eigendecompose a dense ``(d, d)`` or batched ``(n, b, b)`` PSD factor robustly.
+
+    As laplace-torch's ``symeig``: if ``eigh`` does not converge, retry on ``factor + I`` and
+    subtract 1; eigenvalues are clamped at 0.
+
+    Args:
+        factor: Symmetric positive semi-definite matrix or batch of matrices.
+
+    Returns:
+        ``(eigenvalues, eigenvectors)`` with the batch shape of ``factor``.
+
+    Raises:
+        FloatingPointError: If ``eigh`` fails even with the jitter (e.g. NaN entries).
+    """
+    try:
+        values, vectors = torch.linalg.eigh(factor)
+    except torch.linalg.LinAlgError:
+        eye = torch.eye(factor.shape[-1], dtype=factor.dtype, device=factor.device)
+        try:
+            values, vectors = torch.linalg.eigh(factor + eye)
+        except torch.linalg.LinAlgError as error:
+            raise FloatingPointError(
+                f"Eigendecomposition of a Kronecker factor of shape {tuple(factor.shape)} failed "
+                "even with unit jitter; check it for NaN or inf entries."
+            ) from error
+        values = values - 1.0
+    return torch.nan_to_num(values.clamp(min=0.0)), torch.nan_to_num(vectors)
 
 
 class BlockDiagonalKron(Kron):
@@ -107,8 +132,8 @@ class BlockDiagonalKron(Kron):
                     values.append(factor)
                     vectors.append(torch.eye(len(factor), dtype=factor.dtype, device=factor.device))
                     continue
-                evals, evecs = torch.linalg.eigh(factor)
-                values.append(torch.nan_to_num(evals.clamp(min=0.0)).flatten())
+                evals, evecs = symmetric_eigh(factor)
+                values.append(evals.flatten())
                 vectors.append(evecs)
             eigenvectors.append(vectors)
             eigenvalues.append(values)

@@ -172,7 +172,7 @@ class FactoredOutputMapRule(KroneckerRule):
 
     @staticmethod
     def cov_kron_A(module, in_data):
-        r""":math:`\frac1{C'}\mathrm{blockdiag}_{c'} \sum_n h_{nc'} h_{nc'}^\top`: ``(C', C, C)``."""
+        r"""``(1/C') blockdiag_c' sum_n h_c' h_c'^T``, shape ``(C', C, C)``."""
         return torch.einsum("noc,nod->ocd", in_data, in_data) / in_data.shape[1]
 
     @staticmethod

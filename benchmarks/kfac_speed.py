@@ -1,0 +1,177 @@
+"""EquivariantKFAC fit time and factor decomposition, Table 2 models (issue 4's targets).
+
+Three measurements, all on random 3x32x32 inputs with 10 classes (speed does not depend on
+the data), alpha=10 unless ``--alpha`` says otherwise:
+
+1. CONV model: ``Laplace.fit`` with EquivariantKFAC over AsdlGGN, same run (target <= 1.1x).
+2. F-FC+CONV model: ``fit`` over N examples as a ratio to one forward+backward epoch over the
+   same N (exact GGN target <= 5x; Monte-Carlo Fisher, one sample, <= 2x). AsdlGGN on the
+   CONV model is measured the same way for reference.
+3. F-FC+CONV: eigendecomposing all Kronecker factors, block by block (ours) against the same
+   factors made dense (target >= 10x faster and >= 10x smaller).
+
+Usage:
+    python benchmarks/kfac_speed.py [--device cpu|cuda] [--n 1024] [--batch 128]
+        [--skip-dense] [--out benchmarks/results/kfac_speed-cpu.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+from laplace import Laplace
+from laplace.curvature import AsdlGGN
+from torch.utils.data import DataLoader, TensorDataset
+
+from laplace_equivariance import EquivariantKFAC, models
+from laplace_equivariance.curvature.kron import densify
+
+
+def synchronise(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def loader(n: int, batch: int, device: str) -> DataLoader:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 3, 32, 32, generator=g).to(device)
+    y = torch.randint(0, 10, (n,), generator=g).to(device)
+    return DataLoader(TensorDataset(x, y), batch_size=batch)
+
+
+def epoch_seconds(model, data: DataLoader, device: str) -> float:
+    loss_fn = torch.nn.CrossEntropyLoss()
+    model.train()
+    for x, y in data:  # warm-up batch
+        loss_fn(model(x), y).backward()
+        break
+    synchronise(device)
+    start = time.perf_counter()
+    for x, y in data:
+        model.zero_grad(set_to_none=True)
+        loss_fn(model(x), y).backward()
+    synchronise(device)
+    return time.perf_counter() - start
+
+
+def fit_seconds(model, data: DataLoader, backend, device: str, **backend_kwargs):
+    la = Laplace(
+        model,
+        "classification",
+        subset_of_weights="all",
+        hessian_structure="kron",
+        backend=backend,
+        backend_kwargs=backend_kwargs or None,
+    )
+    synchronise(device)
+    start = time.perf_counter()
+    la.fit(data)
+    synchronise(device)
+    return time.perf_counter() - start, la
+
+
+def factor_bytes(factors) -> int:
+    return sum(f.numel() * f.element_size() for group in factors for f in group)
+
+
+def decomposition(la, device: str, dense: bool) -> dict:
+    kron = la.H_facs
+    synchronise(device)
+    start = time.perf_counter()
+    decomposed = kron.decompose()
+    synchronise(device)
+    ours = {
+        "seconds": time.perf_counter() - start,
+        "factor_mib": factor_bytes(kron.kfacs) / 2**20,
+        "eigenvector_mib": factor_bytes(decomposed.eigenvectors) / 2**20,
+    }
+    result = {"block_diagonal": ours}
+    if dense:
+        dense_factors = [[densify(f) for f in group] for group in kron.kfacs]
+        synchronise(device)
+        start = time.perf_counter()
+        vectors = [
+            [torch.linalg.eigh(f)[1] for f in group if f.ndim == 2] for group in dense_factors
+        ]
+        synchronise(device)
+        result["dense"] = {
+            "seconds": time.perf_counter() - start,
+            "factor_mib": factor_bytes(dense_factors) / 2**20,
+            "eigenvector_mib": factor_bytes(vectors) / 2**20,
+        }
+        result["speed_up"] = result["dense"]["seconds"] / ours["seconds"]
+        result["memory_ratio"] = (
+            result["dense"]["factor_mib"] + result["dense"]["eigenvector_mib"]
+        ) / (ours["factor_mib"] + ours["eigenvector_mib"])
+    largest = max(
+        (f for group in kron.kfacs for f in group),
+        key=lambda f: densify(f).shape[0] if f.ndim < 3 else f.shape[0] * f.shape[1],
+    )
+    result["largest_factor_storage"] = list(largest.shape)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--n", type=int, default=1024)
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--alpha", type=int, default=10)
+    parser.add_argument("--skip-dense", action="store_true")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    data = loader(args.n, args.batch, args.device)
+    report = {
+        "command": " ".join(["python", "benchmarks/kfac_speed.py", *sys.argv[1:]]),
+        "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+        "cpu_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "n": args.n,
+        "batch": args.batch,
+        "alpha": args.alpha,
+    }
+
+    conv = models.build("conv", (3, 32, 32), 10, args.alpha).to(args.device)
+    conv_epoch = epoch_seconds(conv, data, args.device)
+    stock, _ = fit_seconds(conv, data, AsdlGGN, args.device)
+    ours, _ = fit_seconds(conv, data, EquivariantKFAC, args.device)
+    report["conv"] = {
+        "epoch_s": conv_epoch,
+        "asdl_ggn_fit_s": stock,
+        "equivariant_kfac_fit_s": ours,
+        "ratio_to_asdl_ggn": ours / stock,
+        "asdl_ggn_fit_over_epoch": stock / conv_epoch,
+    }
+    print(f"CONV: EquivariantKFAC fit {ours:.2f}s, AsdlGGN {stock:.2f}s, ratio {ours / stock:.2f}")
+
+    model = models.build("f-fc+conv", (3, 32, 32), 10, args.alpha).to(args.device)
+    epoch = epoch_seconds(model, data, args.device)
+    exact, la = fit_seconds(model, data, EquivariantKFAC, args.device)
+    sampled, _ = fit_seconds(model, data, EquivariantKFAC, args.device, stochastic=True)
+    report["f-fc+conv"] = {
+        "epoch_s": epoch,
+        "exact_ggn_fit_s": exact,
+        "mc_fisher_fit_s": sampled,
+        "exact_over_epoch": exact / epoch,
+        "mc_over_epoch": sampled / epoch,
+    }
+    print(
+        f"F-FC+CONV: epoch {epoch:.2f}s, exact GGN fit {exact:.2f}s ({exact / epoch:.1f}x), "
+        f"MC Fisher fit {sampled:.2f}s ({sampled / epoch:.1f}x)"
+    )
+    report["f-fc+conv"]["decomposition"] = decomposition(la, args.device, not args.skip_dense)
+    print(json.dumps(report["f-fc+conv"]["decomposition"], indent=2))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
