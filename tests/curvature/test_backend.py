@@ -164,3 +164,22 @@ def test_marginal_likelihood_gradient_in_log_precisions_matches_finite_differenc
         # central differences: truncation ~eps^2, cancellation ~ machine eps * |lml| / eps
         cancellation = 10 * torch.finfo(torch.float64).eps * abs(up.item()) / eps
         assert log_prec.grad[i].item() == pytest.approx(fd, rel=1e-6, abs=cancellation + 1e-9)
+
+
+def test_factors_are_allocated_block_diagonal_from_construction_and_refits_work():
+    model = models.build("f-fc+conv", (1, 32, 32), K, alpha=1).double()
+    la = Laplace(
+        model,
+        "classification",
+        subset_of_weights="all",
+        hessian_structure="kron",
+        backend=EquivariantKFAC,
+    )
+    names = [n for n, _ in model.named_parameters()]
+    assert isinstance(la.H, BlockDiagonalKron)
+    assert dict(zip(names, la.H.kfacs, strict=True))["layer1.fc.input_map.weight"][1].ndim == 3
+    loader = DataLoader(TensorDataset(*data(4, (1, 32, 32))), batch_size=2)
+    la.fit(loader)
+    first = la.log_marginal_likelihood().item()
+    la.fit(loader)
+    assert la.log_marginal_likelihood().item() == pytest.approx(first, rel=1e-10)
