@@ -27,6 +27,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/layer_speed.py
+	$(PY) benchmarks/kfac_speed.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
