@@ -168,8 +168,8 @@ class EquivariantKFAC(AsdlGGN):
                 kfacs.append([getattr(module, EXTRA_BLOCKS_ATTR)[name]])
         for module in self._model.modules():
             module.__dict__.pop(EXTRA_BLOCKS_ATTR, None)
-        for factors in kfacs:
-            if any(not torch.isfinite(f).all() for f in factors):
+        for factors in kfacs:  # a NaN or inf entry makes the sum non-finite: one reduction each
+            if any(not torch.isfinite(f.sum()) for f in factors):
                 raise FloatingPointError(
                     "Non-finite Kronecker factor: check the model's outputs and the data."
                 )

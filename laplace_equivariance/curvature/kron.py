@@ -76,6 +76,17 @@ class BlockDiagonalKron(Kron):
     batches, rescale, decompose) works as in the parent; results keep this class.
     """
 
+    def _check_structure(self, other: Kron) -> None:
+        """Raise unless ``other`` has the same groups and factor shapes."""
+        if not isinstance(other, Kron) or len(other.kfacs) != len(self.kfacs):
+            raise ValueError("Can only add a Kron with the same number of parameter groups.")
+        for mine, theirs in zip(self.kfacs, other.kfacs, strict=True):
+            if [f.shape for f in mine] != [f.shape for f in theirs]:
+                raise ValueError(
+                    f"Kronecker factor shapes differ: {[tuple(f.shape) for f in mine]} vs "
+                    f"{[tuple(f.shape) for f in theirs]}."
+                )
+
     def __add__(self, other: Kron) -> BlockDiagonalKron:
         """Add factor by factor, checking that the structures agree.
 
@@ -88,19 +99,33 @@ class BlockDiagonalKron(Kron):
         Raises:
             ValueError: If ``other`` is not a Kron of the same structure.
         """
-        if not isinstance(other, Kron) or len(other.kfacs) != len(self.kfacs):
-            raise ValueError("Can only add a Kron with the same number of parameter groups.")
-        kfacs = []
-        for mine, theirs in zip(self.kfacs, other.kfacs, strict=True):
-            if [f.shape for f in mine] != [f.shape for f in theirs]:
-                raise ValueError(
-                    f"Kronecker factor shapes differ: {[tuple(f.shape) for f in mine]} vs "
-                    f"{[tuple(f.shape) for f in theirs]}."
-                )
-            kfacs.append([a + b for a, b in zip(mine, theirs, strict=True)])
-        return BlockDiagonalKron(kfacs)
+        self._check_structure(other)
+        return BlockDiagonalKron(
+            [
+                [a + b for a, b in zip(mine, theirs, strict=True)]
+                for mine, theirs in zip(self.kfacs, other.kfacs, strict=True)
+            ]
+        )
 
     __radd__ = __add__
+
+    def __iadd__(self, other: Kron) -> BlockDiagonalKron:
+        """Add ``other``'s factors into this Kron's own tensors (``KronLaplace.fit``'s ``+=``).
+
+        Args:
+            other: A Kron with the same groups and factor shapes.
+
+        Returns:
+            ``self``.
+
+        Raises:
+            ValueError: If ``other`` is not a Kron of the same structure.
+        """
+        self._check_structure(other)
+        for mine, theirs in zip(self.kfacs, other.kfacs, strict=True):
+            for factor, addend in zip(mine, theirs, strict=True):
+                factor.add_(addend)
+        return self
 
     def __mul__(self, scalar: float | torch.Tensor) -> BlockDiagonalKron:
         """Multiply the represented matrix by a scalar (``scalar ** (1/len(F))`` per factor).
@@ -109,8 +134,10 @@ class BlockDiagonalKron(Kron):
             scalar: A python or 0-d torch scalar.
 
         Returns:
-            The scaled Kron.
+            The scaled Kron (``self`` itself for the python scalar 1).
         """
+        if isinstance(scalar, (int, float)) and scalar == 1:
+            return self
         return BlockDiagonalKron(super().__mul__(scalar).kfacs)
 
     __rmul__ = __mul__

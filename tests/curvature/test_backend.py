@@ -183,3 +183,12 @@ def test_factors_are_allocated_block_diagonal_from_construction_and_refits_work(
     first = la.log_marginal_likelihood().item()
     la.fit(loader)
     assert la.log_marginal_likelihood().item() == pytest.approx(first, rel=1e-10)
+
+
+def test_non_finite_curvature_raises():
+    model = models.build("f-fc+conv", (1, 32, 32), K, alpha=1).double()
+    with torch.no_grad():
+        model.layer3.fc.input_map.weight[0, 0, 0] = float("nan")
+    x, y = data(4, (1, 32, 32))
+    with pytest.raises(FloatingPointError, match="Non-finite Kronecker factor"):
+        fit_kfac(model, x, y, "classification")

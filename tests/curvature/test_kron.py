@@ -69,3 +69,12 @@ def test_undecomposed_product_equals_the_dense_matrix(pair):
     blocks, _ = pair
     W = torch.randn(3, 2, blocks.to_matrix().shape[0], dtype=torch.float64)
     torch.testing.assert_close(blocks.bmm(W), W @ blocks.to_matrix().T)
+
+
+def test_in_place_addition_accumulates_into_the_same_tensors(pair):
+    blocks, dense = pair
+    first = blocks.kfacs[0][1]
+    expected = (blocks + blocks).to_matrix()
+    blocks += BlockDiagonalKron([[f.clone() for f in g] for g in blocks.kfacs])
+    assert blocks.kfacs[0][1] is first
+    torch.testing.assert_close(blocks.to_matrix(), expected)
