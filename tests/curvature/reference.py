@@ -14,7 +14,9 @@ from laplace_equivariance import EquivariantKFAC
 def output_hessian(logits: torch.Tensor, likelihood: str) -> torch.Tensor:
     """Hessian of the negative log likelihood w.r.t. the outputs, ``(N, K, K)``."""
     if likelihood == "regression":
-        return torch.eye(logits.shape[1], dtype=logits.dtype).expand(len(logits), -1, -1)
+        return torch.eye(logits.shape[1], dtype=logits.dtype, device=logits.device).expand(
+            len(logits), -1, -1
+        )
     p = logits.softmax(-1)
     return torch.diag_embed(p) - p[:, :, None] * p[:, None, :]
 
@@ -46,7 +48,7 @@ def exact_ggn_curvlinops(
     params = [p for p in model.parameters() if p.requires_grad]
     op = GGNLinearOperator(model, loss, params, [(x, y)], check_deterministic=False)
     n = sum(p.numel() for p in params)
-    eye = torch.eye(n, dtype=x.dtype)
+    eye = torch.eye(n, dtype=x.dtype, device=x.device)
     return scale * torch.stack([torch.as_tensor(op @ eye[:, i]) for i in range(n)], dim=1)
 
 
@@ -92,7 +94,7 @@ def capture(module: nn.Module, model: nn.Module, x: torch.Tensor):
     handle = module.register_forward_hook(keep_input)
     try:
         logits = model(x).detach()
-        probe = torch.zeros(store["shape"], dtype=x.dtype)
+        probe = torch.zeros(store["shape"], dtype=x.dtype, device=x.device)
 
         def with_probe(delta):
             store["delta"] = delta
@@ -102,6 +104,7 @@ def capture(module: nn.Module, model: nn.Module, x: torch.Tensor):
     finally:
         handle.remove()
     n = len(x)
-    jac = jac.flatten(start_dim=3)[torch.arange(n), :, torch.arange(n)]  # (N, K, out)
+    index = torch.arange(n, device=x.device)
+    jac = jac.flatten(start_dim=3)[index, :, index]  # (N, K, out)
     lam = output_hessian(logits, "classification")
     return store["input"], torch.einsum("nkp,nkl,nlq->npq", jac, lam, jac)

@@ -192,3 +192,29 @@ def test_non_finite_curvature_raises():
     x, y = data(4, (1, 32, 32))
     with pytest.raises(FloatingPointError, match="Non-finite Kronecker factor"):
         fit_kfac(model, x, y, "classification")
+
+
+def test_stock_marglik_training_runs_with_layerwise_priors():
+    """laplace-torch's own marglik_training, unchanged, learns one precision per tensor."""
+    from laplace import marglik_training
+
+    torch.manual_seed(0)
+    model = models.build("f-fc+conv", (1, 32, 32), K, alpha=1)
+    x = torch.randn(16, 1, 32, 32)
+    y = torch.randint(0, K, (16,))
+    la, trained, margliks, losses = marglik_training(
+        model,
+        DataLoader(TensorDataset(x, y), batch_size=8),
+        likelihood="classification",
+        hessian_structure="kron",
+        backend=EquivariantKFAC,
+        prior_structure="layerwise",
+        n_epochs=2,
+        n_hypersteps=2,
+        marglik_frequency=1,
+    )
+    assert la.prior_precision.shape == (len(list(trained.parameters())),)
+    # one negative log marginal likelihood per hyperparameter step: 2 epochs x 2 steps
+    assert len(margliks) == 4 and all(torch.isfinite(torch.as_tensor(m)) for m in margliks)
+    assert margliks[-1] < margliks[0]
+    assert isinstance(la.H_facs, BlockDiagonalKron)

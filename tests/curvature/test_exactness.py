@@ -55,11 +55,11 @@ EXACT_CASES = {
 
 
 @pytest.mark.parametrize("case", list(EXACT_CASES))
-def test_kfac_equals_the_exact_ggn_where_it_is_exact(case):
+def test_kfac_equals_the_exact_ggn_where_it_is_exact(case, device):
     make, in_shape, n = EXACT_CASES[case]
-    model = nn.Sequential(make(), nn.Flatten()).double()
-    x = torch.randn(n, *in_shape, dtype=torch.float64)
-    y = torch.randint(0, K, (n,))
+    model = nn.Sequential(make(), nn.Flatten()).to(device, torch.float64)
+    x = torch.randn(n, *in_shape, dtype=torch.float64, device=device)
+    y = torch.randint(0, K, (n,), device=device)
     la = fit_kfac(model, x, y, "classification")
     by_func = exact_ggn_torch_func(model, x, "classification")
     by_curvlinops = exact_ggn_curvlinops(model, x, y, "classification")
@@ -98,15 +98,16 @@ GENERAL_CASES = {
 
 
 @pytest.mark.parametrize("case", list(GENERAL_CASES))
-def test_kfac_error_in_general_cases_is_bounded(case):
+def test_kfac_error_in_general_cases_is_bounded(case, device):
     make, in_shape, bound = GENERAL_CASES[case]
     layer = make()
-    model = nn.Sequential(layer, nn.ReLU(), nn.Flatten()).double()
+    model = nn.Sequential(layer, nn.ReLU(), nn.Flatten()).to(device, torch.float64)
     with torch.no_grad():
-        features = model(torch.zeros(1, *in_shape, dtype=torch.float64)).shape[1]
-    model.append(nn.Linear(features, K).double())
-    x = torch.randn(8, *in_shape, dtype=torch.float64)
-    y = torch.randint(0, K, (8,))
+        probe = torch.zeros(1, *in_shape, dtype=torch.float64, device=device)
+        features = model(probe).shape[1]
+    model.append(nn.Linear(features, K).to(device, torch.float64))
+    x = torch.randn(8, *in_shape, dtype=torch.float64, device=device)
+    y = torch.randint(0, K, (8,), device=device)
     la = fit_kfac(model, x, y, "classification")
     exact = exact_ggn_torch_func(model, x, "classification")
     slices = parameter_slices(model)

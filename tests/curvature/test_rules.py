@@ -36,10 +36,10 @@ def groups_by_name(model: nn.Module, la) -> dict[str, list[torch.Tensor]]:
     return dict(zip(names, la.H_facs.kfacs, strict=True))
 
 
-def fitted(model: nn.Module, in_shape):
-    model = model.double()
-    x = torch.randn(N, *in_shape, dtype=torch.float64)
-    y = torch.randint(0, K, (N,))
+def fitted(model: nn.Module, in_shape, device):
+    model = model.to(device, torch.float64)
+    x = torch.randn(N, *in_shape, dtype=torch.float64, device=device)
+    y = torch.randint(0, K, (N,), device=device)
     return model, x, fit_kfac(model, x, y, "classification")
 
 
@@ -51,8 +51,8 @@ def assert_close(actual, expected):
     torch.testing.assert_close(actual, expected, rtol=RTOL, atol=RTOL * expected.abs().max().item())
 
 
-def test_fully_connected():
-    model, x, la = fitted(nn.Sequential(FullyConnected2d(2, 3, 4, 2), *head(12)), (2, 4, 4))
+def test_fully_connected(device):
+    model, x, la = fitted(nn.Sequential(FullyConnected2d(2, 3, 4, 2), *head(12)), (2, 4, 4), device)
     inputs, G = capture(model[0], model, x)
     a = inputs.flatten(1)
     groups = groups_by_name(model, la)
@@ -62,8 +62,8 @@ def test_fully_connected():
     assert_close(groups["0.bias"][0], G.sum(0))
 
 
-def test_factored_maps():
-    model, x, la = fitted(nn.Sequential(FactoredLinear2d(2, 3, 4, 2), *head(12)), (2, 4, 4))
+def test_factored_maps(device):
+    model, x, la = fitted(nn.Sequential(FactoredLinear2d(2, 3, 4, 2), *head(12)), (2, 4, 4), device)
     groups = groups_by_name(model, la)
     x_in, G_h = capture(model[0].input_map, model, x)  # G_h over h(c', c)
     x_in = x_in.flatten(2)
@@ -84,9 +84,9 @@ def test_factored_maps():
     assert_close(groups["0.output_map.position_bias"][0], G_y.sum((0, 1, 3)))
 
 
-def test_sparse_factored_maps_project_the_factored_factors():
+def test_sparse_factored_maps_project_the_factored_factors(device):
     layer = SparseFactoredLinear2d(2, 3, 4, 2)
-    model, x, la = fitted(nn.Sequential(layer, *head(12)), (2, 4, 4))
+    model, x, la = fitted(nn.Sequential(layer, *head(12)), (2, 4, 4), device)
     groups = groups_by_name(model, la)
     phi2, phi1 = layer.input_map.basis().detach(), layer.output_map.basis().detach()
     x_in, G_h = capture(layer.input_map, model, x)
@@ -100,9 +100,9 @@ def test_sparse_factored_maps_project_the_factored_factors():
     assert_close(B1, phi1.T @ torch.einsum("noqor->qr", G_y) @ phi1)
 
 
-def test_sparse_basis_parameters_get_their_exact_ggn_blocks():
+def test_sparse_basis_parameters_get_their_exact_ggn_blocks(device):
     layer = SparseFactoredLinear2d(2, 3, 4, 2)
-    model, x, la = fitted(nn.Sequential(layer, *head(12)), (2, 4, 4))
+    model, x, la = fitted(nn.Sequential(layer, *head(12)), (2, 4, 4), device)
     ggn = exact_ggn_torch_func(model, x, "classification")
     groups, slices = groups_by_name(model, la), parameter_slices(model)
     for name in [
@@ -117,9 +117,9 @@ def test_sparse_basis_parameters_get_their_exact_ggn_blocks():
         assert_close(groups[name][0], ggn[s, s])
 
 
-def test_sparse_conv():
+def test_sparse_conv(device):
     layer = SparseCircularConv2d(2, 3, 3, size=4)
-    model, x, la = fitted(nn.Sequential(layer, *head(48)), (2, 4, 4))
+    model, x, la = fitted(nn.Sequential(layer, *head(48)), (2, 4, 4), device)
     groups = groups_by_name(model, la)
     phi = layer.basis().detach()
     inputs, G = capture(layer, model, x)
@@ -135,13 +135,13 @@ def test_sparse_conv():
 
 
 @pytest.mark.parametrize("pointwise", [False, True], ids=["lifting", "pointwise"])
-def test_p4_group_convolutions(pointwise):
+def test_p4_group_convolutions(pointwise, device):
     lifting = P4LiftingConv2d(2, 3, 3, size=4)
     layers = [lifting, nn.ReLU()]
     if pointwise:
         layers += [P4PointwiseConv2d(3, 2, 3, size=4)]
     model, x, la = fitted(
-        nn.Sequential(*layers, *head(4 * (2 if pointwise else 3) * 16)), (2, 4, 4)
+        nn.Sequential(*layers, *head(4 * (2 if pointwise else 3) * 16)), (2, 4, 4), device
     )
     module = layers[2] if pointwise else lifting
     inputs, G = capture(module, model, x)
