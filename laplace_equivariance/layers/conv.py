@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from laplace_equivariance.layers.shapes import check_input_shape, pair
+from laplace_equivariance.layers.shapes import check_input_shape, check_odd_kernel, pair
 
 __all__ = ["CircularConv2d", "circular_pad"]
 
@@ -65,8 +65,7 @@ class CircularConv2d(nn.Module):
         bias: bool = True,
     ) -> None:
         super().__init__()
-        if kernel_size % 2 == 0:
-            raise ValueError(f"CircularConv2d needs an odd kernel_size, got {kernel_size}.")
+        check_odd_kernel(kernel_size, type(self).__name__)
         self.in_channels = in_channels
         self.size = pair(size)
         self.conv2d = nn.Conv2d(in_channels, out_channels, kernel_size, padding=0, bias=bias)

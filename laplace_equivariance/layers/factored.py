@@ -101,6 +101,10 @@ class FactoredInputMap(nn.Module):
         bound = 1.0 / math.sqrt(n_positions)
         nn.init.uniform_(self.weight, -bound, bound)
 
+    def induced_weight(self) -> torch.Tensor:
+        """``theta2`` itself, ``(C', C, X * Y)`` (the sparse map computes it from anchors)."""
+        return self.weight
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Contract the input's positions, separately for every channel pair.
 
@@ -156,6 +160,10 @@ class FactoredOutputMap(nn.Module):
             self.register_parameter("channel_bias", None)
             self.register_parameter("position_bias", None)
 
+    def induced_weight(self) -> torch.Tensor:
+        """``theta1`` itself, ``(X' * Y', C', C)`` (the sparse map computes it from anchors)."""
+        return self.weight
+
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         """Spread every channel pair over the output positions and sum over input channels.
 
@@ -196,11 +204,15 @@ class FactoredLinear2d(nn.Module):
         in_size: Input grid ``(X, Y)``.
         out_size: Output grid ``(X', Y')``; defaults to ``in_size``.
         bias: Whether to add the channel and position biases.
+        **map_options: Passed to both maps (used by the sparse subclass).
 
     Shapes:
         - Input: ``(N, C, X, Y)``.
         - Output: ``(N, C', X', Y')``.
     """
+
+    input_map_type: type[nn.Module] = FactoredInputMap
+    output_map_type: type[nn.Module] = FactoredOutputMap
 
     def __init__(
         self,
@@ -209,11 +221,14 @@ class FactoredLinear2d(nn.Module):
         in_size: int | Sequence[int],
         out_size: int | Sequence[int] | None = None,
         bias: bool = True,
+        **map_options,
     ) -> None:
         super().__init__()
         out_size = out_size if out_size is not None else in_size
-        self.input_map = FactoredInputMap(in_channels, out_channels, in_size)
-        self.output_map = FactoredOutputMap(in_channels, out_channels, out_size, bias)
+        self.input_map = self.input_map_type(in_channels, out_channels, in_size, **map_options)
+        self.output_map = self.output_map_type(
+            in_channels, out_channels, out_size, bias, **map_options
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Apply ``theta2`` then ``theta1``.
@@ -235,7 +250,7 @@ class FactoredLinear2d(nn.Module):
             A matrix of shape ``(C' * X' * Y', C * X * Y)`` in the layout of
             :class:`~laplace_equivariance.layers.FullyConnected2d`'s weight.
         """
-        theta1 = self.output_map.weight  # (Q, C', C)
-        theta2 = self.input_map.weight  # (C', C, P)
+        theta1 = self.output_map.induced_weight()  # (Q, C', C)
+        theta2 = self.input_map.induced_weight()  # (C', C, P)
         w = torch.einsum("qoc,ocp->oqcp", theta1, theta2)
         return w.reshape(theta2.shape[0] * theta1.shape[0], -1)

@@ -25,7 +25,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from laplace_equivariance.layers.conv import circular_pad
-from laplace_equivariance.layers.shapes import check_input_shape, pair
+from laplace_equivariance.layers.shapes import check_input_shape, check_odd_kernel, pair
 
 __all__ = [
     "N_ROTATIONS",
@@ -102,8 +102,7 @@ class P4LiftingConv2d(nn.Module):
         bias: bool = True,
     ) -> None:
         super().__init__()
-        if kernel_size % 2 == 0:
-            raise ValueError(f"{type(self).__name__} needs an odd kernel_size, got {kernel_size}.")
+        check_odd_kernel(kernel_size, type(self).__name__)
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.kernel_size = kernel_size

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
-__all__ = ["check_input_shape", "pair"]
+__all__ = ["check_input_shape", "check_odd_kernel", "pair"]
 
 
 def pair(value: int | Sequence[int]) -> tuple[int, int]:
@@ -46,3 +46,17 @@ def check_input_shape(x: torch.Tensor, expected: Sequence[int], layer: str) -> N
             f"{layer} expects input of shape (N, {shape}), got {tuple(x.shape)}. "
             "Check the channel count and image size the layer was built for."
         )
+
+
+def check_odd_kernel(kernel_size: int, layer: str) -> None:
+    """Raise unless ``kernel_size`` is odd (a centred filter, as circular padding needs).
+
+    Args:
+        kernel_size: The filter size ``S``.
+        layer: The layer's name for the error message.
+
+    Raises:
+        ValueError: If ``kernel_size`` is even.
+    """
+    if kernel_size % 2 == 0:
+        raise ValueError(f"{layer} needs an odd kernel_size, got {kernel_size}.")

@@ -27,8 +27,12 @@ from torch import nn
 from torch.nn import functional as F
 
 from laplace_equivariance.layers.conv import circular_pad
-from laplace_equivariance.layers.factored import apply_input_map, apply_output_map
-from laplace_equivariance.layers.shapes import check_input_shape, pair
+from laplace_equivariance.layers.factored import (
+    FactoredLinear2d,
+    apply_input_map,
+    apply_output_map,
+)
+from laplace_equivariance.layers.shapes import check_input_shape, check_odd_kernel, pair
 
 __all__ = [
     "AnchorBasis",
@@ -305,7 +309,7 @@ class SparseFactoredOutputMap(nn.Module):
         )
 
 
-class SparseFactoredLinear2d(nn.Module):
+class SparseFactoredLinear2d(FactoredLinear2d):
     r"""Sparse factored fully connected layer (S-FC, paper Eq. 7).
 
     :class:`~laplace_equivariance.layers.FactoredLinear2d` with ``theta1`` and ``theta2``
@@ -331,32 +335,8 @@ class SparseFactoredLinear2d(nn.Module):
         - Output: ``(N, C', X', Y')``.
     """
 
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        in_size: int | Sequence[int],
-        out_size: int | Sequence[int] | None = None,
-        bias: bool = True,
-        **basis_options,
-    ) -> None:
-        super().__init__()
-        out_size = out_size if out_size is not None else in_size
-        self.input_map = SparseFactoredInputMap(in_channels, out_channels, in_size, **basis_options)
-        self.output_map = SparseFactoredOutputMap(
-            in_channels, out_channels, out_size, bias, **basis_options
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Apply the induced ``theta2`` then ``theta1``.
-
-        Args:
-            x: Input of shape ``(N, C, X, Y)``.
-
-        Returns:
-            Output of shape ``(N, C', X', Y')``.
-        """
-        return self.output_map(self.input_map(x))
+    input_map_type = SparseFactoredInputMap
+    output_map_type = SparseFactoredOutputMap
 
 
 class SparseCircularConv2d(nn.Module):
@@ -396,8 +376,7 @@ class SparseCircularConv2d(nn.Module):
         **basis_options,
     ) -> None:
         super().__init__()
-        if kernel_size % 2 == 0:
-            raise ValueError(f"SparseCircularConv2d needs an odd kernel_size, got {kernel_size}.")
+        check_odd_kernel(kernel_size, type(self).__name__)
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.kernel_size = kernel_size

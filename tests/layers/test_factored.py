@@ -1,17 +1,19 @@
 import pytest
 import torch
 
-from laplace_equivariance.layers import FactoredLinear2d, FullyConnected2d
+from laplace_equivariance.layers import FactoredLinear2d, FullyConnected2d, SparseFactoredLinear2d
 
 
+@pytest.mark.parametrize("layer_type", [FactoredLinear2d, SparseFactoredLinear2d])
 @pytest.mark.parametrize(
     "c_in, c_out, in_size, out_size",
     [(1, 1, 2, 2), (3, 2, (4, 2), (2, 1)), (2, 5, 4, 4)],
     ids=["1x1-channels", "rectangular-subsampled", "square"],
 )
-def test_equals_the_explicit_dense_weight(device, c_in, c_out, in_size, out_size):
-    """F-FC (Eq. 5) is FC (Eq. 1) with w = theta1 * theta2 summed over nothing else."""
-    layer = FactoredLinear2d(c_in, c_out, in_size, out_size).to(device, torch.float64)
+def test_equals_the_explicit_dense_weight(device, layer_type, c_in, c_out, in_size, out_size):
+    """F-FC (Eq. 5), and S-FC through its induced weights, is FC (Eq. 1) with
+    w(c', c, x', y', x, y) = theta1(c', c, x', y') theta2(c', c, x, y)."""
+    layer = layer_type(c_in, c_out, in_size, out_size).to(device, torch.float64)
     with torch.no_grad():
         layer.output_map.channel_bias.normal_()
         layer.output_map.position_bias.normal_()
