@@ -6,10 +6,12 @@ Public API:
   S-CONV, GCONV, polyphase subsampling, relaxed layers as sums of paths).
 - :func:`laplace_equivariance.models.build`: the paper's architecture for every layer type.
 - :class:`EquivariantKFAC`: the laplace-torch curvature backend for these layers.
+- :func:`symmetry_report`, :func:`plot_symmetry`: the learned symmetry per layer and path.
 """
 
-from laplace_equivariance import curvature, layers, models
+from laplace_equivariance import curvature, diagnostics, layers, models
 from laplace_equivariance.curvature import EquivariantKFAC, UnsupportedModuleError
+from laplace_equivariance.diagnostics import effective_parameters, plot_symmetry, symmetry_report
 from laplace_equivariance.models import RelaxedNet, build, count_parameters
 
 __version__ = "0.1.0"
@@ -22,6 +24,10 @@ __all__ = [
     "build",
     "count_parameters",
     "curvature",
+    "diagnostics",
+    "effective_parameters",
     "layers",
     "models",
+    "plot_symmetry",
+    "symmetry_report",
 ]

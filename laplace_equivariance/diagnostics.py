@@ -1,0 +1,129 @@
+r"""What symmetry a fitted model learned: prior precisions and effective parameters per path.
+
+Paper App. D. For a parameter tensor with Kronecker-factored GGN ``B (x) A`` (eigenvalues
+``b_i``, ``a_j``, scaled by laplace-torch's ``1 / (sigma^2 T)``) and prior precision
+``delta``, MacKay's effective number of parameters (App. D.2) is
+
+.. math::
+    \gamma = \sum_{i,j} \frac{b_i a_j}{b_i a_j + \delta},
+
+between 0 (the prior decides every direction: the path is "off") and the tensor's size. Per
+path of a relaxed layer, ``gamma`` is summed over the path's tensors; the *normalised*
+effective number divides by the path's parameter count, and the *relative* one is a path's
+normalised number over the sum of the layer's (so the paths of a layer share 1). The path
+with the largest relative share is the layer's learned type (the paper's Fig. 3).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from laplace.baselaplace import KronLaplace
+
+__all__ = ["effective_parameters", "plot_symmetry", "symmetry_report"]
+
+
+def _layer_and_path(name: str) -> tuple[str, str]:
+    """``layer3.fc.input_map.weight -> ("layer3", "fc")``; head layers are one "fc" path."""
+    parts = name.split(".")
+    if len(parts) >= 3 and parts[1] in ("fc", "conv", "gconv"):
+        return parts[0], parts[1]
+    return parts[0], "fc"
+
+
+def effective_parameters(la: KronLaplace) -> list[float]:
+    """MacKay's effective number of parameters of every parameter tensor (App. D.2).
+
+    Args:
+        la: A fitted Kronecker-factored Laplace approximation (``hessian_structure="kron"``).
+
+    Returns:
+        One ``gamma`` per trainable parameter tensor, in ``model.parameters()`` order.
+
+    Raises:
+        TypeError: If ``la`` is not Kronecker-factored.
+        AttributeError: If ``la`` has not been fitted.
+    """
+    if not isinstance(la, KronLaplace):
+        raise TypeError(f"effective_parameters needs a KronLaplace, got {type(la).__name__}.")
+    la._check_H_init()
+    scaled = la.H * la._H_factor
+    deltas = la.prior_precision.detach().expand(len(scaled.eigenvalues))
+    gammas = []
+    with torch.no_grad():
+        for values, delta in zip(scaled.eigenvalues, deltas, strict=True):
+            curvature = values[0] if len(values) == 1 else torch.outer(values[0], values[1])
+            gammas.append((curvature / (curvature + delta)).sum().item())
+    return gammas
+
+
+def symmetry_report(la: KronLaplace) -> dict[str, Any]:
+    """A plain, JSON-serialisable table of the learned symmetry per layer and path.
+
+    Args:
+        la: A fitted Kronecker-factored Laplace approximation of a model from
+            :func:`laplace_equivariance.models.build` (or any model whose parameters are
+            named ``<layer>.<path>.<...>``).
+
+    Returns:
+        ``{"layers": [{"layer", "paths": {path: {"parameters", "prior_precision",
+        "effective", "normalised", "relative"}}, "learned": path}, ...]}``; a path's
+        ``prior_precision`` lists one value per parameter tensor.
+    """
+    gammas = effective_parameters(la)
+    precisions = la.prior_precision.detach().expand(len(gammas)).tolist()
+    layers: dict[str, dict[str, dict[str, Any]]] = {}
+    names = [n for n, p in la.model.named_parameters() if p.requires_grad]
+    sizes = [p.numel() for p in la.model.parameters() if p.requires_grad]
+    for name, size, gamma, precision in zip(names, sizes, gammas, precisions, strict=True):
+        layer, path = _layer_and_path(name)
+        entry = layers.setdefault(layer, {}).setdefault(
+            path, {"parameters": 0, "prior_precision": [], "effective": 0.0}
+        )
+        entry["parameters"] += size
+        entry["prior_precision"].append(precision)
+        entry["effective"] += gamma
+    rows = []
+    for layer, paths in layers.items():
+        for entry in paths.values():
+            entry["normalised"] = entry["effective"] / entry["parameters"]
+        total = sum(entry["normalised"] for entry in paths.values())
+        for entry in paths.values():
+            entry["relative"] = entry["normalised"] / total if total > 0 else 0.0
+        learned = max(paths, key=lambda p: paths[p]["relative"])
+        rows.append({"layer": layer, "paths": paths, "learned": learned})
+    return {"layers": rows}
+
+
+def plot_symmetry(report: dict[str, Any], title: str | None = None):
+    """Stacked bars of each path's relative effective parameters per layer (as Fig. 3).
+
+    Args:
+        report: The output of :func:`symmetry_report`.
+        title: Figure title.
+
+    Returns:
+        A :class:`matplotlib.figure.Figure`.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib import pyplot as plt
+
+    rows = report["layers"]
+    paths = sorted({path for row in rows for path in row["paths"]})
+    figure, axis = plt.subplots(figsize=(1.0 + 0.6 * len(rows), 3.0))
+    bottom = [0.0] * len(rows)
+    for path in paths:
+        shares = [row["paths"].get(path, {}).get("relative", 0.0) for row in rows]
+        axis.bar([row["layer"] for row in rows], shares, bottom=bottom, label=path.upper())
+        bottom = [b + s for b, s in zip(bottom, shares, strict=True)]
+    axis.set_ylabel("relative effective\nparameters")
+    axis.set_ylim(0, 1)
+    axis.tick_params(axis="x", rotation=45)
+    axis.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    if title:
+        axis.set_title(title)
+    figure.tight_layout()
+    return figure

@@ -1,0 +1,91 @@
+import json
+
+import matplotlib
+import pytest
+import torch
+
+from laplace_equivariance import models
+from laplace_equivariance.diagnostics import (
+    effective_parameters,
+    plot_symmetry,
+    symmetry_report,
+)
+from tests.curvature.reference import fit_kfac
+
+matplotlib.use("Agg")
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    torch.manual_seed(0)
+    model = models.build("f-fc+conv", (1, 32, 32), 3, alpha=1).double()
+    x = torch.randn(8, 1, 32, 32, dtype=torch.float64)
+    y = torch.randint(0, 3, (8,))
+    n_tensors = len(list(model.parameters()))
+    return fit_kfac(
+        model, x, y, "classification", prior_precision=torch.ones(n_tensors, dtype=torch.float64)
+    )
+
+
+def test_effective_parameters_follow_the_prior(fitted):
+    sizes = [p.numel() for p in fitted.model.parameters()]
+    gammas = effective_parameters(fitted)
+    assert all(0 <= g <= n for g, n in zip(gammas, sizes, strict=True))
+    fitted.prior_precision = 1e12
+    assert max(effective_parameters(fitted)) < 1e-3  # the prior decides every direction
+    fitted.prior_precision = 1e-12
+    # gamma -> rank of the KFAC block, rank(B) rank(A) <= 8 examples x 2 logit directions
+    assert all(g <= 16 + 1e-6 for g in effective_parameters(fitted)[:2])
+    fitted.prior_precision = torch.ones(len(sizes), dtype=torch.float64)
+
+
+def test_effective_parameters_equal_a_dense_computation(fitted):
+    gammas = effective_parameters(fitted)
+    dense = fitted.H_facs.to_matrix() * fitted._H_factor
+    start = 0
+    for size, gamma in list(
+        zip([p.numel() for p in fitted.model.parameters()], gammas, strict=True)
+    )[:6]:
+        block = dense[start : start + size, start : start + size]
+        eig = torch.linalg.eigvalsh(block).clamp(min=0)
+        assert gamma == pytest.approx((eig / (eig + 1.0)).sum().item(), rel=1e-6, abs=1e-9)
+        start += size
+
+
+def test_report_is_json_and_relative_shares_sum_to_one(fitted):
+    report = symmetry_report(fitted)
+    json.dumps(report)
+    layers = [row["layer"] for row in report["layers"]]
+    assert layers == [f"layer{i}" for i in range(1, 11)]
+    for row in report["layers"][:8]:
+        assert set(row["paths"]) == {"fc", "conv"}
+        assert sum(p["relative"] for p in row["paths"].values()) == pytest.approx(1.0)
+        assert row["learned"] in row["paths"]
+    fc = report["layers"][0]["paths"]["fc"]
+    assert fc["parameters"] == sum(
+        p.numel() for n, p in fitted.model.named_parameters() if n.startswith("layer1.fc.")
+    )
+
+
+def test_switching_a_path_off_shows_in_the_report(fitted):
+    names = [n for n, _ in fitted.model.named_parameters()]
+    precision = torch.ones(len(names), dtype=torch.float64)
+    for i, name in enumerate(names):
+        if name.startswith("layer1.fc."):
+            precision[i] = 1e10
+    fitted.prior_precision = precision
+    row = symmetry_report(fitted)["layers"][0]
+    assert row["learned"] == "conv" and row["paths"]["fc"]["relative"] < 1e-6
+    fitted.prior_precision = torch.ones(len(names), dtype=torch.float64)
+
+
+def test_plot_has_one_bar_per_layer_and_path(fitted):
+    figure = plot_symmetry(symmetry_report(fitted), title="test")
+    axis = figure.axes[0]
+    assert len(axis.patches) == 2 * 10  # fc and conv bars for ten layers
+    assert axis.get_title() == "test"
+
+
+def test_needs_a_kron_laplace():
+    with pytest.raises(TypeError, match="KronLaplace"):
+        effective_parameters(object())
