@@ -7,17 +7,22 @@ Public API:
 - :func:`laplace_equivariance.models.build`: the paper's architecture for every layer type.
 - :class:`EquivariantKFAC`: the laplace-torch curvature backend for these layers.
 - :func:`symmetry_report`, :func:`plot_symmetry`: the learned symmetry per layer and path.
+- :func:`marglik_training`: training with the paper's schedule and per-path priors.
 """
 
 from laplace_equivariance import curvature, diagnostics, layers, models
 from laplace_equivariance.curvature import EquivariantKFAC, UnsupportedModuleError
 from laplace_equivariance.diagnostics import effective_parameters, plot_symmetry, symmetry_report
+from laplace_equivariance.marglik import marglik_training
+from laplace_equivariance.priors import PriorGroups, PriorStructure
 from laplace_equivariance.models import RelaxedNet, build, count_parameters
 
 __version__ = "0.1.0"
 
 __all__ = [
     "EquivariantKFAC",
+    "PriorGroups",
+    "PriorStructure",
     "RelaxedNet",
     "UnsupportedModuleError",
     "__version__",
@@ -27,6 +32,7 @@ __all__ = [
     "diagnostics",
     "effective_parameters",
     "layers",
+    "marglik_training",
     "models",
     "plot_symmetry",
     "symmetry_report",

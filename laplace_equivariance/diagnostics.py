@@ -21,15 +21,9 @@ from typing import Any
 import torch
 from laplace.baselaplace import KronLaplace
 
+from laplace_equivariance.priors import layer_and_path
+
 __all__ = ["effective_parameters", "plot_symmetry", "symmetry_report"]
-
-
-def _layer_and_path(name: str) -> tuple[str, str]:
-    """``layer3.fc.input_map.weight -> ("layer3", "fc")``; head layers are one "fc" path."""
-    parts = name.split(".")
-    if len(parts) >= 3 and parts[1] in ("fc", "conv", "gconv"):
-        return parts[0], parts[1]
-    return parts[0], "fc"
 
 
 def effective_parameters(la: KronLaplace) -> list[float]:
@@ -77,7 +71,7 @@ def symmetry_report(la: KronLaplace) -> dict[str, Any]:
     names = [n for n, p in la.model.named_parameters() if p.requires_grad]
     sizes = [p.numel() for p in la.model.parameters() if p.requires_grad]
     for name, size, gamma, precision in zip(names, sizes, gammas, precisions, strict=True):
-        layer, path = _layer_and_path(name)
+        layer, path = layer_and_path(name)
         entry = layers.setdefault(layer, {}).setdefault(
             path, {"parameters": 0, "prior_precision": [], "effective": 0.0}
         )

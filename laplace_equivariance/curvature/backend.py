@@ -168,10 +168,13 @@ class EquivariantKFAC(AsdlGGN):
                 kfacs.append([getattr(module, EXTRA_BLOCKS_ATTR)[name]])
         for module in self._model.modules():
             module.__dict__.pop(EXTRA_BLOCKS_ATTR, None)
-        for factors in kfacs:  # a NaN or inf entry makes the sum non-finite: one reduction each
+        names = [n for n, p in self._model.named_parameters() if p.requires_grad]
+        for name, factors in zip(names, kfacs, strict=True):
+            # a NaN or inf entry makes the sum non-finite: one reduction per factor
             if any(not torch.isfinite(f.sum()) for f in factors):
                 raise FloatingPointError(
-                    "Non-finite Kronecker factor: check the model's outputs and the data."
+                    f"Non-finite Kronecker factor for parameter {name!r}: check that layer's "
+                    "weights, the model's outputs and the data."
                 )
         return BlockDiagonalKron(kfacs)
 

@@ -190,7 +190,9 @@ def test_non_finite_curvature_raises():
     with torch.no_grad():
         model.layer3.fc.input_map.weight[0, 0, 0] = float("nan")
     x, y = data(4, (1, 32, 32))
-    with pytest.raises(FloatingPointError, match="Non-finite Kronecker factor"):
+    with pytest.raises(
+        FloatingPointError, match="Non-finite Kronecker factor for parameter 'layer"
+    ):
         fit_kfac(model, x, y, "classification")
 
 

@@ -1,0 +1,107 @@
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from laplace_equivariance import models
+from laplace_equivariance.marglik import marglik_training
+
+K = 3
+
+
+def setup(seed=0, name="f-fc+conv", **build):
+    torch.manual_seed(seed)
+    model = models.build(name, (1, 32, 32), K, alpha=1, **build)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(24, 1, 32, 32, generator=g)
+    y = torch.randint(0, K, (24,), generator=g)
+    loader = DataLoader(TensorDataset(x, y), batch_size=8, shuffle=True)
+    return model, loader
+
+
+SCHEDULE = dict(
+    n_epochs=4, n_epochs_burnin=1, marglik_frequency=1, n_hypersteps=2, progress_bar=False
+)
+
+
+def test_learns_one_precision_per_layer_and_path():
+    model, loader = setup()
+    seen = []
+    la, trained, margliks, losses = marglik_training(
+        model,
+        loader,
+        prior_structure="path",
+        callback=lambda e, info: seen.append((e, info)),
+        **SCHEDULE,
+    )
+    assert len(losses) == 4 and len(margliks) == 4 * 2
+    assert margliks[-1] < margliks[0]
+    assert [e for e, _ in seen] == [1, 2, 3, 4]
+    precisions = seen[-1][1]["prior_precision"]
+    assert list(precisions)[:2] == ["layer1.fc", "layer1.conv"] and len(precisions) == 18
+    assert any(abs(v - 1.0) > 1e-3 for v in precisions.values())
+    assert la.prior_precision.shape == (len(list(trained.parameters())),)
+
+
+def test_resumed_run_ends_bit_identical(tmp_path):
+    model, loader = setup()
+    _, straight, straight_margliks, straight_losses = marglik_training(model, loader, **SCHEDULE)
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_two(epoch, info):
+        if epoch == 2:
+            raise Stop
+
+    model, loader = setup()
+    checkpoint = tmp_path / "run.pt"
+    with pytest.raises(Stop):
+        marglik_training(model, loader, checkpoint=checkpoint, callback=stop_after_two, **SCHEDULE)
+    # the checkpoint of epoch 2 was written before the callback stopped the run; resume from
+    # a differently initialised model to show that everything comes from the checkpoint
+    model, loader = setup(seed=123)
+    _, resumed, margliks, losses = marglik_training(
+        model, loader, checkpoint=checkpoint, **SCHEDULE
+    )
+    assert margliks == straight_margliks and losses == straight_losses
+    for (name, a), b in zip(
+        straight.state_dict().items(), resumed.state_dict().values(), strict=True
+    ):
+        assert torch.equal(a, b), name
+
+
+def test_non_finite_loss_names_the_epoch_and_keeps_the_last_good_checkpoint(tmp_path):
+    model, loader = setup()
+    checkpoint = tmp_path / "run.pt"
+
+    def poison(epoch, info):
+        if epoch == 2:
+            with torch.no_grad():
+                model.layer1.fc.input_map.weight.fill_(float("nan"))
+
+    with pytest.raises(FloatingPointError, match="epoch 3"):
+        marglik_training(model, loader, checkpoint=checkpoint, callback=poison, **SCHEDULE)
+    saved = torch.load(checkpoint, weights_only=False)
+    assert saved["state"]["epoch"] == 2
+    assert torch.isfinite(saved["model"]["layer1.fc.input_map.weight"]).all()
+
+
+def test_monte_carlo_fisher_and_separate_marglik_loader():
+    model, loader = setup()
+    subset = DataLoader(TensorDataset(*loader.dataset[:8]), batch_size=8)
+    la, _, margliks, _ = marglik_training(
+        model, loader, stochastic=True, marglik_loader=subset, **SCHEDULE
+    )
+    assert all(torch.isfinite(torch.tensor(margliks)))
+
+
+def test_lengthscale_hyperparameters_are_not_implemented_yet():
+    model, loader = setup(name="s-conv", sparse_options={"lengthscale_mode": "hyperparameter"})
+    with pytest.raises(NotImplementedError, match="hyperparameter"):
+        marglik_training(model, loader, **SCHEDULE)
+
+
+def test_weight_decay_is_refused():
+    model, loader = setup()
+    with pytest.raises(ValueError, match="weight_decay"):
+        marglik_training(model, loader, optimizer_kwargs={"weight_decay": 1e-4}, **SCHEDULE)
