@@ -14,8 +14,8 @@ from laplace_equivariance import curvature, diagnostics, layers, models
 from laplace_equivariance.curvature import EquivariantKFAC, UnsupportedModuleError
 from laplace_equivariance.diagnostics import effective_parameters, plot_symmetry, symmetry_report
 from laplace_equivariance.marglik import marglik_training
-from laplace_equivariance.priors import PriorGroups, PriorStructure
 from laplace_equivariance.models import RelaxedNet, build, count_parameters
+from laplace_equivariance.priors import PriorGroups, PriorStructure
 
 __version__ = "0.1.0"
 
