@@ -78,7 +78,8 @@ def marglik_training(
     progress_bar: bool = True,
     callback: Callable[[int, dict[str, Any]], None] | None = None,
     checkpoint: str | os.PathLike | None = None,
-) -> tuple[BaseLaplace, nn.Module, list[float], list[float]]:
+    final_laplace: bool = True,
+) -> tuple[BaseLaplace | None, nn.Module, list[float], list[float]]:
     """Train weights by MAP and prior precisions by the Laplace marginal likelihood.
 
     Every epoch minimises ``mean cross-entropy + 0.5 * sum(delta * theta^2) / N`` over
@@ -116,6 +117,8 @@ def marglik_training(
         checkpoint: File to save the full training state to after every epoch, and to resume
             from if it exists. Resuming gives the same result as an uninterrupted run (on CPU
             with the same seeds, bit for bit).
+        final_laplace: Fit the returned Laplace approximation (set False for plain MAP runs,
+            which then return ``la=None``).
 
     Returns:
         ``(la, model, margliks, losses)`` as :func:`laplace.marglik_training`: the final
@@ -251,5 +254,9 @@ def marglik_training(
         model.load_state_dict(state["best"]["model"])
         with torch.no_grad():
             log_prior_prec.copy_(state["best"]["log_prior_prec"])
-    la = laplace(groups.expand(log_prior_prec.detach().exp()), marglik_loader)
+    la = (
+        laplace(groups.expand(log_prior_prec.detach().exp()), marglik_loader)
+        if final_laplace
+        else None
+    )
     return la, model, state["margliks"], state["losses"]

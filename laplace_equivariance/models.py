@@ -37,6 +37,7 @@ from laplace_equivariance.layers import (
     SparseCircularConv2d,
     SparseFactoredLinear2d,
 )
+from laplace_equivariance.layers.init import he_uniform_
 from laplace_equivariance.layers.shapes import check_input_shape
 
 __all__ = ["MODEL_NAMES", "PAPER_PARAMETER_COUNTS", "RelaxedNet", "build", "count_parameters"]
@@ -186,6 +187,9 @@ class RelaxedNet(nn.Module):
         width = alpha * WIDTH_MULTIPLIERS[-1]
         self.layer9 = nn.Linear(width, 4 * width)
         self.layer10 = nn.Linear(4 * width, n_classes)
+        he_uniform_(self.layer9.weight, width)
+        nn.init.zeros_(self.layer9.bias)
+        nn.init.zeros_(self.layer10.bias)
 
     @property
     def relaxed_layers(self) -> list[RelaxedLayer]:

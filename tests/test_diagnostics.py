@@ -15,7 +15,7 @@ from tests.curvature.reference import fit_kfac
 matplotlib.use("Agg")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def fitted():
     torch.manual_seed(0)
     model = models.build("f-fc+conv", (1, 32, 32), 3, alpha=1).double()
@@ -34,9 +34,9 @@ def test_effective_parameters_follow_the_prior(fitted):
     fitted.prior_precision = 1e12
     assert max(effective_parameters(fitted)) < 1e-3  # the prior decides every direction
     fitted.prior_precision = 1e-12
-    # gamma -> rank of the KFAC block, rank(B) rank(A) <= 8 examples x 2 logit directions
-    assert all(g <= 16 + 1e-6 for g in effective_parameters(fitted)[:2])
-    fitted.prior_precision = torch.ones(len(sizes), dtype=torch.float64)
+    # gamma -> rank of the KFAC block, rank(B) rank(A) <= 8 examples x 2 logit directions;
+    # eigenvalues at rounding level (~1e-17) add ~1e-5 each against a precision of 1e-12
+    assert all(g <= 16 + 1e-3 for g in effective_parameters(fitted)[:2])
 
 
 def test_effective_parameters_equal_a_dense_computation(fitted):
@@ -76,7 +76,6 @@ def test_switching_a_path_off_shows_in_the_report(fitted):
     fitted.prior_precision = precision
     row = symmetry_report(fitted)["layers"][0]
     assert row["learned"] == "conv" and row["paths"]["fc"]["relative"] < 1e-6
-    fitted.prior_precision = torch.ones(len(names), dtype=torch.float64)
 
 
 def test_plot_has_one_bar_per_layer_and_path(fitted):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from laplace_equivariance.layers.init import he_uniform_
 from laplace_equivariance.layers.shapes import check_input_shape, check_odd_kernel, pair
 
 __all__ = ["CircularConv2d", "circular_pad"]
@@ -69,6 +70,9 @@ class CircularConv2d(nn.Module):
         self.in_channels = in_channels
         self.size = pair(size)
         self.conv2d = nn.Conv2d(in_channels, out_channels, kernel_size, padding=0, bias=bias)
+        he_uniform_(self.conv2d.weight, in_channels * kernel_size**2)
+        if bias:
+            nn.init.zeros_(self.conv2d.bias)
 
     def forward(self, x: Tensor) -> Tensor:
         """Pad circularly by ``S // 2`` and convolve.

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from laplace_equivariance.layers.init import he_uniform_
 from laplace_equivariance.layers.shapes import check_input_shape, pair
 
 __all__ = ["FullyConnected2d"]
@@ -61,11 +61,10 @@ class FullyConnected2d(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Initialise as :class:`torch.nn.Linear`: uniform in ``+-1/sqrt(CXY)``."""
-        bound = 1.0 / math.sqrt(self.weight.shape[1])
-        nn.init.uniform_(self.weight, -bound, bound)
+        """He-uniform weights (fan-in ``CXY``), zero biases."""
+        he_uniform_(self.weight, self.weight.shape[1])
         if self.bias is not None:
-            nn.init.uniform_(self.bias, -bound, bound)
+            nn.init.zeros_(self.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Apply the dense map.

@@ -18,12 +18,12 @@ The ``C'CX'Y'XY`` weight of the equivalent FC layer is never built.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
 from torch import nn
 
+from laplace_equivariance.layers.init import he_uniform_, unit_uniform_
 from laplace_equivariance.layers.shapes import check_input_shape, pair
 
 __all__ = [
@@ -98,8 +98,7 @@ class FactoredInputMap(nn.Module):
         self.in_size = pair(in_size)
         n_positions = self.in_size[0] * self.in_size[1]
         self.weight = nn.Parameter(torch.empty(out_channels, in_channels, n_positions))
-        bound = 1.0 / math.sqrt(n_positions)
-        nn.init.uniform_(self.weight, -bound, bound)
+        unit_uniform_(self.weight, n_positions)
 
     def induced_weight(self) -> torch.Tensor:
         """``theta2`` itself, ``(C', C, X * Y)`` (the sparse map computes it from anchors)."""
@@ -151,8 +150,7 @@ class FactoredOutputMap(nn.Module):
         self.out_size = pair(out_size)
         n_positions = self.out_size[0] * self.out_size[1]
         self.weight = nn.Parameter(torch.empty(n_positions, out_channels, in_channels))
-        bound = 1.0 / math.sqrt(in_channels)
-        nn.init.uniform_(self.weight, -bound, bound)
+        he_uniform_(self.weight, in_channels)
         if bias:
             self.channel_bias = nn.Parameter(torch.zeros(out_channels))
             self.position_bias = nn.Parameter(torch.zeros(n_positions))

@@ -25,6 +25,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from laplace_equivariance.layers.conv import circular_pad
+from laplace_equivariance.layers.init import he_uniform_
 from laplace_equivariance.layers.shapes import check_input_shape, check_odd_kernel, pair
 
 __all__ = [
@@ -107,9 +108,9 @@ class P4LiftingConv2d(nn.Module):
         self.out_channels = out_channels
         self.kernel_size = kernel_size
         self.size = pair(size)
-        reference = nn.Conv2d(in_channels, out_channels, kernel_size, bias=bias)
-        self.weight = nn.Parameter(reference.weight.detach().clone())
-        self.bias = nn.Parameter(reference.bias.detach().clone()) if bias else None
+        self.weight = nn.Parameter(torch.empty(out_channels, in_channels, kernel_size, kernel_size))
+        he_uniform_(self.weight, in_channels * kernel_size**2)
+        self.bias = nn.Parameter(torch.zeros(out_channels)) if bias else None
 
     @property
     def in_features_shape(self) -> tuple[int, int, int]:

@@ -1,8 +1,14 @@
-r"""Relaxed layers: the sum of named paths, each with its own prior (paper Eq. 4, App. B).
+r"""Relaxed layers: the mean of named paths, each with its own prior (paper Eq. 4, App. B).
 
 .. math::
-    y = \mathrm{APS}\Big(\sum_{k \in \text{grid paths}} f_k(x)\Big)
-        + \sum_{k \in \text{direct paths}} f_k(x)
+    y = \frac{1}{K}\Big[\mathrm{APS}\Big(\sum_{k \in \text{grid paths}} f_k(x)\Big)
+        + \sum_{k \in \text{direct paths}} f_k(x)\Big]
+
+for ``K`` paths. Eq. 4 writes the sum; the mean (as the reference code) differs only by the
+constant factor ``1/K`` on every path's weights and keeps a ``K``-path layer at the signal
+scale of a one-path layer at initialisation (a sum of ``K`` He-initialised paths would grow
+the activations by ``K`` per layer). A path whose weights are zero still contributes nothing,
+so the equivariant limit of Eq. 8 is unchanged.
 
 Paths that keep the input grid (CONV, GCONV, and FC/F-FC at layers without subsampling) are
 summed first; at a subsampling layer their sum goes through one
@@ -26,7 +32,7 @@ __all__ = ["RelaxedLayer"]
 
 
 class RelaxedLayer(nn.Module):
-    """A layer that is the sum of named paths, optionally followed by subsampling.
+    """A layer that is the mean of named paths, optionally followed by subsampling.
 
     With a single path this is just that layer (the MAP baselines FC and CONV are
     one-path relaxed layers, so every model has the same naming).
@@ -89,13 +95,13 @@ class RelaxedLayer(nn.Module):
         return getattr(self, name)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Sum the paths, subsampling the grid-preserving ones at a subsampling layer.
+        """Average the paths, subsampling the grid-preserving ones at a subsampling layer.
 
         Args:
             x: The layer input.
 
         Returns:
-            The sum of the paths' outputs.
+            The mean of the paths' outputs.
         """
         grid = [getattr(self, n)(x) for n in self.path_names if n not in self.direct]
         direct = [getattr(self, n)(x) for n in self.direct]
@@ -103,7 +109,8 @@ class RelaxedLayer(nn.Module):
         if grid:
             grid_sum = sum(grid[1:], grid[0])
             outputs = [self.pool(grid_sum) if self.pool is not None else grid_sum, *direct]
-        return sum(outputs[1:], outputs[0])
+        total = sum(outputs[1:], outputs[0])
+        return total / len(self.path_names) if len(self.path_names) > 1 else total
 
     def extra_repr(self) -> str:
         """Sizes shown in the module's repr."""

@@ -32,6 +32,7 @@ from laplace_equivariance.layers.factored import (
     apply_input_map,
     apply_output_map,
 )
+from laplace_equivariance.layers.init import he_uniform_, unit_uniform_
 from laplace_equivariance.layers.shapes import check_input_shape, check_odd_kernel, pair
 
 __all__ = [
@@ -219,8 +220,7 @@ class SparseFactoredInputMap(nn.Module):
         self.in_size = pair(in_size)
         self.basis = AnchorBasis(self.in_size, **basis_options)
         self.weight = nn.Parameter(torch.empty(out_channels, in_channels, self.basis.n_anchors))
-        bound = 1.0 / math.sqrt(self.in_size[0] * self.in_size[1])
-        nn.init.uniform_(self.weight, -bound, bound)
+        unit_uniform_(self.weight, self.in_size[0] * self.in_size[1])
 
     def induced_weight(self, phi: torch.Tensor | None = None) -> torch.Tensor:
         """The induced ``theta2 = u phi^T`` of shape ``(C', C, X * Y)``, recomputed every call.
@@ -276,8 +276,7 @@ class SparseFactoredOutputMap(nn.Module):
         self.out_size = pair(out_size)
         self.basis = AnchorBasis(self.out_size, **basis_options)
         self.weight = nn.Parameter(torch.empty(self.basis.n_anchors, out_channels, in_channels))
-        bound = 1.0 / math.sqrt(in_channels)
-        nn.init.uniform_(self.weight, -bound, bound)
+        he_uniform_(self.weight, in_channels)
         if bias:
             self.channel_bias = nn.Parameter(torch.zeros(out_channels))
             self.position_bias = nn.Parameter(torch.zeros(self.out_size[0] * self.out_size[1]))
@@ -383,8 +382,7 @@ class SparseCircularConv2d(nn.Module):
         self.size = pair(size)
         self.basis = AnchorBasis(kernel_size, **basis_options)
         self.weight = nn.Parameter(torch.empty(out_channels, in_channels, self.basis.n_anchors))
-        bound = 1.0 / math.sqrt(in_channels * kernel_size**2)
-        nn.init.uniform_(self.weight, -bound, bound)
+        he_uniform_(self.weight, in_channels * kernel_size**2)
         self.bias = nn.Parameter(torch.zeros(out_channels)) if bias else None
 
     def induced_weight(self, phi: torch.Tensor | None = None) -> torch.Tensor:
