@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import torch
@@ -134,9 +135,9 @@ class EquivariantKFAC(AsdlGGN):
         Returns:
             A :class:`BlockDiagonalKron` of zeros, one group per trainable parameter.
         """
+        zeros = functools.partial(torch.zeros, device=device, dtype=dtype)
         kfacs = []
         for p, name, module in self._parameter_groups():
-            zeros = lambda *shape: torch.zeros(*shape, device=device, dtype=dtype)  # noqa: E731
             if name != "weight" or p.ndim == 1:
                 kfacs.append([zeros(p.numel(), p.numel())])
                 continue

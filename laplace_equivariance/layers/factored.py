@@ -114,7 +114,7 @@ class FactoredInputMap(nn.Module):
             ``h`` of shape ``(N, C', C)``.
         """
         check_input_shape(x, (self.in_channels, *self.in_size), type(self).__name__)
-        return apply_input_map(x, self.weight)
+        return apply_input_map(x, self.induced_weight())
 
     def extra_repr(self) -> str:
         """Sizes shown in the module's repr."""
@@ -173,7 +173,7 @@ class FactoredOutputMap(nn.Module):
         """
         check_input_shape(h, (self.out_channels, self.in_channels), type(self).__name__)
         return apply_output_map(
-            h, self.weight, self.channel_bias, self.position_bias, self.out_size
+            h, self.induced_weight(), self.channel_bias, self.position_bias, self.out_size
         )
 
     def extra_repr(self) -> str:

@@ -28,9 +28,9 @@ from torch.nn import functional as F
 
 from laplace_equivariance.layers.conv import circular_pad
 from laplace_equivariance.layers.factored import (
+    FactoredInputMap,
     FactoredLinear2d,
-    apply_input_map,
-    apply_output_map,
+    FactoredOutputMap,
 )
 from laplace_equivariance.layers.init import he_uniform_, unit_uniform_
 from laplace_equivariance.layers.shapes import check_input_shape, check_odd_kernel, pair
@@ -196,10 +196,10 @@ class AnchorBasis(nn.Module):
         )
 
 
-class SparseFactoredInputMap(nn.Module):
-    r"""S-FC's input half: ``theta2 = u2 phi2^T``, then :class:`FactoredInputMap`'s contraction.
+class SparseFactoredInputMap(FactoredInputMap):
+    r"""S-FC's input half: :class:`FactoredInputMap` with ``theta2 = u2 phi2^T`` (Eq. 7).
 
-    :math:`\theta_2(c', c, p) = \sum_j u_2(c', c, j)\,\phi_j(p)` on the input grid (Eq. 7).
+    :math:`\theta_2(c', c, p) = \sum_j u_2(c', c, j)\,\phi_j(p)` on the input grid.
 
     Args:
         in_channels: ``C``.
@@ -215,9 +215,7 @@ class SparseFactoredInputMap(nn.Module):
     def __init__(
         self, in_channels: int, out_channels: int, in_size: int | Sequence[int], **basis_options
     ) -> None:
-        super().__init__()
-        self.in_channels = in_channels
-        self.in_size = pair(in_size)
+        super().__init__(in_channels, out_channels, in_size)
         self.basis = AnchorBasis(self.in_size, **basis_options)
         self.weight = nn.Parameter(torch.empty(out_channels, in_channels, self.basis.n_anchors))
         unit_uniform_(self.weight, self.in_size[0] * self.in_size[1])
@@ -231,24 +229,12 @@ class SparseFactoredInputMap(nn.Module):
         phi = self.basis() if phi is None else phi
         return torch.einsum("ocj,pj->ocp", self.weight, phi)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Contract the input's positions with the induced ``theta2``.
 
-        Args:
-            x: Input of shape ``(N, C, X, Y)``.
+class SparseFactoredOutputMap(FactoredOutputMap):
+    r"""S-FC's output half: :class:`FactoredOutputMap` with ``theta1 = phi1 u1`` (Eq. 7).
 
-        Returns:
-            ``h`` of shape ``(N, C', C)``.
-        """
-        check_input_shape(x, (self.in_channels, *self.in_size), type(self).__name__)
-        return apply_input_map(x, self.induced_weight())
-
-
-class SparseFactoredOutputMap(nn.Module):
-    r"""S-FC's output half: ``theta1 = phi1 u1``, then :class:`FactoredOutputMap`'s spread.
-
-    :math:`\theta_1(q, c', c) = \sum_j \phi_j(q)\, u_1(j, c', c)` on the output grid (Eq. 7).
-    Biases as in :class:`~laplace_equivariance.layers.FactoredOutputMap` (channel + position).
+    :math:`\theta_1(q, c', c) = \sum_j \phi_j(q)\, u_1(j, c', c)` on the output grid. Biases
+    as in :class:`~laplace_equivariance.layers.FactoredOutputMap` (channel + position).
 
     Args:
         in_channels: ``C``.
@@ -270,19 +256,10 @@ class SparseFactoredOutputMap(nn.Module):
         bias: bool = True,
         **basis_options,
     ) -> None:
-        super().__init__()
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.out_size = pair(out_size)
+        super().__init__(in_channels, out_channels, out_size, bias)
         self.basis = AnchorBasis(self.out_size, **basis_options)
         self.weight = nn.Parameter(torch.empty(self.basis.n_anchors, out_channels, in_channels))
         he_uniform_(self.weight, in_channels)
-        if bias:
-            self.channel_bias = nn.Parameter(torch.zeros(out_channels))
-            self.position_bias = nn.Parameter(torch.zeros(self.out_size[0] * self.out_size[1]))
-        else:
-            self.register_parameter("channel_bias", None)
-            self.register_parameter("position_bias", None)
 
     def induced_weight(self, phi: torch.Tensor | None = None) -> torch.Tensor:
         """The induced ``theta1 = phi u`` of shape ``(X' * Y', C', C)``, recomputed every call.
@@ -292,20 +269,6 @@ class SparseFactoredOutputMap(nn.Module):
         """
         phi = self.basis() if phi is None else phi
         return torch.einsum("qj,joc->qoc", phi, self.weight)
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        """Spread ``h`` over the output grid with the induced ``theta1``.
-
-        Args:
-            h: Intermediate of shape ``(N, C', C)``.
-
-        Returns:
-            Output of shape ``(N, C', X', Y')``.
-        """
-        check_input_shape(h, (self.out_channels, self.in_channels), type(self).__name__)
-        return apply_output_map(
-            h, self.induced_weight(), self.channel_bias, self.position_bias, self.out_size
-        )
 
 
 class SparseFactoredLinear2d(FactoredLinear2d):
