@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import torch
 from laplace import Laplace
 from laplace.curvature import AsdlGGN
+from report import environment, write
 from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance import EquivariantKFAC, models
@@ -128,10 +128,7 @@ def main() -> None:
     torch.manual_seed(0)
     data = loader(args.n, args.batch, args.device)
     report = {
-        "command": " ".join(["python", "benchmarks/kfac_speed.py", *sys.argv[1:]]),
-        "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
-        "cpu_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
+        **environment("benchmarks/kfac_speed.py", args.device),
         "n": args.n,
         "batch": args.batch,
         "alpha": args.alpha,
@@ -167,10 +164,7 @@ def main() -> None:
     )
     report["f-fc+conv"]["decomposition"] = decomposition(la, args.device, not args.skip_dense)
     print(json.dumps(report["f-fc+conv"]["decomposition"], indent=2))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
-        print(f"wrote {args.out}")
+    write(report, args.out)
 
 
 if __name__ == "__main__":

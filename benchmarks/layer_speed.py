@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import resource
 import statistics
 import subprocess
@@ -24,15 +23,9 @@ import time
 from pathlib import Path
 
 import torch
+from report import environment, write
 
 from laplace_equivariance import count_parameters, models
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.machine()
 
 
 def measure(name: str, device: str, batch: int, repeats: int) -> dict:
@@ -101,18 +94,12 @@ def main() -> None:
             line += f" {row['peak_cuda_allocated_mib']:>13.0f}"
         print(line)
     report = {
-        "command": " ".join(["python", "benchmarks/layer_speed.py", *sys.argv[1:]]),
-        "device": torch.cuda.get_device_name() if args.device == "cuda" else cpu_name(),
-        "cpu_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
+        **environment("benchmarks/layer_speed.py", args.device),
         "batch": args.batch,
         "input": [3, 32, 32],
         "rows": rows,
     }
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
-        print(f"wrote {args.out}")
+    write(report, args.out)
 
 
 if __name__ == "__main__":

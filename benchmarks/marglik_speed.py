@@ -13,12 +13,11 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
 from pathlib import Path
 
 import torch
+from report import environment, write
 from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance import models
@@ -63,10 +62,7 @@ def main() -> None:
     exact_s = timed(args, learn=True)
     mc_s = timed(args, learn=True, stochastic=True)
     report = {
-        "command": " ".join(["python", "benchmarks/marglik_speed.py", *sys.argv[1:]]),
-        "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
-        "cpu_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
+        **environment("benchmarks/marglik_speed.py", args.device),
         "arguments": vars(args) | {"out": str(args.out)},
         "map_s": map_s,
         "exact_ggn_s": exact_s,
@@ -78,10 +74,7 @@ def main() -> None:
         f"MAP {map_s:.1f}s, marglik exact GGN {exact_s:.1f}s ({exact_s / map_s:.2f}x), "
         f"MC Fisher {mc_s:.1f}s ({mc_s / map_s:.2f}x)"
     )
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
-        print(f"wrote {args.out}")
+    write(report, args.out)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,37 @@
+"""What every benchmark records beside its figures, and how it writes them."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.machine()
+
+
+def environment(script: str, device: str) -> dict[str, Any]:
+    """The command that reproduces the run, the machine and the versions."""
+    return {
+        "command": " ".join(["python", script, *sys.argv[1:]]),
+        "device": torch.cuda.get_device_name() if device == "cuda" else cpu_name(),
+        "cpu_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+    }
+
+
+def write(report: dict[str, Any], out: Path | None) -> None:
+    """Write ``report`` as JSON to ``out`` (if given) and say so."""
+    if out is None:
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}")
