@@ -209,18 +209,29 @@ def basis_gradients(
         weight_grads: ``(N, *induced_weight_shape)``.
 
     Returns:
-        ``{"basis.positions": (N, 2M), "basis.lengthscale": (N, 1)}`` for trainable ones.
+        ``{"basis.position_offsets": (N, 2M), "basis.lengthscale": (N, 1)}`` for those
+        that are parameters.
     """
     basis: AnchorBasis = module.basis
     # Parameters, not buffers; ASDL switches requires_grad off during its backward passes.
-    names = [name for name in ("positions", "lengthscale") if name in basis._parameters]
+    names = [
+        name
+        for name in ("position_offsets", "lengthscale")
+        if basis._parameters.get(name) is not None
+    ]
     if not names:
         return {}
-    values = {name: getattr(basis, name).detach() for name in ("positions", "lengthscale")}
+    values = {
+        "position_offsets": torch.zeros_like(basis.initial_positions)
+        if basis.position_offsets is None
+        else basis.position_offsets.detach(),
+        "lengthscale": basis.lengthscale.detach(),
+    }
 
     def weight_of(*trainable: torch.Tensor) -> torch.Tensor:
         current = dict(values, **dict(zip(names, trainable, strict=True)))
-        phi = rbf_basis(basis.grid, current["positions"], current["lengthscale"])
+        positions = basis.initial_positions + current["position_offsets"]
+        phi = rbf_basis(basis.grid, positions, current["lengthscale"])
         return induced_weight(phi)
 
     with torch.enable_grad():

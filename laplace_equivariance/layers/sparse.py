@@ -112,7 +112,10 @@ class AnchorBasis(nn.Module):
         n_anchors: ``M``; defaults to ``ceil(X * Y / 2)`` (App. F.4).
         lengthscale: Initial ``omega`` (in inverse pixels), stored with shape ``(1,)``.
         lengthscale_mode: See :class:`LengthscaleMode`.
-        learn_positions: Whether the anchor positions ``z`` are parameters.
+        learn_positions: Whether the anchor positions are learned. They are parameterised as
+            offsets from their initial grid points, ``z = z_0 + position_offsets``, so that a
+            zero-mean prior (as laplace-torch puts on every parameter) keeps anchors near
+            their grid points instead of pulling them to the grid's centre.
 
     Shapes:
         - Output of :meth:`forward`: ``(X * Y, M)``.
@@ -138,11 +141,11 @@ class AnchorBasis(nn.Module):
         if not 1 <= n_anchors <= n_positions:
             raise ValueError(f"n_anchors must be in [1, {n_positions}], got {n_anchors}.")
         self.register_buffer("grid", grid)
-        positions = self._initial_positions(grid, n_anchors)
+        self.register_buffer("initial_positions", self._initial_positions(grid, n_anchors))
         if learn_positions:
-            self.positions = nn.Parameter(positions)
+            self.position_offsets = nn.Parameter(torch.zeros_like(self.initial_positions))
         else:
-            self.register_buffer("positions", positions)
+            self.register_parameter("position_offsets", None)
         omega = torch.tensor([float(lengthscale)])
         if self.lengthscale_mode is LengthscaleMode.LEARNED:
             self.lengthscale = nn.Parameter(omega)
@@ -162,7 +165,14 @@ class AnchorBasis(nn.Module):
     @property
     def n_anchors(self) -> int:
         """``M``, the number of anchor points."""
-        return self.positions.shape[0]
+        return self.initial_positions.shape[0]
+
+    @property
+    def positions(self) -> torch.Tensor:
+        """The anchor positions ``z = z_0 + offsets``, shape ``(M, 2)``."""
+        if self.position_offsets is None:
+            return self.initial_positions
+        return self.initial_positions + self.position_offsets
 
     def hyperparameters(self) -> list[torch.Tensor]:
         """The lengthscale, made a leaf that requires grad, in HYPERPARAMETER mode.

@@ -117,7 +117,7 @@ def test_kfac_error_in_general_cases_is_bounded(case, device):
         errors[name] = relative_error(block, exact[s, s])
     weights = {n: e for n, e in errors.items() if n.startswith("0.") and "weight" in n}
     assert weights and max(weights.values()) < bound, errors
-    exact_names = [n for n in errors if n.endswith(("_bias", "positions", "lengthscale"))]
+    exact_names = [n for n in errors if n.endswith(("_bias", "offsets", "lengthscale"))]
     assert all(errors[n] < 1e-8 for n in exact_names), errors
     # the head (a stock nn.Linear on the flattened features) is exact only for its bias
     assert errors[f"{len(model) - 1}.bias"] < 1e-10

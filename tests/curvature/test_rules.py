@@ -106,9 +106,9 @@ def test_sparse_basis_parameters_get_their_exact_ggn_blocks(device):
     ggn = exact_ggn_torch_func(model, x, "classification")
     groups, slices = groups_by_name(model, la), parameter_slices(model)
     for name in [
-        "0.input_map.basis.positions",
+        "0.input_map.basis.position_offsets",
         "0.input_map.basis.lengthscale",
-        "0.output_map.basis.positions",
+        "0.output_map.basis.position_offsets",
         "0.output_map.basis.lengthscale",
         "0.output_map.channel_bias",
         "0.output_map.position_bias",
@@ -130,8 +130,8 @@ def test_sparse_conv(device):
     assert_close(A, rows.T @ rows / (16 * N))
     assert_close(B, torch.einsum("nopqp->oq", G.view(N, 3, 16, 3, 16)))
     ggn = exact_ggn_torch_func(model, x, "classification")
-    s = parameter_slices(model)["0.basis.positions"]
-    assert_close(groups["0.basis.positions"][0], ggn[s, s])
+    s = parameter_slices(model)["0.basis.position_offsets"]
+    assert_close(groups["0.basis.position_offsets"][0], ggn[s, s])
 
 
 @pytest.mark.parametrize("pointwise", [False, True], ids=["lifting", "pointwise"])

@@ -62,7 +62,7 @@ def test_gradients_reach_values_positions_and_lengthscale(kind, device):
     names = {
         n for n, p in layer.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0
     }
-    for suffix in ("weight", "basis.positions", "basis.lengthscale"):
+    for suffix in ("weight", "basis.position_offsets", "basis.lengthscale"):
         assert any(n.endswith(suffix) for n in names), (suffix, names)
 
 
@@ -81,6 +81,7 @@ def test_hyperparameter_lengthscale_is_outside_the_parameters_and_gets_gradients
 def test_fixed_lengthscale_and_positions_get_no_gradient():
     layer = SparseCircularConv2d(1, 1, 3, size=4, lengthscale_mode="fixed", learn_positions=False)
     assert [n for n, _ in layer.named_parameters()] == ["weight", "bias"]
+    assert torch.equal(layer.basis.positions, layer.basis.initial_positions)
     assert layer.basis.hyperparameters() == []
 
 
