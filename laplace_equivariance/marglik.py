@@ -108,7 +108,9 @@ def marglik_training(
         marglik_frequency: Epochs between marginal-likelihood steps (App. F.6: 5).
         prior_prec_init: Initial prior precision (App. F.6: 1, unit variances).
         marglik_loader: Batches for the Laplace fit; defaults to ``train_loader``. Pass an
-            unaugmented loader (App. F.6), or one over a subset to save time.
+            unaugmented loader (App. F.6), or one over a subset of ``n`` examples to save
+            time: its curvature and log likelihood are scaled by ``N / n`` (laplace-torch's
+            ``temperature = n / N``) so that the estimate is for the whole training set.
         stochastic: Estimate the GGN with a Monte-Carlo Fisher (one backward pass per batch).
         progress_bar: Show a tqdm bar with loss, accuracy and marginal likelihood.
         callback: Called after every epoch (after its checkpoint is written) as
@@ -171,6 +173,7 @@ def marglik_training(
             subset_of_weights="all",
             hessian_structure=hessian_structure,
             prior_precision=prior_precision,
+            temperature=len(loader.dataset) / n_data,
             backend=backend,
             backend_kwargs=backend_kwargs,
         )
