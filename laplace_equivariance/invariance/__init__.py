@@ -1,7 +1,7 @@
-"""Learned invariant weights, the older method of "Learning Invariant Weights in Neural Networks".
+r"""Learned invariant weights: the method of "Learning Invariant Weights in Neural Networks".
 
 A shallow network whose first-layer weights are averaged over affine transformations drawn
-from a learned distribution :math:`T = \\exp(\\sum_i \\epsilon_i \\eta_i G_i)`
+from a learned distribution :math:`T = \exp(\sum_i \epsilon_i \eta_i G_i)`
 (:mod:`~laplace_equivariance.invariance.affine`, :mod:`~laplace_equivariance.invariance.network`),
 learned with the paper's ELBO (:mod:`~laplace_equivariance.invariance.elbo`) or with this
 package's Laplace marginal likelihood (:mod:`~laplace_equivariance.invariance.laplace`), see

@@ -128,7 +128,9 @@ def sample_noise(
     return torch.cartesian_prod(*[axis] * n_generators).reshape(n_samples, n_generators)
 
 
-def affine_matrices(eta: torch.Tensor, noise: torch.Tensor, generators: torch.Tensor) -> torch.Tensor:
+def affine_matrices(
+    eta: torch.Tensor, noise: torch.Tensor, generators: torch.Tensor
+) -> torch.Tensor:
     r"""Sampled transformations :math:`T_s = \exp(\sum_i \epsilon_{s,i} \eta_i G_i)` (Eq. 3).
 
     Args:

@@ -64,7 +64,9 @@ def output_jacobians(
         TypeError: If the output layer is not ``nn.Linear``.
     """
     if not isinstance(model.output, nn.Linear):
-        raise TypeError("The Laplace marginal likelihood needs InvariantWeightsNet(variational=False).")
+        raise TypeError(
+            "The Laplace marginal likelihood needs InvariantWeightsNet(variational=False)."
+        )
     features = model.features(x, matrices)
     probs = model.output(features).softmax(-1)
     mean_probs = probs.mean(0)
@@ -141,4 +143,3 @@ def log_marginal_likelihood(
             f"{model.eta.tolist()}, prior precision {float(prior_precision)})."
         )
     return value
-

@@ -177,7 +177,9 @@ class InvariantWeightsNet(nn.Module):
             ``(S, N, D)``.
         """
         if tuple(x.shape[1:]) != self.in_shape:
-            raise ValueError(f"Expected inputs of shape (N, {self.in_shape}), got {tuple(x.shape)}.")
+            raise ValueError(
+                f"Expected inputs of shape (N, {self.in_shape}), got {tuple(x.shape)}."
+            )
         matrices = self.transformations() if matrices is None else matrices
         weights = self.transformed_weights(matrices)
         pre = torch.einsum("sdi,ni->snd", weights, x.flatten(1)) + self.first_bias

@@ -41,7 +41,7 @@ OBJECTIVES: tuple[str, ...] = ("elbo", "laplace", "likelihood")
 
 @dataclass
 class InvarianceHistory:
-    """What :func:`train_invariant_weights` records, one entry per epoch.
+    r"""What :func:`train_invariant_weights` records, one entry per epoch.
 
     Attributes:
         eta: ``eta`` at the end of each epoch.
@@ -49,7 +49,7 @@ class InvarianceHistory:
         objective: The objective per example at the end of the epoch: mean ELBO estimate,
             last Laplace log marginal likelihood (None before the first hyperparameter step),
             or mean log likelihood.
-        prior_precision: :math:`\\delta` (Laplace objective; None otherwise).
+        prior_precision: :math:`\delta` (Laplace objective; None otherwise).
     """
 
     eta: list[list[float]] = field(default_factory=list)
@@ -65,6 +65,7 @@ def train_invariant_weights(
     n_epochs: int = 20,
     lr: float = 1e-3,
     lr_hyp: float = 0.01,
+    lr_covariance_factor: float = 0.1,
     prior_precision_init: float = 1.0,
     marglik_loader: DataLoader | None = None,
     marglik_frequency: int = 1,
@@ -73,7 +74,7 @@ def train_invariant_weights(
     progress_bar: bool = False,
     callback: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> InvarianceHistory:
-    """Train ``model`` and its invariance parameters ``eta`` with one of :data:`OBJECTIVES`.
+    r"""Train ``model`` and its invariance parameters ``eta`` with one of :data:`OBJECTIVES`.
 
     Args:
         model: The network; ``variational=True`` for ``"elbo"``, False otherwise.
@@ -82,8 +83,12 @@ def train_invariant_weights(
         n_epochs: Epochs.
         lr: Adam learning rate of the weights (and of ``eta`` unless ``"laplace"``),
             cosine-annealed to 0.
+        lr_covariance_factor: The variational Cholesky factors' learning rate is ``lr``
+            times this. Adam gives each of their ``K (D + 1)^2 / 2`` entries a step of about
+            the learning rate whatever its gradient, and with the paper's rate the
+            off-diagonal entries random-walk to a covariance made of optimiser noise.
         lr_hyp: Adam learning rate of ``eta`` and ``log delta`` for ``"laplace"``.
-        prior_precision_init: Initial :math:`\\delta` for ``"laplace"``.
+        prior_precision_init: Initial :math:`\delta` for ``"laplace"``.
         marglik_loader: Batches for the marginal likelihood (default ``train_loader``);
             a subset is rescaled to the whole training set.
         marglik_frequency: Epochs between hyperparameter updates (``"laplace"``).
@@ -106,7 +111,11 @@ def train_invariant_weights(
     n_data = len(train_loader.dataset)
     learns_eta_with_weights = objective != "laplace"
     parameters = list(model.parameters()) if learns_eta_with_weights else model.weight_parameters()
-    optimizer = Adam(parameters, lr=lr)
+    covariance = [p for p in parameters if p is getattr(model.output, "scale_tril", None)]
+    others = [p for p in parameters if all(p is not q for q in covariance)]
+    optimizer = Adam(
+        [{"params": others}, {"params": covariance, "lr": lr * lr_covariance_factor}], lr=lr
+    )
     scheduler = CosineAnnealingLR(optimizer, T_max=max(1, n_epochs * len(train_loader)))
     log_prior_prec = torch.tensor(
         math.log(prior_precision_init), device=device, dtype=model.eta.dtype, requires_grad=True
