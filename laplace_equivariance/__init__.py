@@ -8,11 +8,15 @@ Public API:
 - :class:`EquivariantKFAC`: the laplace-torch curvature backend for these layers.
 - :func:`symmetry_report`, :func:`plot_symmetry`: the learned symmetry per layer and path.
 - :func:`marglik_training`: training with the paper's schedule and per-path priors.
+- :mod:`laplace_equivariance.invariance`: the older method we compare with, learned
+  invariant weights (:class:`InvariantWeightsNet`, :func:`train_invariant_weights` with the
+  ELBO or a Laplace marginal likelihood).
 """
 
-from laplace_equivariance import curvature, diagnostics, layers, models
+from laplace_equivariance import curvature, diagnostics, invariance, layers, models
 from laplace_equivariance.curvature import EquivariantKFAC, UnsupportedModuleError
 from laplace_equivariance.diagnostics import effective_parameters, plot_symmetry, symmetry_report
+from laplace_equivariance.invariance import InvariantWeightsNet, train_invariant_weights
 from laplace_equivariance.marglik import marglik_training
 from laplace_equivariance.models import RelaxedNet, build, count_parameters
 from laplace_equivariance.priors import PriorGroups, PriorStructure
@@ -21,6 +25,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "EquivariantKFAC",
+    "InvariantWeightsNet",
     "PriorGroups",
     "PriorStructure",
     "RelaxedNet",
@@ -31,9 +36,11 @@ __all__ = [
     "curvature",
     "diagnostics",
     "effective_parameters",
+    "invariance",
     "layers",
     "marglik_training",
     "models",
     "plot_symmetry",
     "symmetry_report",
+    "train_invariant_weights",
 ]

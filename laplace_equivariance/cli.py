@@ -8,11 +8,18 @@ effective parameters, timings), ``model.pt``, ``training.png`` and, for marginal
 runs, ``symmetry.png``; ``checkpoint.pt`` is saved every epoch, and training the same
 ``--out`` again resumes from it. ``--config table1|table2|table3`` sets the paper's settings
 (App. F.1, F.6); every option overrides them.
+
+``--model invariant-weights`` trains the shallow network of "Learning Invariant Weights in
+Neural Networks" (:mod:`laplace_equivariance.invariance`) instead, with ``--method elbo``
+(the paper's, the default for this model), ``laplace`` (its output layer's Laplace marginal
+likelihood, on ``--marglik-subset`` examples, default 500) or ``likelihood``;
+``results.json`` then records the learned ``eta`` per epoch (no checkpoint).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import sys
@@ -28,9 +35,23 @@ from torch.utils.data import DataLoader, TensorDataset
 from laplace_equivariance import __version__, models
 from laplace_equivariance.data import DATASETS, load_dataset
 from laplace_equivariance.diagnostics import plot_symmetry, symmetry_report
+from laplace_equivariance.invariance import (
+    ACTIVATIONS,
+    INVARIANCES,
+    OBJECTIVES,
+    InvariantWeightsNet,
+    train_invariant_weights,
+)
 from laplace_equivariance.marglik import marglik_training
 
-__all__ = ["CONFIGS", "main"]
+__all__ = ["CONFIGS", "INVARIANT_WEIGHTS", "main"]
+
+INVARIANT_WEIGHTS = "invariant-weights"
+"""``--model`` name of the invariant-weights network."""
+
+INVARIANT_MARGLIK_SUBSET = 500
+"""Default ``--marglik-subset`` of the invariant-weights Laplace method: its full GGN costs
+``O(n K P^2)`` with ``P = K (D + 1)``."""
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "table1": {"dataset": "quadrant-mnist", "model": "f-fc+conv", "alpha": 10, "epochs": 1000},
@@ -61,6 +82,11 @@ DEFAULTS: dict[str, Any] = {
     "seed": 0,
     "data_dir": None,
     "download": False,
+    "invariance": "rotation",
+    "activation": "rff",
+    "width": 1024,
+    "samples": 32,
+    "eta_init": 0.1,
 }
 
 
@@ -72,8 +98,12 @@ def _parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", help="train a model (MAP or marginal likelihood)")
     train.add_argument("--config", choices=sorted(CONFIGS), help="the paper's settings for a table")
     train.add_argument("--dataset", choices=list(DATASETS))
-    train.add_argument("--model", choices=list(models.MODEL_NAMES))
-    train.add_argument("--method", choices=["map", "marglik"])
+    train.add_argument("--model", choices=[*models.MODEL_NAMES, INVARIANT_WEIGHTS])
+    train.add_argument(
+        "--method",
+        choices=["map", "marglik", *OBJECTIVES],
+        help=f"{OBJECTIVES} for {INVARIANT_WEIGHTS}",
+    )
     train.add_argument("--alpha", type=int)
     train.add_argument("--epochs", type=int)
     train.add_argument("--lr", type=float)
@@ -93,6 +123,13 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int)
     train.add_argument("--data-dir", dest="data_dir")
     train.add_argument("--download", action="store_true", default=None)
+    train.add_argument("--invariance", choices=list(INVARIANCES), help=INVARIANT_WEIGHTS)
+    train.add_argument("--activation", choices=list(ACTIVATIONS), help=INVARIANT_WEIGHTS)
+    train.add_argument("--width", type=int, help=f"hidden units of {INVARIANT_WEIGHTS}")
+    train.add_argument(
+        "--samples", type=int, help=f"transformations per pass ({INVARIANT_WEIGHTS})"
+    )
+    train.add_argument("--eta-init", type=float, dest="eta_init", help=INVARIANT_WEIGHTS)
     train.add_argument("--out", type=Path, required=True, help="folder for the run's files")
     evaluate = commands.add_parser("evaluate", help="evaluate a trained run on its test set")
     evaluate.add_argument("run", type=Path)
@@ -106,7 +143,43 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     if args.config:
         settings.update(CONFIGS[args.config])
     settings.update({k: v for k, v in vars(args).items() if k in DEFAULTS and v is not None})
+    invariant = settings["model"] == INVARIANT_WEIGHTS
+    if invariant and args.method is None:
+        settings["method"] = "elbo"
+    if invariant != (settings["method"] in OBJECTIVES):
+        raise SystemExit(
+            f"--method {settings['method']} does not go with --model {settings['model']}: "
+            f"{INVARIANT_WEIGHTS} takes {OBJECTIVES}, the other models map or marglik."
+        )
     return settings
+
+
+def build_model(
+    settings: dict[str, Any], in_shape: Sequence[int], n_classes: int
+) -> torch.nn.Module:
+    """The model that ``settings`` name.
+
+    Args:
+        settings: A run's settings (:data:`DEFAULTS` keys).
+        in_shape: ``(C, H, W)``.
+        n_classes: Number of classes.
+
+    Returns:
+        A relaxed network of :func:`laplace_equivariance.models.build` or an
+        :class:`~laplace_equivariance.invariance.InvariantWeightsNet`.
+    """
+    if settings["model"] != INVARIANT_WEIGHTS:
+        return models.build(settings["model"], in_shape, n_classes, settings["alpha"])
+    return InvariantWeightsNet(
+        in_shape,
+        n_classes,
+        width=settings["width"],
+        activation=settings["activation"],
+        invariance=settings["invariance"],
+        eta_init=settings["eta_init"],
+        n_samples=settings["samples"],
+        variational=settings["method"] == "elbo",
+    )
 
 
 def _metrics(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, device: str) -> dict:
@@ -119,7 +192,12 @@ def _metrics(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, device: s
     }
 
 
-def _plot_training(losses: list[float], margliks: list[float], path: Path) -> None:
+def _plot_training(
+    losses: list[float],
+    margliks: list[float],
+    path: Path,
+    labels: tuple[str, str] = ("hyperparameter step", "-log marginal likelihood"),
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -129,7 +207,23 @@ def _plot_training(losses: list[float], margliks: list[float], path: Path) -> No
     axes[0].plot(range(1, len(losses) + 1), losses)
     axes[0].set(xlabel="epoch", ylabel="training loss")
     axes[1].plot(margliks)
-    axes[1].set(xlabel="hyperparameter step", ylabel="-log marginal likelihood")
+    axes[1].set(xlabel=labels[0], ylabel=labels[1])
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def _plot_eta(eta: list[list[float]], names: Sequence[str], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib import pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(4, 3))
+    for i, name in enumerate(names):
+        axis.plot(range(1, len(eta) + 1), [row[i] for row in eta], label=name)
+    axis.set(xlabel="epoch", ylabel="eta")
+    axis.legend()
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
@@ -156,32 +250,53 @@ def train(settings: dict[str, Any], out: Path) -> dict[str, Any]:
         settings["seed"],
     )
     device = settings["device"]
-    model = models.build(settings["model"], data.in_shape, data.n_classes, settings["alpha"]).to(
-        device
-    )
+    model = build_model(settings, data.in_shape, data.n_classes).to(device)
     x, y = data.x_train.to(device), data.y_train.to(device)
     loader = DataLoader(TensorDataset(x, y), batch_size=settings["batch_size"], shuffle=True)
-    n_marglik = settings["marglik_subset"] or len(x)
+    invariant = settings["model"] == INVARIANT_WEIGHTS
+    default_subset = min(len(x), INVARIANT_MARGLIK_SUBSET) if invariant else len(x)
+    n_marglik = settings["marglik_subset"] or default_subset
     marglik_loader = DataLoader(
         TensorDataset(x[:n_marglik], y[:n_marglik]), batch_size=settings["batch_size"]
     )
     learns = settings["method"] == "marglik"
     start = time.perf_counter()
-    la, model, margliks, losses = marglik_training(
-        model,
-        loader,
-        n_epochs=settings["epochs"],
-        lr=settings["lr"],
-        lr_hyp=settings["lr_hyp"],
-        prior_structure=settings["prior_structure"],
-        n_epochs_burnin=settings["burnin"] if learns else settings["epochs"] + 1,
-        n_hypersteps=settings["hypersteps"],
-        marglik_frequency=settings["marglik_frequency"],
-        marglik_loader=marglik_loader,
-        stochastic=settings["stochastic"],
-        checkpoint=out / "checkpoint.pt",
-        final_laplace=learns,
-    )
+    la, extra = None, {}
+    if invariant:
+        history = train_invariant_weights(
+            model,
+            loader,
+            settings["method"],
+            n_epochs=settings["epochs"],
+            lr=settings["lr"],
+            lr_hyp=settings["lr_hyp"],
+            marglik_loader=marglik_loader,
+            marglik_frequency=settings["marglik_frequency"],
+            n_hypersteps=settings["hypersteps"],
+            n_epochs_burnin=settings["burnin"],
+            progress_bar=True,
+        )
+        losses, margliks = history.loss, [-v for v in history.objective if v is not None]
+        extra = {
+            "invariance": dataclasses.asdict(history)
+            | {"generators": INVARIANCES[settings["invariance"]]}
+        }
+    else:
+        la, model, margliks, losses = marglik_training(
+            model,
+            loader,
+            n_epochs=settings["epochs"],
+            lr=settings["lr"],
+            lr_hyp=settings["lr_hyp"],
+            prior_structure=settings["prior_structure"],
+            n_epochs_burnin=settings["burnin"] if learns else settings["epochs"] + 1,
+            n_hypersteps=settings["hypersteps"],
+            marglik_frequency=settings["marglik_frequency"],
+            marglik_loader=marglik_loader,
+            stochastic=settings["stochastic"],
+            checkpoint=out / "checkpoint.pt",
+            final_laplace=learns,
+        )
     seconds = time.perf_counter() - start
     torch.save(model.state_dict(), out / "model.pt")
     results: dict[str, Any] = {
@@ -202,6 +317,7 @@ def train(settings: dict[str, Any], out: Path) -> dict[str, Any]:
         "losses": losses,
         "neg_log_marglik": margliks,
         "test": _metrics(model, data.x_test, data.y_test, device),
+        **extra,
     }
     if la is not None:
         report = symmetry_report(la)
@@ -209,7 +325,12 @@ def train(settings: dict[str, Any], out: Path) -> dict[str, Any]:
         plot_symmetry(report, title=f"{settings['model']} on {settings['dataset']}").savefig(
             out / "symmetry.png", dpi=120
         )
-    _plot_training(losses, margliks, out / "training.png")
+    if invariant:
+        _plot_eta(history.eta, INVARIANCES[settings["invariance"]], out / "eta.png")
+        labels = ("epoch", f"-{settings['method']} objective / N")
+        _plot_training(losses, margliks, out / "training.png", labels)
+    else:
+        _plot_training(losses, margliks, out / "training.png")
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     return results
 
@@ -239,7 +360,7 @@ def evaluate(run: Path) -> dict[str, float]:
         settings["test_subset"],
         settings["seed"],
     )
-    model = models.build(settings["model"], data.in_shape, data.n_classes, settings["alpha"])
+    model = build_model(settings, data.in_shape, data.n_classes)
     model.load_state_dict(torch.load(run / "model.pt", map_location="cpu"))
     return _metrics(model, data.x_test, data.y_test, "cpu")
 
@@ -253,13 +374,21 @@ def report(runs: Sequence[Path]) -> str:
     Returns:
         The table.
     """
-    lines = [f"{'dataset':22} {'model':16} {'method':8} {'acc %':>6} {'nll':>6}  learned layers"]
+    lines = [
+        f"{'dataset':22} {'model':16} {'method':8} {'acc %':>6} {'nll':>6}  learned layers / eta"
+    ]
     for run in runs:
         results = _load_run(run)
         s, test = results["settings"], results["test"]
         learned = " ".join(
             row["learned"] for row in results.get("symmetry", {}).get("layers", [])[:8]
         )
+        if "invariance" in results:
+            eta = results["invariance"]["eta"][-1]
+            learned = ", ".join(
+                f"{name} {value:.2f}"
+                for name, value in zip(results["invariance"]["generators"], eta, strict=True)
+            )
         lines.append(
             f"{s['dataset']:22} {s['model']:16} {s['method']:8} {100 * test['accuracy']:6.2f} "
             f"{test['nll']:6.3f}  {learned or '-'}"

@@ -11,7 +11,8 @@
 
 Variants (App. F.5): quadrant MNIST (Table 1: the digit in a random quadrant of a 56x56
 canvas; 40 classes (digit, quadrant) or 10), translated MNIST (uniform shifts in [-8, 8]
-pixels, zero fill), rotated MNIST / CIFAR-10 (a uniform angle in [-180, 180) degrees). MNIST
+pixels, zero fill), rotated MNIST / CIFAR-10 (a uniform angle in [-180, 180) degrees) and
+partially rotated MNIST ([-90, 90) degrees, invariant-weights Table 1). MNIST
 is resized bilinearly from 28x28 to 32x32 as in the reference code. A missing data set raises
 :class:`FileNotFoundError` saying how to get it.
 """
@@ -54,6 +55,7 @@ DATASETS: dict[str, int] = {
     "quadrant-mnist-digit": 10,
     "translated-mnist": 10,
     "rotated-mnist": 10,
+    "partially-rotated-mnist": 10,
     "fashion-mnist": 10,
     "cifar10": 10,
     "rotated-cifar10": 10,
@@ -366,8 +368,10 @@ def load_dataset(
         return ImageData(x_train, y_train, x_test, y_test, DATASETS[name], source)
     if name == "translated-mnist":
         x_train, x_test = translate_images(x_train, 8, seed), translate_images(x_test, 8, seed + 1)
-    if name.startswith("rotated"):
-        x_train, x_test = rotate_images(x_train, 180, seed), rotate_images(x_test, 180, seed + 1)
+    if "rotated" in name:
+        degrees = 90 if name.startswith("partially") else 180
+        x_train = rotate_images(x_train, degrees, seed)
+        x_test = rotate_images(x_test, degrees, seed + 1)
     mean, std = {
         "fashion-mnist": (FASHION_MEAN, FASHION_STD),
         "cifar10": (CIFAR_MEAN, CIFAR_STD),

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from laplace_equivariance.cli import main
+from laplace_equivariance.cli import main, report
 
 TINY = [
     "--subset",
@@ -117,3 +117,25 @@ def test_module_entry_point_and_missing_run(tmp_path):
         text=True,
     )
     assert done.returncode != 0 and "is" in done.stderr and "--out folder" in done.stderr
+
+
+@pytest.mark.parametrize("method", ["elbo", "laplace"])
+def test_invariant_weights_model_trains_from_the_command_line(tmp_path, method):
+    out = tmp_path / method
+    argv = ["train", "--dataset", "rotated-mnist", "--model", "invariant-weights"]
+    argv += ["--method", method, "--width", "16", "--samples", "4", "--out", str(out), *TINY]
+    assert main(argv) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["settings"]["invariance"] == "rotation"
+    assert len(results["invariance"]["eta"]) == 2
+    assert results["invariance"]["eta"][-1] != [0.1]
+    assert (out / "eta.png").exists() and (out / "model.pt").exists()
+    assert 0 <= results["test"]["accuracy"] <= 1
+    assert "rotation" in report([out])
+    assert main(["evaluate", str(out)]) == 0
+
+
+def test_invariant_weights_rejects_the_relaxed_models_methods(tmp_path):
+    argv = ["train", "--model", "invariant-weights", "--method", "marglik"]
+    with pytest.raises(SystemExit, match="does not go with"):
+        main([*argv, "--out", str(tmp_path)])

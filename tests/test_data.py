@@ -74,6 +74,7 @@ def test_translation_moves_content_by_at_most_eight_pixels_with_zero_fill():
         ("quadrant-mnist-digit", 10),
         ("translated-mnist", 10),
         ("rotated-mnist", 10),
+        ("partially-rotated-mnist", 10),
     ],
 )
 def test_offline_mnist_variants(name, classes):
@@ -107,3 +108,19 @@ def test_missing_data_says_how_to_get_it(monkeypatch, tmp_path):
         module.load_dataset("mnist", data_dir=tmp_path)
     with pytest.raises(ValueError, match="Unknown data set"):
         module.load_dataset("svhn")
+
+
+def test_partial_rotation_stays_within_a_quarter_turn_either_way():
+    from laplace_equivariance.data import load_dataset
+
+    partial = load_dataset("partially-rotated-mnist", n_train=64, n_test=1)
+    full = load_dataset("rotated-mnist", n_train=64, n_test=1)
+    plain = load_dataset("mnist", n_train=64, n_test=1)
+    assert torch.equal(partial.y_train, plain.y_train)
+    # same seed: the partial angles are exactly half the full ones, so the partial images
+    # are closer to the unrotated digits on average
+    distance = {
+        name: (data.x_train - plain.x_train).pow(2).mean().item()
+        for name, data in (("partial", partial), ("full", full))
+    }
+    assert 0 < distance["partial"] < distance["full"]
