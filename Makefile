@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(PY) examples/build_models.py
-	$(PY) examples/table1_quadrant_mnist.py --out runs/demo
+	$(PY) examples/paper_tables.py table1 --alpha 4 --out runs/demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q
