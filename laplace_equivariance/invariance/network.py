@@ -106,7 +106,7 @@ class InvariantWeightsNet(nn.Module):
         self.blur_sigma = blur_sigma
         n_inputs = math.prod(self.in_shape)
         generators = affine_generators(INVARIANCES[invariance])
-        if deterministic:
+        if deterministic:  # fail at construction if no grid of n_samples points exists
             sample_noise(n_samples, len(generators), deterministic=True)
         self.register_buffer("generators", generators)
         self.eta = nn.Parameter(torch.full((len(generators),), float(eta_init)))
