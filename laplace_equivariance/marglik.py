@@ -7,16 +7,17 @@ marginal likelihood every ``marglik_frequency`` epochs on its own (unaugmented, 
 smaller) loader, priors per layer and path, a Monte-Carlo Fisher, a progress bar, a
 per-epoch callback, and checkpoints that resume to the same state.
 
-Not implemented yet: learning S-layer lengthscales in ``"hyperparameter"`` mode through the
-marginal likelihood (their gradient has to flow through the Kronecker factors, which ASDL
-computes without a graph); such models raise ``NotImplementedError``.
+S-layer lengthscales in ``"hyperparameter"`` mode are learned with the prior precisions, by
+the gradient of :func:`laplace_equivariance.lengthscales.log_marginal_likelihood` (which says
+exactly which dependencies on omega the gradient keeps).
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,22 +32,22 @@ from torch.optim.lr_scheduler import CosineAnnealingLR
 from torch.utils.data import DataLoader
 
 from laplace_equivariance.curvature import EquivariantKFAC
-from laplace_equivariance.layers.sparse import AnchorBasis, LengthscaleMode
+from laplace_equivariance.lengthscales import lengthscale_hyperparameters, log_marginal_likelihood
 from laplace_equivariance.priors import PriorGroups, PriorStructure
 
 __all__ = ["marglik_training"]
 
 
-def _check_no_lengthscale_hyperparameters(model: nn.Module) -> None:
-    for name, module in model.named_modules():
-        if isinstance(module, AnchorBasis) and (
-            module.lengthscale_mode is LengthscaleMode.HYPERPARAMETER
-        ):
-            raise NotImplementedError(
-                f"{name} has lengthscale_mode='hyperparameter': learning lengthscales through "
-                "the marginal likelihood is not implemented yet. Use 'learned' (a weight with "
-                "its own prior) or 'fixed'."
-            )
+@contextmanager
+def _requiring_grad(tensors: list[torch.Tensor]) -> Iterator[None]:
+    """Let ``tensors`` (leaves) record gradients inside the block only."""
+    for tensor in tensors:
+        tensor.requires_grad_(True)
+    try:
+        yield
+    finally:
+        for tensor in tensors:
+            tensor.requires_grad_(False)
 
 
 def _save_atomically(state: dict[str, Any], path: Path) -> None:
@@ -87,8 +88,12 @@ def marglik_training(
     epoch ``n_epochs_burnin`` on, every ``marglik_frequency`` epochs, a Laplace
     approximation is fitted on ``marglik_loader`` and the log prior precisions take
     ``n_hypersteps`` Adam steps (lr ``lr_hyp``) on the negative log marginal likelihood
-    (Eq. 9). As laplace-torch's version, the model and precisions with the best marginal
-    likelihood are restored at the end and a final Laplace approximation is fitted.
+    (Eq. 9). S-layer lengthscales built with ``lengthscale_mode="hyperparameter"`` take the
+    same steps (Adam, lr ``lr_hyp``, on omega itself) on the gradient defined in
+    :func:`laplace_equivariance.lengthscales.log_marginal_likelihood`; they are buffers of the
+    model, so checkpoints and the best state include them. As laplace-torch's version, the
+    model and precisions with the best marginal likelihood are restored at the end and a
+    final Laplace approximation is fitted.
 
     Args:
         model: The network (classification only for now).
@@ -100,7 +105,8 @@ def marglik_training(
         optimizer_kwargs: Its options besides ``lr`` (no weight decay: the prior is it).
         n_epochs: Epochs of training.
         lr: Initial learning rate of the weights (App. F.6: 0.01).
-        lr_hyp: Learning rate of the log prior precisions (App. F.6: 0.1).
+        lr_hyp: Learning rate of the log prior precisions and lengthscale hyperparameters
+            (App. F.6: 0.1).
         prior_structure: ``"scalar"``, ``"layerwise"`` (per tensor) or ``"path"`` (per
             layer and path), see :mod:`laplace_equivariance.priors`.
         n_epochs_burnin: Epochs before the first marginal-likelihood step (App. F.6: 10).
@@ -115,7 +121,8 @@ def marglik_training(
         progress_bar: Show a tqdm bar with loss, accuracy and marginal likelihood.
         callback: Called after every epoch (after its checkpoint is written) as
             ``callback(epoch, info)`` with the epoch's loss, accuracy, negative log marginal
-            likelihood (or None) and prior precisions.
+            likelihood (or None), prior precisions and lengthscale hyperparameters (by basis
+            name, empty without them).
         checkpoint: File to save the full training state to after every epoch, and to resume
             from if it exists. Resuming gives the same result as an uninterrupted run (on CPU
             with the same seeds, bit for bit).
@@ -128,15 +135,21 @@ def marglik_training(
         hyperparameter step and the mean training loss of every epoch.
 
     Raises:
-        ValueError: For an unsupported likelihood or structure.
+        ValueError: For an unsupported likelihood or structure, or lengthscale
+            hyperparameters with a Hessian structure other than ``"kron"`` or a backend other
+            than :class:`~laplace_equivariance.EquivariantKFAC`.
         FloatingPointError: If the training loss or the curvature becomes non-finite; the
             message names the epoch (and the parameter, for curvature), and the last
             checkpoint is the last good epoch.
-        NotImplementedError: For lengthscales in ``"hyperparameter"`` mode.
     """
     if likelihood != "classification":
         raise ValueError("laplace_equivariance.marglik_training supports classification only.")
-    _check_no_lengthscale_hyperparameters(model)
+    lengthscales = lengthscale_hyperparameters(model)
+    if lengthscales and (hessian_structure != "kron" or not issubclass(backend, EquivariantKFAC)):
+        raise ValueError(
+            f"Lengthscale hyperparameters ({list(lengthscales)}) are learned through the KFAC "
+            "curvature only: use hessian_structure='kron' and backend=EquivariantKFAC."
+        )
     optimizer_kwargs = dict(optimizer_kwargs or {})
     if optimizer_kwargs.pop("weight_decay", 0.0):
         raise ValueError("Do not pass weight_decay: the learned prior precisions are the decay.")
@@ -150,7 +163,10 @@ def marglik_training(
     )
     optimizer = optimizer_cls(model.parameters(), lr=lr, **optimizer_kwargs)
     scheduler = CosineAnnealingLR(optimizer, T_max=max(1, n_epochs * len(train_loader)))
-    hyper_optimizer = Adam([log_prior_prec], lr=lr_hyp)
+    hyper_optimizer = Adam([log_prior_prec, *lengthscales.values()], lr=lr_hyp)
+    tracked = list(lengthscales.values())  # gradients only in hyperparameter steps
+    for omega in tracked:
+        omega.requires_grad_(False)
     criterion = nn.CrossEntropyLoss()
     backend_kwargs = {"stochastic": True} if stochastic else None
     state: dict[str, Any] = {"epoch": 0, "margliks": [], "losses": [], "best": None}
@@ -214,8 +230,10 @@ def marglik_training(
                 raise FloatingPointError(f"Epoch {epoch}: {error}") from error
             for _ in range(n_hypersteps):
                 hyper_optimizer.zero_grad()
-                marglik = -la.log_marginal_likelihood(groups.expand(log_prior_prec.exp()))
-                marglik.backward()
+                with _requiring_grad(tracked):
+                    prior_precision = groups.expand(log_prior_prec.exp())
+                    marglik = -log_marginal_likelihood(la, marglik_loader, prior_precision)
+                    marglik.backward()
                 hyper_optimizer.step()
                 state["margliks"].append(marglik.item())
             if state["best"] is None or state["margliks"][-1] < state["best"]["marglik"]:
@@ -232,6 +250,7 @@ def marglik_training(
             "prior_precision": dict(
                 zip(groups.names, log_prior_prec.detach().exp().tolist(), strict=True)
             ),
+            "lengthscale": {name: omega.item() for name, omega in lengthscales.items()},
         }
         epochs.set_postfix(
             loss=f"{info['loss']:.3f}",

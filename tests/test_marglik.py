@@ -42,9 +42,18 @@ def test_learns_one_precision_per_layer_and_path():
     assert la.prior_precision.shape == (len(list(trained.parameters())),)
 
 
-def test_resumed_run_ends_bit_identical(tmp_path):
-    model, loader = setup()
+HYPER = {"sparse_options": {"lengthscale_mode": "hyperparameter"}}
+
+
+@pytest.mark.parametrize(
+    "name, build", [("f-fc+conv", {}), ("s-conv", HYPER)], ids=["f-fc+conv", "hyper-omega"]
+)
+def test_resumed_run_ends_bit_identical(tmp_path, name, build):
+    """With lengthscale hyperparameters, omega and its Adam state come from the checkpoint."""
+    model, loader = setup(name=name, **build)
     _, straight, straight_margliks, straight_losses = marglik_training(model, loader, **SCHEDULE)
+    if build:  # omega moved, so an equal end state needs omega from the checkpoint
+        assert straight.layer1.conv.basis.lengthscale.item() != 1.0
 
     class Stop(Exception):
         pass
@@ -53,13 +62,13 @@ def test_resumed_run_ends_bit_identical(tmp_path):
         if epoch == 2:
             raise Stop
 
-    model, loader = setup()
+    model, loader = setup(name=name, **build)
     checkpoint = tmp_path / "run.pt"
     with pytest.raises(Stop):
         marglik_training(model, loader, checkpoint=checkpoint, callback=stop_after_two, **SCHEDULE)
     # the checkpoint of epoch 2 was written before the callback stopped the run; resume from
     # a differently initialised model to show that everything comes from the checkpoint
-    model, loader = setup(seed=123)
+    model, loader = setup(seed=123, name=name, **build)
     _, resumed, margliks, losses = marglik_training(
         model, loader, checkpoint=checkpoint, **SCHEDULE
     )
@@ -95,10 +104,29 @@ def test_monte_carlo_fisher_and_separate_marglik_loader():
     assert all(torch.isfinite(torch.tensor(margliks)))
 
 
-def test_lengthscale_hyperparameters_are_not_implemented_yet():
-    model, loader = setup(name="s-conv", sparse_options={"lengthscale_mode": "hyperparameter"})
-    with pytest.raises(NotImplementedError, match="hyperparameter"):
-        marglik_training(model, loader, **SCHEDULE)
+def test_lengthscale_hyperparameters_are_learned():
+    model, loader = setup(name="s-fc+s-conv", **HYPER)
+    seen = []
+    schedule = dict(SCHEDULE, n_epochs=2)
+    la, trained, margliks, _ = marglik_training(
+        model, loader, callback=lambda e, info: seen.append(info), **schedule
+    )
+    lengthscales = seen[-1]["lengthscale"]
+    # eight layers, each with an S-FC (input and output map) and an S-CONV basis
+    assert len(lengthscales) == 24 and "layer1.conv.basis" in lengthscales
+    # on layer 8's 1x1 output grid phi = 1 for every omega: no gradient, no change
+    assert lengthscales.pop("layer8.fc.output_map.basis") == 1.0
+    assert all(abs(omega - 1.0) > 1e-3 for omega in lengthscales.values())
+    assert all(torch.isfinite(torch.tensor(margliks)))
+    assert trained.layer1.conv.basis.lengthscale.item() != 1.0
+    assert not trained.layer1.conv.basis.lengthscale.requires_grad  # tracked in steps only
+    assert la.backend.projected_factors  # the final Laplace keeps the statistics
+
+
+def test_lengthscale_hyperparameters_need_the_kron_structure():
+    model, loader = setup(name="s-conv", **HYPER)
+    with pytest.raises(ValueError, match="hessian_structure='kron'"):
+        marglik_training(model, loader, hessian_structure="diag", **SCHEDULE)
 
 
 def test_weight_decay_is_refused():

@@ -11,8 +11,9 @@ from laplace.curvature.curvature import CurvatureInterface, GGNInterface
 from torch import nn
 
 from laplace_equivariance.curvature.kron import BlockDiagonalKron
+from laplace_equivariance.curvature.projection import ProjectedFactor
 from laplace_equivariance.curvature.registry import install_kron_initialiser, register_with_asdl
-from laplace_equivariance.curvature.rules import EXTRA_BLOCKS_ATTR, RULES
+from laplace_equivariance.curvature.rules import EXTRA_BLOCKS_ATTR, RULES, UNPROJECTED_ATTR
 from laplace_equivariance.layers import AnchorBasis, RelaxedLayer
 
 __all__ = ["EquivariantKFAC", "UnsupportedModuleError"]
@@ -57,6 +58,11 @@ class EquivariantKFAC(AsdlGGN):
     Jacobians (for the GLM predictive) come from ``torch.func``; ``hessian_structure="full"``
     and ``"diag"`` use laplace-torch's Jacobian-based exact GGN.
 
+    For S-layer bases whose lengthscale is a hyperparameter, :meth:`kron` also accumulates
+    the statistics of the factors that the basis projects, in :attr:`projected_factors`
+    (reset by :meth:`init_kron`, i.e. by every ``Laplace.fit``), for
+    :func:`laplace_equivariance.lengthscales.log_marginal_likelihood`.
+
     Args:
         model: The network.
         likelihood: ``"classification"`` or ``"regression"``.
@@ -65,6 +71,11 @@ class EquivariantKFAC(AsdlGGN):
         dict_key_x: As laplace-torch.
         dict_key_y: As laplace-torch.
         stochastic: Use a Monte-Carlo Fisher (one backward pass) instead of the exact GGN.
+
+    Attributes:
+        projected_factors: Parameter group -> its factor projected on a basis whose
+            lengthscale is a hyperparameter, with the statistic summed over the batches
+            since the last :meth:`init_kron`.
 
     Raises:
         UnsupportedModuleError: If a module with trainable parameters has no KFAC rule
@@ -94,6 +105,7 @@ class EquivariantKFAC(AsdlGGN):
                 stacklevel=2,
             )
         self._check_supported(self._model)
+        self.projected_factors: dict[int, ProjectedFactor] = {}
 
     @staticmethod
     def _check_supported(model: nn.Module) -> None:
@@ -128,6 +140,8 @@ class EquivariantKFAC(AsdlGGN):
     def init_kron(self, device: torch.device, dtype: torch.dtype) -> BlockDiagonalKron:
         """Zero factors with the structure :meth:`kron` returns (block-diagonal where due).
 
+        Also empties :attr:`projected_factors`: ``KronLaplace.fit`` calls it before its batches.
+
         Args:
             device: Device of the factors.
             dtype: Their dtype.
@@ -135,6 +149,7 @@ class EquivariantKFAC(AsdlGGN):
         Returns:
             A :class:`BlockDiagonalKron` of zeros, one group per trainable parameter.
         """
+        self.projected_factors = {}
         zeros = functools.partial(torch.zeros, device=device, dtype=dtype)
         kfacs = []
         for p, name, module in self._parameter_groups():
@@ -206,7 +221,27 @@ class EquivariantKFAC(AsdlGGN):
             warnings.filterwarnings(
                 "ignore", message="Using a non-full backward hook", category=FutureWarning
             )
-            return super().kron(x, y, N, **kwargs)
+            loss, kron = super().kron(x, y, N, **kwargs)
+        self._accumulate_projected_factors(N)
+        return loss, kron
+
+    def _accumulate_projected_factors(self, N: int) -> None:
+        """Add the batch's unprojected statistics to :attr:`projected_factors`.
+
+        ``A`` statistics are divided by ``N`` as laplace-torch divides ``A``.
+        """
+        for index, (_, name, module) in enumerate(self._parameter_groups()):
+            statistic = module.__dict__.pop(UNPROJECTED_ATTR, None) if name == "weight" else None
+            if statistic is None:
+                continue
+            side = RULES[type(module)].projected_side
+            statistic = statistic / N if side == 1 else statistic
+            if index in self.projected_factors:
+                self.projected_factors[index].statistic += statistic
+            else:
+                self.projected_factors[index] = ProjectedFactor(
+                    index, side, module.basis, statistic
+                )
 
     def jacobians(self, x, enable_backprop: bool = False):
         """Jacobians of the outputs with respect to all trainable parameters (``torch.func``)."""

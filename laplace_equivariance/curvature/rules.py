@@ -25,11 +25,18 @@ docs/curvature.md):
 - SparseCircularConv2d: the convolution rule on patches projected on the basis.
 - P4 lifting and pointwise convolutions: patches rotated back by each output rotation, ``A``
   averaged over the ``4 XY`` uses of the filter, ``B`` summed.
+
+When a sparse module's lengthscale is a hyperparameter (``LengthscaleMode.HYPERPARAMETER``),
+its rule also keeps the statistic ``S`` of the factor that the basis projects, before the
+projection (``factor = phi^T S phi``; :attr:`KroneckerRule.projected_side`), so that the
+factor can be re-projected with ``phi(omega)`` under autograd
+(:mod:`laplace_equivariance.curvature.projection`, docs/curvature.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
 import torch
 from asdl.operations import Operation
@@ -47,13 +54,18 @@ from laplace_equivariance.layers import (
     SparseFactoredOutputMap,
 )
 from laplace_equivariance.layers.conv import circular_pad
-from laplace_equivariance.layers.sparse import AnchorBasis, rbf_basis
+from laplace_equivariance.layers.sparse import AnchorBasis, LengthscaleMode, rbf_basis
 
-__all__ = ["EXTRA_BLOCKS_ATTR", "RULES", "KroneckerRule"]
+__all__ = ["EXTRA_BLOCKS_ATTR", "RULES", "UNPROJECTED_ATTR", "KroneckerRule"]
 
 EXTRA_BLOCKS_ATTR = "_kfac_extra_blocks"
 """Module attribute where a rule accumulates the exact blocks of non-weight parameters
 during one ``kron`` call; the backend pops it."""
+
+UNPROJECTED_ATTR = "_kfac_unprojected"
+"""Module attribute where a sparse rule accumulates, during one ``kron`` call, the statistic
+``S`` of its projected factor before projection (only for a hyperparameter lengthscale);
+the backend pops it."""
 
 
 def outer_sum(rows: torch.Tensor) -> torch.Tensor:
@@ -66,8 +78,15 @@ class KroneckerRule(Operation):
 
     Subclasses implement ASDL's static hooks ``preprocess_in_data``,
     ``preprocess_out_grads``, ``cov_kron_A`` and ``cov_kron_B`` for the module's ``weight``,
-    and optionally :meth:`extra_blocks` for its other parameters.
+    and optionally :meth:`extra_blocks` for its other parameters. Rules of modules with an
+    anchor basis set :attr:`projected_side` and implement ``unprojected_statistic(module,
+    raw)``, the projected factor's statistic from the raw input (``A``) or raw output
+    gradient (``B``) of one pass.
     """
+
+    projected_side: ClassVar[int | None] = None
+    """Which factor of ``[B, A]`` is a projection ``phi^T S phi`` on ``module.basis`` (0 or
+    1); None for modules without a basis."""
 
     @staticmethod
     def extra_blocks(module, in_data: torch.Tensor, out_grads: torch.Tensor) -> dict:
@@ -93,19 +112,44 @@ class KroneckerRule(Operation):
         """Names of biases whose block is the weight's ``B`` factor (KFAC-expand convention)."""
         return ("bias",) if getattr(module, "bias", None) is not None else ()
 
+    def _keeps_statistic(self, side: int) -> bool:
+        """Whether the factor ``side`` is projected on a basis with a hyperparameter omega."""
+        return (
+            self.projected_side == side
+            and self._module.basis.lengthscale_mode is LengthscaleMode.HYPERPARAMETER
+        )
+
     def forward_post_process(self, in_data: torch.Tensor, out_data: torch.Tensor) -> None:
-        """Keep the raw input for :meth:`extra_blocks` and start a new accumulation."""
+        """Keep the raw input for :meth:`extra_blocks` and start new accumulations.
+
+        For a hyperparameter lengthscale, also keep a projected ``A``'s statistic (or start
+        accumulating a projected ``B``'s).
+        """
         self._raw_in_data = in_data
         setattr(self._module, EXTRA_BLOCKS_ATTR, {})
+        if self._keeps_statistic(1):
+            statistic = self.unprojected_statistic(self._module, in_data) * self._cov_scale
+            setattr(self._module, UNPROJECTED_ATTR, statistic)
+        elif self._keeps_statistic(0):
+            setattr(self._module, UNPROJECTED_ATTR, None)
         super().forward_post_process(in_data, out_data)
 
     def backward_pre_process(self, out_grads: torch.Tensor, vector=None) -> None:
-        """Accumulate the extra parameters' exact blocks, then ASDL's ``B``."""
+        """Accumulate the extra parameters' exact blocks, then ASDL's ``B``.
+
+        For a hyperparameter lengthscale and a projected ``B``, also accumulate ``B``'s
+        statistic.
+        """
         blocks = getattr(self._module, EXTRA_BLOCKS_ATTR)
         grads = self.extra_blocks(self._module, self._raw_in_data, out_grads)
         for name, per_example in grads.items():
             block = outer_sum(per_example) * self._cov_scale
             blocks[name] = blocks[name] + block if name in blocks else block
+        if self._keeps_statistic(0):
+            statistic = self.unprojected_statistic(self._module, out_grads) * self._cov_scale
+            previous = self._module.__dict__.get(UNPROJECTED_ATTR)
+            total = statistic if previous is None else previous + statistic
+            setattr(self._module, UNPROJECTED_ATTR, total)
         super().backward_pre_process(out_grads, vector)
 
 
@@ -243,6 +287,17 @@ def basis_gradients(
 class SparseFactoredInputMapRule(FactoredInputMapRule):
     """S-FC's ``u2 (C', C, M2)``: F-FC's rule on inputs projected on the basis (App. C.2)."""
 
+    projected_side = 1
+
+    @staticmethod
+    def unprojected_statistic(module, in_data: torch.Tensor) -> torch.Tensor:
+        r"""F-FC's ``A`` of the raw input, ``S`` of shape ``(C, XY, XY)``.
+
+        :math:`S_c = \frac1C \sum_n x_{nc} x_{nc}^\top`; the rule's ``A`` is
+        :math:`\phi^\top S_c \phi` per block.
+        """
+        return FactoredInputMapRule.cov_kron_A(module, in_data.flatten(start_dim=2))
+
     @staticmethod
     def preprocess_in_data(module, in_data, out_data):
         r""":math:`\tilde x_c = \phi^\top x_c`, ``(N, C, M2)``."""
@@ -262,6 +317,17 @@ class SparseFactoredInputMapRule(FactoredInputMapRule):
 
 class SparseFactoredOutputMapRule(FactoredOutputMapRule):
     """S-FC's ``u1 (M1, C', C)``: F-FC's rule with output gradients projected on the basis."""
+
+    projected_side = 0
+
+    @staticmethod
+    def unprojected_statistic(module, out_grads: torch.Tensor) -> torch.Tensor:
+        r"""F-FC's ``B`` of the raw output gradient, ``S`` of shape ``(X'Y', X'Y')``.
+
+        :math:`S = \sum_{n,c'} g_{nc'} g_{nc'}^\top` (one backward pass); the rule's ``B`` is
+        :math:`\phi^\top S \phi`.
+        """
+        return FactoredOutputMapRule.cov_kron_B(module, out_grads.flatten(start_dim=2))
 
     @staticmethod
     def preprocess_out_grads(module, out_grads):
@@ -289,6 +355,18 @@ def circular_patches(x: torch.Tensor, kernel_size: int) -> torch.Tensor:
 
 class SparseCircularConv2dRule(KroneckerRule):
     """S-CONV's ``u (C', C, M)``: the convolution rule with patches projected on the basis."""
+
+    projected_side = 1
+
+    @staticmethod
+    def unprojected_statistic(module, in_data: torch.Tensor) -> torch.Tensor:
+        r"""``A`` of the raw patches, ``S`` of shape ``(C S^2, C S^2)``.
+
+        :math:`S = \frac1{XY}\sum_{n,p} a_{np} a_{np}^\top`; the rule's ``A`` is
+        :math:`(I_C \otimes \phi)^\top S\, (I_C \otimes \phi)`.
+        """
+        patches = circular_patches(in_data, module.kernel_size)
+        return SparseCircularConv2dRule.cov_kron_A(module, patches)
 
     @staticmethod
     def preprocess_in_data(module, in_data, out_data):

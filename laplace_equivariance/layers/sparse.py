@@ -58,7 +58,9 @@ class LengthscaleMode(str, Enum):
 
     HYPERPARAMETER = "hyperparameter"
     """``omega`` is a buffer outside ``model.parameters()``, returned by
-    :meth:`AnchorBasis.hyperparameters` so that a marginal-likelihood optimiser can learn it."""
+    :meth:`AnchorBasis.hyperparameters` so that a marginal-likelihood optimiser can learn it
+    (:func:`laplace_equivariance.marglik_training` does, with the gradient defined in
+    :mod:`laplace_equivariance.lengthscales`)."""
 
 
 def grid_coordinates(size: tuple[int, int]) -> torch.Tensor:
