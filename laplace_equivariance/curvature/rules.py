@@ -35,7 +35,6 @@ factor can be re-projected with ``phi(omega)`` under autograd
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import ClassVar
 
 import torch
@@ -54,7 +53,7 @@ from laplace_equivariance.layers import (
     SparseFactoredOutputMap,
 )
 from laplace_equivariance.layers.conv import circular_pad
-from laplace_equivariance.layers.sparse import AnchorBasis, LengthscaleMode, rbf_basis
+from laplace_equivariance.layers.sparse import AnchorBasis, LengthscaleMode
 
 __all__ = ["EXTRA_BLOCKS_ATTR", "RULES", "UNPROJECTED_ATTR", "KroneckerRule"]
 
@@ -239,18 +238,28 @@ class FactoredOutputMapRule(KroneckerRule):
 
 
 def basis_gradients(
-    module, induced_weight: Callable, weight_grads: torch.Tensor
+    module, position_rows: torch.Tensor, anchor_rows: torch.Tensor
 ) -> dict[str, torch.Tensor]:
-    """Per-example gradients of the anchor positions and lengthscale through the basis.
+    r"""Per-example gradients of the anchor positions and lengthscale, in closed form.
 
-    ``weight_grads`` are per-example gradients of the induced weight; they are pulled back
-    through ``induced_weight(rbf_basis(grid, z, omega))`` with one batched vector-Jacobian
-    product. Only ``z``/``omega`` that are parameters (not buffers) are returned.
+    Every rule's per-example gradient with respect to the basis is a sum of outer products,
+    :math:`\partial \ell_n / \partial \phi = \sum_r a_{nr} b_{nr}^\top` (``a`` over the
+    grid's ``P`` positions, ``b`` over the ``M`` anchors). Through
+    :meth:`AnchorBasis.derivatives` (:math:`\dot\phi^{\omega}`, :math:`\dot\phi^{z_d}`):
+
+    .. math::
+        \frac{\partial \ell_n}{\partial \omega} = \sum_{r,j}
+        (a_{nr}^\top \dot\phi^{\omega})_j\, b_{nrj}, \qquad
+        \frac{\partial \ell_n}{\partial z_{jd}} = \sum_r
+        (a_{nr}^\top \dot\phi^{z_d})_j\, b_{nrj},
+
+    three matrix products, without forming the ``(N, P, M)`` gradient. Only ``z``/``omega``
+    that are parameters (not buffers) are returned.
 
     Args:
         module: A sparse module with a ``basis`` (:class:`AnchorBasis`).
-        induced_weight: ``phi -> weight`` of the module.
-        weight_grads: ``(N, *induced_weight_shape)``.
+        position_rows: ``a``, shape ``(N, R, P)``.
+        anchor_rows: ``b``, shape ``(N, R, M)``.
 
     Returns:
         ``{"basis.position_offsets": (N, 2M), "basis.lengthscale": (N, 1)}`` for those
@@ -258,30 +267,22 @@ def basis_gradients(
     """
     basis: AnchorBasis = module.basis
     # Parameters, not buffers; ASDL switches requires_grad off during its backward passes.
-    names = [
-        name
-        for name in ("position_offsets", "lengthscale")
-        if basis._parameters.get(name) is not None
-    ]
-    if not names:
-        return {}
-    values = {
-        "position_offsets": torch.zeros_like(basis.initial_positions)
-        if basis.position_offsets is None
-        else basis.position_offsets.detach(),
-        "lengthscale": basis.lengthscale.detach(),
+    learned = {
+        n for n in ("position_offsets", "lengthscale") if basis._parameters.get(n) is not None
     }
-
-    def weight_of(*trainable: torch.Tensor) -> torch.Tensor:
-        current = dict(values, **dict(zip(names, trainable, strict=True)))
-        positions = basis.initial_positions + current["position_offsets"]
-        phi = rbf_basis(basis.grid, positions, current["lengthscale"])
-        return induced_weight(phi)
-
-    with torch.enable_grad():
-        _, pullback = torch.func.vjp(weight_of, *(values[n] for n in names))
-        grads = torch.vmap(pullback)(weight_grads.detach())
-    return {f"basis.{n}": g.flatten(start_dim=1) for n, g in zip(names, grads, strict=True)}
+    if not learned:
+        return {}
+    with torch.no_grad():
+        d_omega, d_positions = basis.derivatives()
+    grads = {}
+    if "position_offsets" in learned:
+        n, r, _ = position_rows.shape
+        projected = (position_rows @ d_positions.flatten(start_dim=1)).view(n, r, -1, 2)
+        grads["basis.position_offsets"] = (projected * anchor_rows[..., None]).sum(1).flatten(1)
+    if "lengthscale" in learned:
+        projected = position_rows @ d_omega
+        grads["basis.lengthscale"] = (projected * anchor_rows).sum((1, 2))[:, None]
+    return grads
 
 
 class SparseFactoredInputMapRule(FactoredInputMapRule):
@@ -307,12 +308,12 @@ class SparseFactoredInputMapRule(FactoredInputMapRule):
 
     @staticmethod
     def extra_blocks(module, in_data, out_grads) -> dict:
-        """Positions and lengthscale via the per-example ``theta2`` gradient ``g(c',c) x(c,p)``."""
-        weight_grads = torch.einsum("noc,ncp->nocp", out_grads, in_data.flatten(start_dim=2))
-        u = module.weight.detach()
-        return basis_gradients(
-            module, lambda phi: torch.einsum("ocj,pj->ocp", u, phi), weight_grads
-        )
+        r"""Positions and lengthscale through ``theta2 = u phi^T``.
+
+        :math:`\partial\ell_n/\partial\phi = \sum_c x_{nc} (\sum_{c'} g_{nc'c} u_{c'c})^\top`.
+        """
+        anchor_rows = torch.einsum("noc,ocj->ncj", out_grads, module.weight.detach())
+        return basis_gradients(module, in_data.flatten(start_dim=2), anchor_rows)
 
 
 class SparseFactoredOutputMapRule(FactoredOutputMapRule):
@@ -338,13 +339,14 @@ class SparseFactoredOutputMapRule(FactoredOutputMapRule):
 
     @staticmethod
     def extra_blocks(module, in_data, out_grads) -> dict:
-        """Biases as F-FC; positions and lengthscale via ``theta1``'s ``g(c',q) h(c',c)``."""
+        r"""Biases as F-FC; positions and lengthscale through ``theta1 = phi u``.
+
+        :math:`\partial\ell_n/\partial\phi = \sum_{c'} g_{nc'} (\sum_c h_{nc'c}
+        u_{\cdot c'c})^\top`.
+        """
         blocks = FactoredOutputMapRule.extra_blocks(module, in_data, out_grads)
-        weight_grads = torch.einsum("noq,noc->nqoc", out_grads.flatten(start_dim=2), in_data)
-        u = module.weight.detach()
-        blocks.update(
-            basis_gradients(module, lambda phi: torch.einsum("qj,joc->qoc", phi, u), weight_grads)
-        )
+        anchor_rows = torch.einsum("noc,joc->noj", in_data, module.weight.detach())
+        blocks.update(basis_gradients(module, out_grads.flatten(start_dim=2), anchor_rows))
         return blocks
 
 
@@ -396,15 +398,17 @@ class SparseCircularConv2dRule(KroneckerRule):
 
     @staticmethod
     def extra_blocks(module, in_data, out_grads) -> dict:
-        """Positions and lengthscale via the per-example filter gradient."""
+        r"""Positions and lengthscale through the filter ``u phi^T``.
+
+        :math:`\partial\ell_n/\partial\phi = \sum_{c',c} w_{nc'c} u_{c'c}^\top`, ``w`` the
+        per-example filter gradient over the ``S^2`` taps.
+        """
         patches = circular_patches(in_data, module.kernel_size)
-        weight_grads = torch.einsum("nop,nkp->nok", out_grads.flatten(start_dim=2), patches)
-        weight_grads = weight_grads.view(out_grads.shape[0], *module.induced_weight().shape)
-        u = module.weight.detach()
-        shape = (module.out_channels, module.in_channels, module.kernel_size, module.kernel_size)
-        return basis_gradients(
-            module, lambda phi: torch.einsum("ocj,pj->ocp", u, phi).view(shape), weight_grads
-        )
+        filter_grads = torch.einsum("nop,nkp->nok", out_grads.flatten(start_dim=2), patches)
+        n = filter_grads.shape[0]
+        u = module.weight.detach().flatten(end_dim=1)
+        taps = filter_grads.view(n, u.shape[0], -1)
+        return basis_gradients(module, taps, u.expand(n, *u.shape))
 
 
 class P4ConvRule(KroneckerRule):

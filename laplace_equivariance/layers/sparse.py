@@ -192,6 +192,24 @@ class AnchorBasis(nn.Module):
         self.lengthscale.requires_grad_(True)
         return [self.lengthscale]
 
+    def derivatives(self) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""Closed-form derivatives of ``phi`` with respect to ``omega`` and the positions.
+
+        With :math:`d_{pj} = \lVert p - z_j \rVert^2`:
+        :math:`\partial\phi_{pj}/\partial\omega = -2\omega\, d_{pj}\, \phi_{pj}` and
+        :math:`\partial\phi_{pj}/\partial z_j = 2\omega^2 (p - z_j)\, \phi_{pj}`
+        (:math:`\phi_{pj}` does not depend on :math:`z_k`, :math:`k \neq j`). The derivative
+        with respect to ``position_offsets`` equals the one with respect to ``z``.
+
+        Returns:
+            ``(d phi / d omega, d phi / d z)`` of shapes ``(X * Y, M)`` and ``(X * Y, M, 2)``.
+        """
+        phi, omega = self(), self.lengthscale
+        difference = self.grid[:, None, :] - self.positions[None, :, :]
+        d_omega = -2 * omega * difference.pow(2).sum(-1) * phi
+        d_positions = 2 * omega.pow(2) * difference * phi[..., None]
+        return d_omega, d_positions
+
     def forward(self) -> torch.Tensor:
         """Evaluate every basis function at every grid position.
 

@@ -9,6 +9,7 @@ from laplace_equivariance.layers import (
     SparseCircularConv2d,
     SparseFactoredLinear2d,
 )
+from laplace_equivariance.layers.sparse import rbf_basis
 
 
 def test_default_anchor_count_is_half_the_grid_rounded_up():
@@ -24,6 +25,26 @@ def test_basis_is_the_documented_rbf(device):
     p, j = 4, 2
     distance2 = (basis.grid[p] - basis.positions[j]).pow(2).sum()
     torch.testing.assert_close(phi[p, j], torch.exp(-(0.7**2) * distance2))
+
+
+def test_basis_derivatives_equal_the_autograd_jacobian(device):
+    """Closed-form d phi / d omega and d phi / d z (used by the KFAC rules) equal autograd's."""
+    basis = AnchorBasis((4, 3), lengthscale=0.6).to(device, torch.float64)
+    with torch.no_grad():
+        basis.position_offsets.normal_(0, 0.3)
+    d_omega, d_positions = basis.derivatives()
+
+    def phi_of(offsets: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
+        return rbf_basis(basis.grid, basis.initial_positions + offsets, omega)
+
+    jac_offsets, jac_omega = torch.func.jacrev(phi_of, argnums=(0, 1))(
+        basis.position_offsets.detach(), basis.lengthscale.detach()
+    )
+    torch.testing.assert_close(d_omega, jac_omega[..., 0], rtol=1e-12, atol=1e-14)
+    # phi_pj depends on z_j only: the Jacobian (P, M, M, 2) is zero off that diagonal.
+    diagonal = torch.diagonal(jac_offsets, dim1=1, dim2=2).permute(0, 2, 1)
+    torch.testing.assert_close(d_positions, diagonal, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(jac_offsets.abs().sum(), diagonal.abs().sum())
 
 
 def test_large_lengthscale_gives_the_anchor_value_at_the_anchor(device):
