@@ -56,6 +56,7 @@ def main() -> None:
     parser.add_argument("table", choices=sorted(PLANS))
     parser.add_argument("--dataset", help="replace the table's data set (table2: cifar10)")
     parser.add_argument("--models", nargs="+", help="only these models")
+    parser.add_argument("--methods", nargs="+", choices=("map", "marglik"), help="only these")
     parser.add_argument("--alpha", type=int)
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--lr", type=float, default=0.003)
@@ -69,7 +70,9 @@ def main() -> None:
     args = parser.parse_args()
     folders = []
     for dataset, model, method in PLANS[args.table]:
-        if args.models and model not in args.models:
+        if (args.models and model not in args.models) or (
+            args.methods and method not in args.methods
+        ):
             continue
         dataset = args.dataset or dataset
         settings = dict(

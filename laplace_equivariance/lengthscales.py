@@ -8,27 +8,32 @@ A basis built with ``lengthscale_mode="hyperparameter"`` keeps its ``omega`` out
     - \frac12\Big[\log\det\big(\tfrac1T H(\omega) + \mathrm{diag}(\delta)\big)
     - \log\det \mathrm{diag}(\delta) + \theta_*^\top \mathrm{diag}(\delta)\,\theta_*\Big]
 
-(laplace-torch's ``log_marginal_likelihood`` for classification, ``T`` its temperature),
-where **exactly these dependencies on omega are kept** (docs/curvature.md, "Lengthscale
-hyperparameters"):
+(laplace-torch's ``log_marginal_likelihood`` for classification, ``T`` its temperature, ``H``
+the KFAC GGN of :class:`~laplace_equivariance.EquivariantKFAC` at :math:`\theta_*`).
+:func:`log_marginal_likelihood` gives its value and one of two gradients in :math:`\omega`
+(docs/curvature.md, "Lengthscale hyperparameters"):
 
-- the data fit :math:`\log p(\mathcal{D} \mid \theta_*, \omega) = -\sum_n \mathrm{CE}(f(x_n;
-  \theta_*, \omega), y_n)`, through the forward pass (the induced weights depend on omega);
-- in the curvature, the Kronecker factor that each hyperparameter basis projects,
-  :math:`F(\omega) = \Phi(\omega)^\top S\, \Phi(\omega)`
-  (:mod:`laplace_equivariance.curvature.projection`), through its eigenvalues.
+- ``derivative="total"`` (default): the derivative of :math:`\mathcal{L}` with the Laplace
+  approximation refitted at every :math:`\omega` (weights :math:`\theta_*` fixed, as in
+  every marginal-likelihood step). The data fit is differentiated through the forward pass;
+  the log-determinant through every Kronecker factor, by the adjoint of the factors:
+  :math:`\partial \log\det / \partial F_k` is computed once from the fitted factors (only
+  their eigenvalues enter), then each batch's factors are recomputed under autograd
+  (:func:`~laplace_equivariance.curvature.differentiable.batch_factors`: all layers' inputs,
+  output gradients and the output Hessian depend on :math:`\omega`) and
+  :math:`\sum_k \langle \partial \log\det / \partial F_k, \dot F_k \rangle` is
+  back-propagated. Cost: one more forward pass and ``K`` backward passes with
+  ``create_graph``, plus their backward, per batch. The Laplace approximation must be
+  fitted at the current :math:`\omega` (exact GGN, not the Monte-Carlo Fisher).
+- ``derivative="partial"``: a cheaper gradient that keeps the data fit and, in the
+  curvature, only the factor each basis projects, :math:`F(\omega) = \Phi(\omega)^\top S\,
+  \Phi(\omega)` (:mod:`laplace_equivariance.curvature.projection`), holding the statistic
+  ``S``, the other factors and every other block at their values from ``la.fit`` (at
+  :math:`\omega_0`). Its value at :math:`\omega \neq \omega_0` is that of this partially
+  refitted approximation; it needs no refit between steps. On small models it is far from the
+  total derivative, even in sign (``benchmarks/lengthscale_gradient.py``).
 
-Held fixed at their values from ``la.fit`` (at :math:`\omega_0`): the statistics ``S`` (the
-layer inputs and output gradients they are built from depend on omega through the network;
-laplace-torch likewise holds the curvature fixed in :math:`\theta_*`), the other factor of the
-same weight, every other parameter's block (including the exact blocks of the basis's own
-anchor positions) and :math:`\theta_*`. At :math:`\omega = \omega_0` the value equals
-``la.log_marginal_likelihood``.
-
-This is not the total derivative of the marginal likelihood of a Laplace approximation
-refitted at every omega: the held-fixed dependencies (other layers' activations, output
-gradients and output Hessians in their factors) are measured to be as large as the kept
-ones on small models (docs/curvature.md; ``benchmarks/lengthscale_gradient.py``).
+At the fitted :math:`\omega` both values equal ``la.log_marginal_likelihood``.
 """
 
 from __future__ import annotations
@@ -41,10 +46,15 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader
 
 from laplace_equivariance.curvature import EquivariantKFAC
+from laplace_equivariance.curvature.differentiable import batch_factors
+from laplace_equivariance.curvature.kron import BlockDiagonalKron
 from laplace_equivariance.curvature.projection import reproject
 from laplace_equivariance.layers.sparse import AnchorBasis, LengthscaleMode
 
-__all__ = ["lengthscale_hyperparameters", "log_marginal_likelihood"]
+__all__ = ["DERIVATIVES", "lengthscale_hyperparameters", "log_marginal_likelihood"]
+
+DERIVATIVES = ("total", "partial")
+"""The lengthscale gradients :func:`log_marginal_likelihood` offers."""
 
 
 def _hyperparameter_bases(model: nn.Module) -> dict[str, AnchorBasis]:
@@ -103,37 +113,75 @@ def _log_likelihood(
                 if grad is not None:
                     total_grad += grad
         total = total + nll.detach()
-    linear = sum(((g * (w - w.detach())).sum() for g, w in zip(grads, tracked, strict=True)), 0.0)
-    return -scale * (total + linear)
+    return -scale * (total + _linear(grads, tracked))
+
+
+def _linear(grads: list[torch.Tensor], tracked: list[torch.Tensor]) -> torch.Tensor:
+    """``sum_i g_i (w_i - sg(w_i))``: value 0, gradient ``g`` (to add a known first derivative)."""
+    return sum(((g * (w - w.detach())).sum() for g, w in zip(grads, tracked, strict=True)), 0.0)
+
+
+def _log_det_gradient(la: KronLaplace, loader: DataLoader, tracked: list[torch.Tensor]):
+    r"""Total derivative of ``-0.5 log det(posterior precision)`` in ``tracked``, by adjoints.
+
+    :math:`G_k = \partial(-\frac12\log\det(\tfrac1T H + \delta))/\partial F_k` at the
+    fitted factors, then :math:`\sum_{\text{batches}} \langle G_k, F_k^{\text{batch}}
+    \rangle` back-propagated to ``tracked`` batch by batch (the fitted factors are sums of
+    the batches' factors, ``A`` divided by ``N``), so memory does not grow with the loader.
+    """
+    leaves = [[f.detach().requires_grad_(True) for f in group] for group in la.H_facs.kfacs]
+    flat = [f for group in leaves for f in group]
+    with torch.enable_grad():
+        posterior = BlockDiagonalKron(leaves).decompose(damping=la.damping)
+        posterior = posterior * la._H_factor + la.prior_precision.detach()
+        adjoints = torch.autograd.grad(-0.5 * posterior.logdet(), flat)
+    device = flat[0].device
+    grads = [torch.zeros_like(w) for w in tracked]
+    for x, _ in loader:
+        factors = batch_factors(la.backend, x.to(device), la.n_data)
+        batch = [f for group in factors for f in group]
+        inner = sum((g * f).sum() for g, f in zip(adjoints, batch, strict=True))
+        batch_grads = torch.autograd.grad(inner, tracked, allow_unused=True)
+        for total, grad in zip(grads, batch_grads, strict=True):
+            if grad is not None:
+                total += grad
+    return grads
 
 
 def log_marginal_likelihood(
-    la: KronLaplace, loader: DataLoader, prior_precision: torch.Tensor | None = None
+    la: KronLaplace,
+    loader: DataLoader,
+    prior_precision: torch.Tensor | None = None,
+    derivative: str = "total",
 ) -> torch.Tensor:
     r"""The Laplace log marginal likelihood, differentiable in the lengthscale hyperparameters.
 
     The function :math:`\mathcal{L}(\delta, \omega)` of the module docstring: ``backward()``
     gives its gradient with respect to ``prior_precision`` (as laplace-torch's) and to every
-    ``omega`` in ``"hyperparameter"`` mode that requires grad. Only the hyperparameter bases'
-    projected factors are eigendecomposed again; the data fit is one more forward and
-    backward pass over ``loader`` (only when the model has such bases; otherwise the value is
-    ``la.log_marginal_likelihood(prior_precision)``).
+    ``omega`` in ``"hyperparameter"`` mode that requires grad, as ``derivative`` says. Without
+    such bases the value is ``la.log_marginal_likelihood(prior_precision)``; with them the
+    data fit costs one more forward and backward pass over ``loader``, and the total
+    derivative the adjoint pass of the module docstring.
 
     Args:
         la: A ``KronLaplace`` fitted on ``loader`` with
             :class:`~laplace_equivariance.EquivariantKFAC` (classification).
         loader: The batches ``la`` was fitted on.
         prior_precision: As for ``la.log_marginal_likelihood``: replaces ``la``'s.
+        derivative: ``"total"`` or ``"partial"`` (:data:`DERIVATIVES`).
 
     Returns:
         The scalar log marginal likelihood.
 
     Raises:
         ValueError: If ``la`` is not a fitted classification ``KronLaplace`` with
-            ``EquivariantKFAC``, or a hyperparameter basis has no projected factor (its
-            module was not used in the forward pass, or ``la`` was fitted before the model
-            had that basis).
+            ``EquivariantKFAC``, a hyperparameter basis has no projected factor (its module
+            was not used in the forward pass, or ``la`` was fitted before the model had that
+            basis), ``derivative`` is unknown, or, for ``"total"``, ``la`` uses the
+            Monte-Carlo Fisher or was fitted at another ``omega`` than the current one.
     """
+    if derivative not in DERIVATIVES:
+        raise ValueError(f"derivative must be one of {DERIVATIVES}, got {derivative!r}.")
     if not isinstance(la, KronLaplace) or not isinstance(la.backend, EquivariantKFAC):
         raise ValueError(
             "Lengthscale hyperparameters need Laplace(..., hessian_structure='kron', "
@@ -154,11 +202,30 @@ def log_marginal_likelihood(
             f"No curvature statistic for the lengthscale hyperparameters of {missing}: fit "
             "the Laplace approximation with EquivariantKFAC on a model that uses them."
         )
-    scale = 1 / la.sigma_noise.square() / la.temperature  # laplace-torch's Hessian factor
-    if bases:
-        lengthscales = [basis.lengthscale for basis in bases.values()]
-        log_likelihood = _log_likelihood(la.model, loader, lengthscales, scale)
-    else:
-        log_likelihood = la.log_likelihood
-    posterior = reproject(la.H, projected) * scale + la.prior_precision
-    return log_likelihood - 0.5 * (posterior.logdet() - la.log_det_prior_precision + la.scatter)
+    if not bases:
+        return la.log_marginal_likelihood()
+    scale = la._H_factor
+    lengthscales = [basis.lengthscale for basis in bases.values()]
+    log_likelihood = _log_likelihood(la.model, loader, lengthscales, scale)
+    if derivative == "partial":
+        posterior = reproject(la.H, projected) * scale + la.prior_precision
+        return log_likelihood - 0.5 * (posterior.logdet() - la.log_det_prior_precision + la.scatter)
+    if la.backend.stochastic:
+        raise ValueError(
+            "The total lengthscale derivative needs the exact GGN: fit without stochastic=True "
+            "or use derivative='partial'."
+        )
+    stale = [
+        r.basis for r in projected if not torch.equal(r.basis.lengthscale, r.fitted_lengthscale)
+    ]
+    if stale:
+        raise ValueError(
+            "The total lengthscale derivative needs the Laplace approximation fitted at the "
+            "current lengthscales; call la.fit(loader) again after changing omega (or use "
+            "derivative='partial')."
+        )
+    tracked = [w for w in lengthscales if w.requires_grad] if torch.is_grad_enabled() else []
+    log_det = _linear(_log_det_gradient(la, loader, tracked), tracked) if tracked else 0.0
+    posterior = la.H * scale + la.prior_precision
+    fixed = posterior.logdet() - la.log_det_prior_precision + la.scatter
+    return log_likelihood - 0.5 * fixed + log_det

@@ -8,8 +8,10 @@ smaller) loader, priors per layer and path, a Monte-Carlo Fisher, a progress bar
 per-epoch callback, and checkpoints that resume to the same state.
 
 S-layer lengthscales in ``"hyperparameter"`` mode are learned with the prior precisions, by
-the gradient of :func:`laplace_equivariance.lengthscales.log_marginal_likelihood` (which says
-exactly which dependencies on omega the gradient keeps).
+the gradient of :func:`laplace_equivariance.lengthscales.log_marginal_likelihood`: by default
+its total derivative, which refits the Laplace approximation before every hyperparameter
+step; ``lengthscale_derivative="partial"`` is the cheaper approximation that module
+describes.
 """
 
 from __future__ import annotations
@@ -32,7 +34,11 @@ from torch.optim.lr_scheduler import CosineAnnealingLR
 from torch.utils.data import DataLoader
 
 from laplace_equivariance.curvature import EquivariantKFAC
-from laplace_equivariance.lengthscales import lengthscale_hyperparameters, log_marginal_likelihood
+from laplace_equivariance.lengthscales import (
+    DERIVATIVES,
+    lengthscale_hyperparameters,
+    log_marginal_likelihood,
+)
 from laplace_equivariance.priors import PriorGroups, PriorStructure
 
 __all__ = ["marglik_training"]
@@ -80,6 +86,7 @@ def marglik_training(
     callback: Callable[[int, dict[str, Any]], None] | None = None,
     checkpoint: str | os.PathLike | None = None,
     final_laplace: bool = True,
+    lengthscale_derivative: str = "total",
 ) -> tuple[BaseLaplace | None, nn.Module, list[float], list[float]]:
     """Train weights by MAP and prior precisions by the Laplace marginal likelihood.
 
@@ -89,9 +96,11 @@ def marglik_training(
     approximation is fitted on ``marglik_loader`` and the log prior precisions take
     ``n_hypersteps`` Adam steps (lr ``lr_hyp``) on the negative log marginal likelihood
     (Eq. 9). S-layer lengthscales built with ``lengthscale_mode="hyperparameter"`` take the
-    same steps (Adam, lr ``lr_hyp``, on omega itself) on the gradient defined in
-    :func:`laplace_equivariance.lengthscales.log_marginal_likelihood`; they are buffers of the
-    model, so checkpoints and the best state include them. As laplace-torch's version, the
+    same steps (Adam, lr ``lr_hyp``, on omega itself) on the gradient of
+    :func:`laplace_equivariance.lengthscales.log_marginal_likelihood` chosen by
+    ``lengthscale_derivative`` (for ``"total"`` the approximation is refitted before every
+    step after the first); they are buffers of the model, so checkpoints and the best state
+    include them. As laplace-torch's version, the
     model and precisions with the best marginal likelihood are restored at the end and a
     final Laplace approximation is fitted.
 
@@ -128,6 +137,9 @@ def marglik_training(
             with the same seeds, bit for bit).
         final_laplace: Fit the returned Laplace approximation (set False for plain MAP runs,
             which then return ``la=None``).
+        lengthscale_derivative: ``"total"`` (exact GGN only) or ``"partial"``, see
+            :mod:`laplace_equivariance.lengthscales`; unused without lengthscale
+            hyperparameters.
 
     Returns:
         ``(la, model, margliks, losses)`` as :func:`laplace.marglik_training`: the final
@@ -136,8 +148,9 @@ def marglik_training(
 
     Raises:
         ValueError: For an unsupported likelihood or structure, or lengthscale
-            hyperparameters with a Hessian structure other than ``"kron"`` or a backend other
-            than :class:`~laplace_equivariance.EquivariantKFAC`.
+            hyperparameters with a Hessian structure other than ``"kron"``, a backend other
+            than :class:`~laplace_equivariance.EquivariantKFAC`, or the total derivative with
+            ``stochastic=True``.
         FloatingPointError: If the training loss or the curvature becomes non-finite; the
             message names the epoch (and the parameter, for curvature), and the last
             checkpoint is the last good epoch.
@@ -149,6 +162,16 @@ def marglik_training(
         raise ValueError(
             f"Lengthscale hyperparameters ({list(lengthscales)}) are learned through the KFAC "
             "curvature only: use hessian_structure='kron' and backend=EquivariantKFAC."
+        )
+    if lengthscale_derivative not in DERIVATIVES:
+        raise ValueError(
+            f"lengthscale_derivative must be one of {DERIVATIVES}, got {lengthscale_derivative!r}."
+        )
+    refit_every_step = bool(lengthscales) and lengthscale_derivative == "total"
+    if refit_every_step and stochastic:
+        raise ValueError(
+            "The total lengthscale derivative needs the exact GGN: pass stochastic=False or "
+            "lengthscale_derivative='partial'."
         )
     optimizer_kwargs = dict(optimizer_kwargs or {})
     if optimizer_kwargs.pop("weight_decay", 0.0):
@@ -228,11 +251,15 @@ def marglik_training(
                 la = laplace(groups.expand(log_prior_prec.exp()), marglik_loader)
             except FloatingPointError as error:
                 raise FloatingPointError(f"Epoch {epoch}: {error}") from error
-            for _ in range(n_hypersteps):
+            for step in range(n_hypersteps):
+                if step and refit_every_step:
+                    la = laplace(groups.expand(log_prior_prec.detach().exp()), marglik_loader)
                 hyper_optimizer.zero_grad()
                 with _requiring_grad(tracked):
                     prior_precision = groups.expand(log_prior_prec.exp())
-                    marglik = -log_marginal_likelihood(la, marglik_loader, prior_precision)
+                    marglik = -log_marginal_likelihood(
+                        la, marglik_loader, prior_precision, lengthscale_derivative
+                    )
                     marglik.backward()
                 hyper_optimizer.step()
                 state["margliks"].append(marglik.item())

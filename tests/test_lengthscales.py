@@ -1,9 +1,12 @@
-"""The lengthscale-differentiable marginal likelihood: value and gradient (float64).
+"""The lengthscale-differentiable marginal likelihood: value and gradients (float64).
 
-The function under test is :func:`laplace_equivariance.lengthscales.log_marginal_likelihood`
-with ``la`` (hence the unprojected statistics) fixed; its autograd gradient in every
-hyperparameter ``omega`` must equal central finite differences of that same function.
-Tolerance: with ``h = 1e-5`` the truncation error is ``h^2 |L'''| / 6 ~ 1e-11`` and rounding
+Total derivative: the autograd gradient of
+:func:`laplace_equivariance.lengthscales.log_marginal_likelihood` in every hyperparameter
+``omega`` must equal central finite differences of laplace-torch's marginal likelihood of a
+Laplace approximation refitted at ``omega +- h``. Partial derivative: with ``la`` (hence the
+unprojected statistics) fixed, the gradient must equal central finite differences of that
+same function. Tolerance: with ``h = 1e-5`` the truncation error is
+``h^2 |L'''| / 6 ~ 1e-11`` and rounding
 ``eps |L| / h ~ 1e-9`` for ``|L| ~ 100``, so ``rtol = 1e-6`` leaves three orders of margin
 (measured: about 1e-10).
 """
@@ -20,6 +23,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from laplace_equivariance import EquivariantKFAC
 from laplace_equivariance.layers import SparseCircularConv2d, SparseFactoredLinear2d
 from laplace_equivariance.lengthscales import lengthscale_hyperparameters, log_marginal_likelihood
+from tests.curvature.test_differentiable import every_rule
 
 K = 3
 STEP, RTOL = 1e-5, 1e-6
@@ -59,7 +63,23 @@ CASES = {
     "s-conv": (s_conv, ["0.basis"]),
     # three omegas at once; the data fit reaches the first through the second layer
     "s-conv-then-s-fc": (s_conv_then_s_fc, ["0.basis", "2.input_map.basis", "2.output_map.basis"]),
+    # every rule's factors depend on omega of the first layer (P4, F-FC, FC, stock layers)
+    "every-rule": (every_rule, ["0.basis", "10.output_map.basis"]),
 }
+
+
+def fit(model, loader, temperature=0.5, **backend_kwargs):
+    la = Laplace(
+        model,
+        "classification",
+        subset_of_weights="all",
+        hessian_structure="kron",
+        backend=EquivariantKFAC,
+        temperature=temperature,
+        backend_kwargs=backend_kwargs,
+    )
+    la.fit(loader)
+    return la
 
 
 def fitted(build, device, temperature=0.5):
@@ -68,26 +88,38 @@ def fitted(build, device, temperature=0.5):
     x = torch.randn(10, 2, 4, 4, dtype=torch.float64, device=device)
     y = torch.randint(0, K, (10,), device=device)
     loader = DataLoader(TensorDataset(x, y), batch_size=4)
-    la = Laplace(
-        model,
-        "classification",
-        subset_of_weights="all",
-        hessian_structure="kron",
-        backend=EquivariantKFAC,
-        temperature=temperature,
-    )
-    la.fit(loader)
+    la = fit(model, loader, temperature)
     n_groups = len(list(model.parameters()))
     prior = torch.linspace(0.5, 2.0, n_groups, dtype=torch.float64, device=device)
     return model, loader, la, prior
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_gradient_equals_central_differences(case, device):
+def test_total_derivative_equals_central_differences_of_refitted_approximations(case, device):
     build, names = CASES[case]
     model, loader, la, prior = fitted(build, device)
     omegas = lengthscale_hyperparameters(model)
-    log_marginal_likelihood(la, loader, prior).backward()
+    log_marginal_likelihood(la, loader, prior, derivative="total").backward()
+    for name in names:
+        omega = omegas[name]
+        start = omega.detach().clone()
+        values = []
+        for sign in (1, -1):
+            with torch.no_grad():
+                omega.copy_(start + sign * STEP)
+            values.append(fit(model, loader).log_marginal_likelihood(prior).detach())
+        with torch.no_grad():
+            omega.copy_(start)
+        finite_difference = (values[0] - values[1]) / (2 * STEP)
+        torch.testing.assert_close(omega.grad[0], finite_difference, rtol=RTOL, atol=1e-8)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_partial_derivative_equals_central_differences_of_the_defined_function(case, device):
+    build, names = CASES[case]
+    model, loader, la, prior = fitted(build, device)
+    omegas = lengthscale_hyperparameters(model)
+    log_marginal_likelihood(la, loader, prior, derivative="partial").backward()
     data_fit = -sum(F.cross_entropy(model(x), y, reduction="sum") for x, y in loader) / 0.5
     data_grads = torch.autograd.grad(data_fit, [omegas[n] for n in names])
     for name, data_grad in zip(names, data_grads, strict=True):
@@ -97,7 +129,7 @@ def test_gradient_equals_central_differences(case, device):
         with torch.no_grad():
             for sign in (1, -1):
                 omega.copy_(start + sign * STEP)
-                values.append(log_marginal_likelihood(la, loader, prior))
+                values.append(log_marginal_likelihood(la, loader, prior, derivative="partial"))
             omega.copy_(start)
         finite_difference = (values[0] - values[1]) / (2 * STEP)
         torch.testing.assert_close(omega.grad[0], finite_difference, rtol=RTOL, atol=1e-8)
@@ -138,3 +170,28 @@ def test_unsupported_laplace_approximations_are_refused():
     )
     with pytest.raises(ValueError, match="Fit"):
         log_marginal_likelihood(unfitted, loader)
+
+
+def test_total_derivative_refuses_a_stale_or_monte_carlo_fit():
+    model, loader, la, prior = fitted(s_conv, torch.device("cpu"))
+    omega = lengthscale_hyperparameters(model)["0.basis"]
+    with torch.no_grad():
+        omega.add_(0.1)
+    with pytest.raises(ValueError, match="fitted at the current lengthscales"):
+        log_marginal_likelihood(la, loader, prior)
+    assert torch.isfinite(log_marginal_likelihood(la, loader, prior, derivative="partial"))
+    monte_carlo = fit(model, loader, stochastic=True)
+    with pytest.raises(ValueError, match="exact GGN"):
+        log_marginal_likelihood(monte_carlo, loader, prior)
+    with pytest.raises(ValueError, match="derivative must be one of"):
+        log_marginal_likelihood(la, loader, prior, derivative="exact")
+
+
+def test_fitting_leaves_the_lengthscale_gradient_alone():
+    """ASDL's backward passes must not accumulate into a hyperparameter's ``.grad``."""
+    model, loader, _, _ = fitted(s_conv, torch.device("cpu"))
+    omega = lengthscale_hyperparameters(model)["0.basis"]
+    omega.grad = torch.full_like(omega, 3.0)
+    fit(model, loader)
+    assert omega.requires_grad
+    assert omega.grad.item() == 3.0

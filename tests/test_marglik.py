@@ -104,10 +104,11 @@ def test_monte_carlo_fisher_and_separate_marglik_loader():
     assert all(torch.isfinite(torch.tensor(margliks)))
 
 
-def test_lengthscale_hyperparameters_are_learned():
+@pytest.mark.parametrize("derivative", ["total", "partial"])
+def test_lengthscale_hyperparameters_are_learned(derivative):
     model, loader = setup(name="s-fc+s-conv", **HYPER)
     seen = []
-    schedule = dict(SCHEDULE, n_epochs=2)
+    schedule = dict(SCHEDULE, n_epochs=2, lengthscale_derivative=derivative)
     la, trained, margliks, _ = marglik_training(
         model, loader, callback=lambda e, info: seen.append(info), **schedule
     )
@@ -123,10 +124,16 @@ def test_lengthscale_hyperparameters_are_learned():
     assert la.backend.projected_factors  # the final Laplace keeps the statistics
 
 
-def test_lengthscale_hyperparameters_need_the_kron_structure():
+def test_lengthscale_hyperparameters_need_the_kron_structure_and_a_known_derivative():
     model, loader = setup(name="s-conv", **HYPER)
     with pytest.raises(ValueError, match="hessian_structure='kron'"):
         marglik_training(model, loader, hessian_structure="diag", **SCHEDULE)
+    with pytest.raises(ValueError, match="exact GGN"):
+        marglik_training(model, loader, stochastic=True, **SCHEDULE)
+    with pytest.raises(ValueError, match="lengthscale_derivative must be one of"):
+        marglik_training(model, loader, lengthscale_derivative="exact", **SCHEDULE)
+    # the Monte-Carlo Fisher goes with the partial derivative
+    marglik_training(model, loader, stochastic=True, lengthscale_derivative="partial", **SCHEDULE)
 
 
 def test_weight_decay_is_refused():

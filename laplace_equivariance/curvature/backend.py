@@ -14,7 +14,7 @@ from laplace_equivariance.curvature.kron import BlockDiagonalKron
 from laplace_equivariance.curvature.projection import ProjectedFactor
 from laplace_equivariance.curvature.registry import install_kron_initialiser, register_with_asdl
 from laplace_equivariance.curvature.rules import EXTRA_BLOCKS_ATTR, RULES, UNPROJECTED_ATTR
-from laplace_equivariance.layers import AnchorBasis, RelaxedLayer
+from laplace_equivariance.layers import AnchorBasis, LengthscaleMode, RelaxedLayer
 
 __all__ = ["EquivariantKFAC", "UnsupportedModuleError"]
 
@@ -217,11 +217,27 @@ class EquivariantKFAC(AsdlGGN):
         Returns:
             ``(loss, BlockDiagonalKron)``.
         """
+        # ASDL's backward passes would accumulate into the .grad of lengthscale
+        # hyperparameters that require grad (they are not parameters, so it does not zero
+        # or restore them): hide them from autograd while fitting.
+        hyperparameters = [
+            m.lengthscale
+            for m in self._model.modules()
+            if isinstance(m, AnchorBasis)
+            and m.lengthscale_mode is LengthscaleMode.HYPERPARAMETER
+            and m.lengthscale.requires_grad
+        ]
         with warnings.catch_warnings():
             warnings.filterwarnings(
                 "ignore", message="Using a non-full backward hook", category=FutureWarning
             )
-            loss, kron = super().kron(x, y, N, **kwargs)
+            try:
+                for omega in hyperparameters:
+                    omega.requires_grad_(False)
+                loss, kron = super().kron(x, y, N, **kwargs)
+            finally:
+                for omega in hyperparameters:
+                    omega.requires_grad_(True)
         self._accumulate_projected_factors(N)
         return loss, kron
 
@@ -240,7 +256,7 @@ class EquivariantKFAC(AsdlGGN):
                 self.projected_factors[index].statistic += statistic
             else:
                 self.projected_factors[index] = ProjectedFactor(
-                    index, side, module.basis, statistic
+                    index, side, module.basis, statistic, module.basis.lengthscale.detach().clone()
                 )
 
     def jacobians(self, x, enable_backprop: bool = False):

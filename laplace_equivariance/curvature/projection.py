@@ -67,12 +67,14 @@ class ProjectedFactor:
         side: 0 for ``B``, 1 for ``A``.
         basis: The anchor basis whose ``omega`` is a hyperparameter.
         statistic: ``S``, in laplace-torch's scaling (``A`` statistics divided by ``N``).
+        fitted_lengthscale: ``omega`` when the statistic was computed (a detached copy).
     """
 
     index: int
     side: int
     basis: AnchorBasis
     statistic: torch.Tensor
+    fitted_lengthscale: torch.Tensor
 
     def factor(self) -> torch.Tensor:
         """The factor at the basis's current ``omega`` (differentiable in ``omega``).

@@ -272,8 +272,9 @@ def basis_gradients(
     }
     if not learned:
         return {}
-    with torch.no_grad():
-        d_omega, d_positions = basis.derivatives()
+    # Under ASDL's hooks grad mode is off; under autograd (curvature/differentiable.py) the
+    # position blocks keep their dependence on a hyperparameter omega.
+    d_omega, d_positions = basis.derivatives()
     grads = {}
     if "position_offsets" in learned:
         n, r, _ = position_rows.shape
