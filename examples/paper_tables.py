@@ -64,6 +64,13 @@ def main() -> None:
     parser.add_argument("--test-subset", type=int, dest="test_subset")
     parser.add_argument("--marglik-subset", type=int, default=1000, dest="marglik_subset")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--lengthscale-mode",
+        default="learned",
+        dest="lengthscale_mode",
+        help="S-layer lengthscales (laplace-equivariance train --help); a mode other than "
+        "'learned' adds '-lengthscale-<mode>' to the run folders",
+    )
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--data-dir", dest="data_dir")
     parser.add_argument("--out", type=Path, default=Path("runs/tables"))
@@ -90,10 +97,13 @@ def main() -> None:
             test_subset=args.test_subset,
             marglik_subset=args.marglik_subset,
             seed=args.seed,
+            lengthscale_mode=args.lengthscale_mode,
             device=args.device,
             data_dir=args.data_dir,
         )
         folder = args.out / f"{dataset}-{model}-{method}"
+        if args.lengthscale_mode != "learned":
+            folder = folder.with_name(f"{folder.name}-lengthscale-{args.lengthscale_mode}")
         start = time.perf_counter()
         cli.train(settings, folder)
         print(f"{dataset} {model} {method}: {time.perf_counter() - start:.0f} s", flush=True)

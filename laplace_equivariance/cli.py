@@ -7,7 +7,10 @@ likelihood (one prior per layer and path), and writes to ``--out``: ``results.js
 effective parameters, timings), ``model.pt``, ``training.png`` and, for marginal-likelihood
 runs, ``symmetry.png``; ``checkpoint.pt`` is saved every epoch, and training the same
 ``--out`` again resumes from it. ``--config table1|table2|table3`` sets the paper's settings
-(App. F.1, F.6); every option overrides them.
+(App. F.1, F.6); every option overrides them. S-layer lengthscales are MAP-trained weights by
+default; ``--lengthscale-mode hyperparameter`` learns them with the marginal likelihood
+(``--lengthscale-derivative total|partial``), and ``results.json`` records every basis's
+final lengthscale.
 
 ``--model invariant-weights`` trains the shallow network of "Learning Invariant Weights in
 Neural Networks" (:mod:`laplace_equivariance.invariance`) instead, with ``--method elbo``
@@ -42,6 +45,8 @@ from laplace_equivariance.invariance import (
     InvariantWeightsNet,
     train_invariant_weights,
 )
+from laplace_equivariance.layers import AnchorBasis, LengthscaleMode
+from laplace_equivariance.lengthscales import DERIVATIVES
 from laplace_equivariance.marglik import marglik_training
 
 __all__ = ["CONFIGS", "INVARIANT_WEIGHTS", "main"]
@@ -78,6 +83,8 @@ DEFAULTS: dict[str, Any] = {
     "marglik_subset": None,
     "stochastic": False,
     "prior_structure": "path",
+    "lengthscale_mode": "learned",
+    "lengthscale_derivative": "total",
     "device": "cuda" if torch.cuda.is_available() else "cpu",
     "seed": 0,
     "data_dir": None,
@@ -118,6 +125,19 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--stochastic", action="store_true", default=None, help="MC Fisher")
     train.add_argument(
         "--prior-structure", choices=["scalar", "layerwise", "path"], dest="prior_structure"
+    )
+    train.add_argument(
+        "--lengthscale-mode",
+        choices=[mode.value for mode in LengthscaleMode],
+        dest="lengthscale_mode",
+        help="S-layer lengthscales: MAP-trained weights (learned), fixed, or marginal-"
+        "likelihood hyperparameters",
+    )
+    train.add_argument(
+        "--lengthscale-derivative",
+        choices=list(DERIVATIVES),
+        dest="lengthscale_derivative",
+        help="gradient for hyperparameter lengthscales (docs/curvature.md)",
     )
     train.add_argument("--device")
     train.add_argument("--seed", type=int)
@@ -169,7 +189,13 @@ def build_model(
         :class:`~laplace_equivariance.invariance.InvariantWeightsNet`.
     """
     if settings["model"] != INVARIANT_WEIGHTS:
-        return models.build(settings["model"], in_shape, n_classes, settings["alpha"])
+        return models.build(
+            settings["model"],
+            in_shape,
+            n_classes,
+            settings["alpha"],
+            sparse_options={"lengthscale_mode": settings["lengthscale_mode"]},
+        )
     return InvariantWeightsNet(
         in_shape,
         n_classes,
@@ -296,6 +322,7 @@ def train(settings: dict[str, Any], out: Path) -> dict[str, Any]:
             stochastic=settings["stochastic"],
             checkpoint=out / "checkpoint.pt",
             final_laplace=learns,
+            lengthscale_derivative=settings["lengthscale_derivative"],
         )
     seconds = time.perf_counter() - start
     torch.save(model.state_dict(), out / "model.pt")
@@ -317,6 +344,11 @@ def train(settings: dict[str, Any], out: Path) -> dict[str, Any]:
         "losses": losses,
         "neg_log_marglik": margliks,
         "test": _metrics(model, data.x_test, data.y_test, device),
+        "lengthscales": {
+            name: module.lengthscale.item()
+            for name, module in model.named_modules()
+            if isinstance(module, AnchorBasis)
+        },
         **extra,
     }
     if la is not None:

@@ -139,3 +139,14 @@ def test_invariant_weights_rejects_the_relaxed_models_methods(tmp_path):
     argv = ["train", "--model", "invariant-weights", "--method", "marglik"]
     with pytest.raises(SystemExit, match="does not go with"):
         main([*argv, "--out", str(tmp_path)])
+
+
+def test_lengthscale_hyperparameters_from_the_command_line(tmp_path):
+    out = tmp_path / "omega"
+    argv = ["train", "--dataset", "mnist", "--model", "s-conv", "--out", str(out), *TINY]
+    assert main([*argv, "--lengthscale-mode", "hyperparameter"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["settings"]["lengthscale_mode"] == "hyperparameter"
+    lengthscales = results["lengthscales"]
+    assert len(lengthscales) == 8 and "layer1.conv.basis" in lengthscales
+    assert all(omega != 1.0 for omega in lengthscales.values())
