@@ -26,6 +26,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 
@@ -51,6 +52,50 @@ ALPHA = {"table1": 10, "table2": 10, "table3": 2}
 """The paper's channel multipliers (App. F.1)."""
 
 
+def _cell(folder: Path) -> dict | None:
+    """A run's results, or None if it has not finished."""
+    path = folder / "results.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def markdown(pairs: list[tuple[str, str, Path, Path]]) -> str:
+    """A README table: one row per (data set, model), MAP beside learned.
+
+    Args:
+        pairs: ``(dataset, model, map_folder, marglik_folder)``.
+
+    Returns:
+        The markdown table; runs without ``results.json`` read "not run".
+    """
+    lines = [
+        "| data | model | parameters | MAP acc % (NLL) | learned acc % (NLL) "
+        "| -log marglik / N | learned type, layers 1-8 | minutes (MAP / learned) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for dataset, model, map_folder, marglik_folder in pairs:
+        runs = [_cell(map_folder), _cell(marglik_folder)]
+        done = [r for r in runs if r is not None]
+        scores = [
+            "not run"
+            if r is None
+            else f"{100 * r['test']['accuracy']:.1f} ({r['test']['nll']:.2f})"
+            for r in runs
+        ]
+        learned = runs[1] or {}
+        margliks = learned.get("neg_log_marglik") or []
+        layers = " ".join(
+            row["learned"] for row in learned.get("symmetry", {}).get("layers", [])[:8]
+        )
+        minutes = " / ".join("-" if r is None else f"{r['train_seconds'] / 60:.1f}" for r in runs)
+        per_example = f"{margliks[-1] / learned['n_train']:.2f}" if margliks else "-"
+        parameters = done[0]["parameters"] if done else "-"
+        lines.append(
+            f"| {dataset} | {model} | {parameters} | {scores[0]} | {scores[1]} | {per_example} "
+            f"| {layers or '-'} | {minutes} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("table", choices=sorted(PLANS))
@@ -74,8 +119,14 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--data-dir", dest="data_dir")
     parser.add_argument("--out", type=Path, default=Path("runs/tables"))
+    parser.add_argument(
+        "--markdown",
+        action="store_true",
+        help="train nothing: print the README table of the runs already under --out",
+    )
     args = parser.parse_args()
-    folders = []
+    folders: list[Path] = []
+    runs: list[tuple[str, str, str]] = []
     for dataset, model, method in PLANS[args.table]:
         if (args.models and model not in args.models) or (
             args.methods and method not in args.methods
@@ -104,11 +155,24 @@ def main() -> None:
         folder = args.out / f"{dataset}-{model}-{method}"
         if args.lengthscale_mode != "learned":
             folder = folder.with_name(f"{folder.name}-lengthscale-{args.lengthscale_mode}")
+        folders.append(folder)
+        runs.append((dataset, model, method))
+        if args.markdown:
+            continue
         start = time.perf_counter()
         cli.train(settings, folder)
         print(f"{dataset} {model} {method}: {time.perf_counter() - start:.0f} s", flush=True)
-        folders.append(folder)
-    print(cli.report(folders))
+    if args.markdown:
+        by_run = {(dataset, model): {} for dataset, model, _ in runs}
+        for (dataset, model, method), folder in zip(runs, folders, strict=True):
+            by_run[(dataset, model)][method] = folder
+        pairs = [
+            (dataset, model, methods.get("map", Path("-")), methods.get("marglik", Path("-")))
+            for (dataset, model), methods in by_run.items()
+        ]
+        print(markdown(pairs))
+    else:
+        print(cli.report(folders))
 
 
 if __name__ == "__main__":
