@@ -23,6 +23,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from laplace_equivariance import EquivariantKFAC
 from laplace_equivariance.layers import SparseCircularConv2d, SparseFactoredLinear2d
 from laplace_equivariance.lengthscales import lengthscale_hyperparameters, log_marginal_likelihood
+from tests.curvature.reference import fit_kron
 from tests.curvature.test_differentiable import every_rule
 
 K = 3
@@ -69,17 +70,20 @@ CASES = {
 
 
 def fit(model, loader, temperature=0.5, **backend_kwargs):
-    la = Laplace(
-        model,
-        "classification",
-        subset_of_weights="all",
-        hessian_structure="kron",
-        backend=EquivariantKFAC,
-        temperature=temperature,
-        backend_kwargs=backend_kwargs,
-    )
-    la.fit(loader)
-    return la
+    return fit_kron(model, loader, temperature=temperature, backend_kwargs=backend_kwargs)
+
+
+def central_difference(omega: torch.Tensor, evaluate) -> torch.Tensor:
+    """``(evaluate() at omega + h - evaluate() at omega - h) / 2h``; omega is restored."""
+    start = omega.detach().clone()
+    values = []
+    for sign in (1, -1):
+        with torch.no_grad():
+            omega.copy_(start + sign * STEP)
+        values.append(evaluate().detach())
+    with torch.no_grad():
+        omega.copy_(start)
+    return (values[0] - values[1]) / (2 * STEP)
 
 
 def fitted(build, device, temperature=0.5):
@@ -102,15 +106,9 @@ def test_total_derivative_equals_central_differences_of_refitted_approximations(
     log_marginal_likelihood(la, loader, prior, derivative="total").backward()
     for name in names:
         omega = omegas[name]
-        start = omega.detach().clone()
-        values = []
-        for sign in (1, -1):
-            with torch.no_grad():
-                omega.copy_(start + sign * STEP)
-            values.append(fit(model, loader).log_marginal_likelihood(prior).detach())
-        with torch.no_grad():
-            omega.copy_(start)
-        finite_difference = (values[0] - values[1]) / (2 * STEP)
+        finite_difference = central_difference(
+            omega, lambda: fit(model, loader).log_marginal_likelihood(prior)
+        )
         torch.testing.assert_close(omega.grad[0], finite_difference, rtol=RTOL, atol=1e-8)
 
 
@@ -124,14 +122,10 @@ def test_partial_derivative_equals_central_differences_of_the_defined_function(c
     data_grads = torch.autograd.grad(data_fit, [omegas[n] for n in names])
     for name, data_grad in zip(names, data_grads, strict=True):
         omega = omegas[name]
-        start = omega.detach().clone()
-        values = []
         with torch.no_grad():
-            for sign in (1, -1):
-                omega.copy_(start + sign * STEP)
-                values.append(log_marginal_likelihood(la, loader, prior, derivative="partial"))
-            omega.copy_(start)
-        finite_difference = (values[0] - values[1]) / (2 * STEP)
+            finite_difference = central_difference(
+                omega, lambda: log_marginal_likelihood(la, loader, prior, derivative="partial")
+            )
         torch.testing.assert_close(omega.grad[0], finite_difference, rtol=RTOL, atol=1e-8)
         # both terms count: the curvature's part is not negligible next to the data fit's
         assert (omega.grad[0] - data_grad[0]).abs() > 1e-3 * omega.grad[0].abs()

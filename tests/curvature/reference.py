@@ -52,10 +52,11 @@ def exact_ggn_curvlinops(
     return scale * torch.stack([torch.as_tensor(op @ eye[:, i]) for i in range(n)], dim=1)
 
 
-def fit_kfac(
-    model: nn.Module, x: torch.Tensor, y: torch.Tensor, likelihood: str, **kwargs
-) -> Laplace:
-    """A Laplace approximation with EquivariantKFAC fitted on ``(x, y)`` in one batch."""
+def fit_kron(model: nn.Module, loader: DataLoader, likelihood: str = "classification", **kwargs):
+    """A Laplace approximation with EquivariantKFAC fitted on ``loader``.
+
+    ``kwargs`` go to ``Laplace`` (``temperature``, ``backend_kwargs``, ...).
+    """
     la = Laplace(
         model,
         likelihood,
@@ -64,8 +65,15 @@ def fit_kfac(
         backend=EquivariantKFAC,
         **kwargs,
     )
-    la.fit(DataLoader(TensorDataset(x, y), batch_size=len(x)))
+    la.fit(loader)
     return la
+
+
+def fit_kfac(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, likelihood: str, **kwargs
+) -> Laplace:
+    """A Laplace approximation with EquivariantKFAC fitted on ``(x, y)`` in one batch."""
+    return fit_kron(model, DataLoader(TensorDataset(x, y), batch_size=len(x)), likelihood, **kwargs)
 
 
 def parameter_slices(model: nn.Module) -> dict[str, slice]:

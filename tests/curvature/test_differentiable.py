@@ -9,11 +9,9 @@ rounding (``rtol = 1e-10``).
 from __future__ import annotations
 
 import torch
-from laplace import Laplace
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from laplace_equivariance import EquivariantKFAC
 from laplace_equivariance.curvature.differentiable import batch_factors
 from laplace_equivariance.curvature.kron import densify
 from laplace_equivariance.layers import (
@@ -26,6 +24,7 @@ from laplace_equivariance.layers import (
 )
 from laplace_equivariance.layers.conv import CircularConv2d
 from laplace_equivariance.lengthscales import lengthscale_hyperparameters
+from tests.curvature.reference import fit_kron
 
 K = 3
 HYPER = {"lengthscale_mode": "hyperparameter", "lengthscale": 0.8}
@@ -65,8 +64,7 @@ def test_batch_factors_sum_to_the_fitted_factors(device):
     x = torch.randn(7, 2, 4, 4, dtype=torch.float64, device=device)
     y = torch.randint(0, K, (7,), device=device)
     loader = DataLoader(TensorDataset(x, y), batch_size=3)
-    la = Laplace(model, "classification", "all", hessian_structure="kron", backend=EquivariantKFAC)
-    la.fit(loader)
+    la = fit_kron(model, loader)
     summed = None
     for xb, _ in loader:
         factors = batch_factors(la.backend, xb, len(x))

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from laplace import Laplace
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from laplace_equivariance import EquivariantKFAC
 from laplace_equivariance.curvature.projection import project_factor
 from laplace_equivariance.layers import SparseCircularConv2d, SparseFactoredLinear2d
+from tests.curvature.reference import fit_kron
 
 K = 3
 HYPER = {"lengthscale_mode": "hyperparameter", "lengthscale": 0.8}
@@ -34,15 +33,11 @@ def test_projected_statistic_is_the_rules_factor(kind, stochastic, device):
     model = sparse_model(kind).to(device, torch.float64)
     x = torch.randn(7, 2, 4, 4, dtype=torch.float64, device=device)
     y = torch.randint(0, K, (7,), device=device)
-    la = Laplace(
+    la = fit_kron(
         model,
-        "classification",
-        subset_of_weights="all",
-        hessian_structure="kron",
-        backend=EquivariantKFAC,
+        DataLoader(TensorDataset(x, y), batch_size=4),
         backend_kwargs={"stochastic": stochastic},
     )
-    la.fit(DataLoader(TensorDataset(x, y), batch_size=4))
     records = la.backend.projected_factors
     # parameter group -> (projected side, basis): input map's A, output map's B, S-CONV's A
     if kind == "s-fc":
@@ -62,8 +57,7 @@ def test_other_modes_keep_no_statistic():
         nn.Linear(32, K),
     ).double()
     x, y = torch.randn(3, 1, 4, 4, dtype=torch.float64), torch.randint(0, K, (3,))
-    la = Laplace(model, "classification", "all", hessian_structure="kron", backend=EquivariantKFAC)
-    la.fit(DataLoader(TensorDataset(x, y), batch_size=3))
+    la = fit_kron(model, DataLoader(TensorDataset(x, y), batch_size=3))
     assert la.backend.projected_factors == {}
 
 
