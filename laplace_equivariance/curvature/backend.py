@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import warnings
 
@@ -35,6 +36,50 @@ def _stock_conv_is_exact(module: nn.Conv2d) -> bool:
         and module.dilation == (1, 1)
         and not isinstance(module.padding, str)
     )
+
+
+@contextlib.contextmanager
+def _activation_graph_only(model: nn.Module):
+    """Record ``model``'s forward passes without the parameters' edges in the graph.
+
+    The factors need only the gradients with respect to each module's output; ASDL's
+    backward passes (one per class for the exact GGN) would otherwise also compute every
+    weight gradient and throw it away, a large part of each backward pass. While ``model``
+    runs, its parameters stop requiring grad (ASDL has already chosen the modules it hooks
+    by then: it requires them to need grad) and its floating-point tensor inputs are
+    replaced by detached leaves that require grad, so that the backward passes still reach
+    the first layer. A call whose inputs hold no floating-point tensor (a dict of token ids,
+    say) records the parameters' edges as usual.
+    """
+    trainable = [p for p in model.parameters() if p.requires_grad]
+
+    def enable_parameters(*_):
+        for p in trainable:
+            p.requires_grad_(True)
+
+    def leaf(a):
+        return a.detach().requires_grad_(True)
+
+    def replace_inputs(_module, args):
+        if not any(isinstance(a, torch.Tensor) and a.is_floating_point() for a in args):
+            return None
+        for p in trainable:
+            p.requires_grad_(False)
+        return tuple(
+            leaf(a) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+            for a in args
+        )
+
+    handles = (
+        model.register_forward_pre_hook(replace_inputs),
+        model.register_forward_hook(enable_parameters, always_call=True),
+    )
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+        enable_parameters()
 
 
 class EquivariantKFAC(AsdlGGN):
@@ -206,7 +251,10 @@ class EquivariantKFAC(AsdlGGN):
 
         ASDL 0.1a4 registers non-full backward hooks, which torch 2.x warns about on every
         forward of a multi-operation module; the hook still receives the output gradient that
-        the rules need (tests/curvature/test_rules.py checks the factors).
+        the rules need (tests/curvature/test_rules.py checks the factors). The forward pass
+        is recorded without the parameters' edges, so that ASDL's backward passes compute
+        only the output gradients and no weight gradient (F-FC+CONV, alpha 4: exact-GGN fit
+        4.6 s -> 3.9 s on 1,024 examples, 2 CPU cores).
 
         Args:
             x: Inputs of the batch.
@@ -227,7 +275,7 @@ class EquivariantKFAC(AsdlGGN):
             and m.lengthscale_mode is LengthscaleMode.HYPERPARAMETER
             and m.lengthscale.requires_grad
         ]
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _activation_graph_only(self._model):
             warnings.filterwarnings(
                 "ignore", message="Using a non-full backward hook", category=FutureWarning
             )

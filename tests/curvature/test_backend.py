@@ -91,6 +91,20 @@ def test_monte_carlo_fisher_has_the_same_structure():
     assert torch.isfinite(sampled.log_marginal_likelihood())
 
 
+@pytest.mark.parametrize("stochastic", [False, True], ids=["exact-ggn", "mc-fisher"])
+def test_fit_computes_no_weight_gradient_and_leaves_parameters_trainable(stochastic):
+    model = models.build("f-fc+conv", (1, 32, 32), K, alpha=1).double()
+    x, y = data(4, (1, 32, 32))
+    computed = []
+    for name, p in model.named_parameters():
+        p.register_hook(lambda grad, name=name: computed.append(name))
+    fit_kfac(model, x, y, "classification", backend_kwargs={"stochastic": stochastic})
+    assert computed == []
+    assert all(p.requires_grad and p.grad is None for p in model.parameters())
+    model(x).sum().backward()
+    assert len(computed) == len(list(model.parameters()))
+
+
 def test_block_diagonal_factors_are_never_dense():
     model = models.build("f-fc+conv", (1, 32, 32), K, alpha=2).double()
     x, y = data(4, (1, 32, 32))
