@@ -57,18 +57,15 @@ def _activation_graph_only(model: nn.Module):
         for p in trainable:
             p.requires_grad_(True)
 
-    def leaf(a):
-        return a.detach().requires_grad_(True)
+    def floating(a) -> bool:
+        return isinstance(a, torch.Tensor) and a.is_floating_point()
 
     def replace_inputs(_module, args):
-        if not any(isinstance(a, torch.Tensor) and a.is_floating_point() for a in args):
+        if not any(floating(a) for a in args):
             return None
         for p in trainable:
             p.requires_grad_(False)
-        return tuple(
-            leaf(a) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-            for a in args
-        )
+        return tuple(a.detach().requires_grad_(True) if floating(a) else a for a in args)
 
     handles = (
         model.register_forward_pre_hook(replace_inputs),
