@@ -15,8 +15,8 @@ checkpoint (delete the folder to start over); the script prints ``laplace-equiva
 report`` for the table. Budgets are options (``--alpha --epochs --subset --test-subset
 --marglik-subset --burnin --lr``; defaults: the paper's alpha, 20 epochs, Adam at lr 0.003
 because the paper's 0.01 trains small budgets worse, marginal likelihood on 1,000 training
-examples every 5 epochs after 5 (the paper: after 10), 20 steps each); the README lists the budgets that were run, with the
-machine.
+examples every 5 epochs after 5 (the paper: after 10), 20 steps each); the README lists the
+budgets that were run, with the machine.
 
 Usage:
     python examples/paper_tables.py table1 --alpha 4 --out runs/table1

@@ -64,6 +64,40 @@ def _save_atomically(state: dict[str, Any], path: Path) -> None:
     os.replace(partial, path)
 
 
+def _check_hyperparameter_step(
+    epoch: int,
+    step: int,
+    marglik: torch.Tensor,
+    log_prior_precision_grads: dict[str, torch.Tensor],
+    lengthscale_grads: dict[str, torch.Tensor | None],
+) -> None:
+    """Raise before a non-finite value reaches the hyperparameter optimiser.
+
+    Args:
+        epoch: The epoch, for the message.
+        step: The hyperparameter step within the epoch.
+        marglik: The negative log marginal likelihood of the step.
+        log_prior_precision_grads: Prior group name -> gradient of its log precision.
+        lengthscale_grads: Basis name -> gradient of its lengthscale (None where the
+            marginal likelihood does not depend on it).
+
+    Raises:
+        FloatingPointError: Naming the epoch, the step and the first hyperparameter whose
+            gradient is not finite.
+    """
+    where = f"Epoch {epoch}, hyperparameter step {step + 1}"
+    if not torch.isfinite(marglik):
+        raise FloatingPointError(f"{where}: the log marginal likelihood is {marglik.item()}.")
+    named = [(f"log prior precision of {n!r}", g) for n, g in log_prior_precision_grads.items()]
+    named += [(f"lengthscale of {n!r}", g) for n, g in lengthscale_grads.items()]
+    for name, grad in named:
+        if grad is not None and not torch.isfinite(grad).all():
+            raise FloatingPointError(
+                f"{where}: non-finite gradient of the {name}; check that layer's lengthscale "
+                "and weights, or lower lr_hyp."
+            )
+
+
 def marglik_training(
     model: nn.Module,
     train_loader: DataLoader,
@@ -151,9 +185,10 @@ def marglik_training(
             hyperparameters with a Hessian structure other than ``"kron"``, a backend other
             than :class:`~laplace_equivariance.EquivariantKFAC`, or the total derivative with
             ``stochastic=True``.
-        FloatingPointError: If the training loss or the curvature becomes non-finite; the
-            message names the epoch (and the parameter, for curvature), and the last
-            checkpoint is the last good epoch.
+        FloatingPointError: If the training loss, the curvature, the marginal likelihood or
+            the gradient of a hyperparameter (log prior precision or lengthscale) becomes
+            non-finite; the message names the epoch (and the parameter, the layer's prior
+            group or the basis), and the last checkpoint is the last good epoch.
     """
     if likelihood != "classification":
         raise ValueError("laplace_equivariance.marglik_training supports classification only.")
@@ -261,6 +296,13 @@ def marglik_training(
                         la, marglik_loader, prior_precision, lengthscale_derivative
                     )
                     marglik.backward()
+                _check_hyperparameter_step(
+                    epoch,
+                    step,
+                    marglik,
+                    dict(zip(groups.names, log_prior_prec.grad, strict=True)),
+                    {name: omega.grad for name, omega in lengthscales.items()},
+                )
                 hyper_optimizer.step()
                 state["margliks"].append(marglik.item())
             if state["best"] is None or state["margliks"][-1] < state["best"]["marglik"]:

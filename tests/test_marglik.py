@@ -2,6 +2,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from laplace_equivariance import marglik as marglik_module
 from laplace_equivariance import models
 from laplace_equivariance.marglik import marglik_training
 
@@ -93,6 +94,52 @@ def test_non_finite_loss_names_the_epoch_and_keeps_the_last_good_checkpoint(tmp_
     saved = torch.load(checkpoint, weights_only=False)
     assert saved["state"]["epoch"] == 2
     assert torch.isfinite(saved["model"]["layer1.fc.input_map.weight"]).all()
+
+
+class NanGradient(torch.autograd.Function):
+    """Zero in the forward pass, NaN gradient in the backward pass."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.shape = x.shape
+        return x.new_zeros(())
+
+    @staticmethod
+    def backward(ctx, grad):
+        return torch.full(ctx.shape, float("nan"), dtype=grad.dtype)
+
+
+@pytest.mark.parametrize(
+    "poisoned, message",
+    [
+        ("prior", "log prior precision of 'layer1.conv.weight'"),
+        ("omega", "lengthscale of 'layer1.conv"),
+    ],
+)
+def test_non_finite_hyperparameter_gradient_names_it_and_keeps_the_last_good_checkpoint(
+    tmp_path, monkeypatch, poisoned, message
+):
+    model, loader = setup(name="s-conv", **HYPER)
+    original = marglik_module.log_marginal_likelihood
+
+    def poison_in_epoch_2(la, loader, prior_precision, derivative):
+        marglik = original(la, loader, prior_precision, derivative)
+        if len(stepped) < 2 * SCHEDULE["n_hypersteps"]:
+            stepped.append(True)
+            return marglik
+        target = prior_precision if poisoned == "prior" else model.layer1.conv.basis.lengthscale
+        return marglik + NanGradient.apply(target)
+
+    stepped = []
+    monkeypatch.setattr(marglik_module, "log_marginal_likelihood", poison_in_epoch_2)
+    checkpoint = tmp_path / "run.pt"
+    with pytest.raises(FloatingPointError, match=f"Epoch 3, hyperparameter step 1.*{message}"):
+        marglik_training(
+            model, loader, checkpoint=checkpoint, lengthscale_derivative="partial", **SCHEDULE
+        )
+    saved = torch.load(checkpoint, weights_only=False)
+    assert saved["state"]["epoch"] == 2
+    assert torch.isfinite(saved["log_prior_prec"]).all()
 
 
 def test_monte_carlo_fisher_and_separate_marglik_loader():
