@@ -49,9 +49,10 @@ class PolyphaseSubsample2d(nn.Module):
                 "PolyphaseSubsample2d expects input of shape (N, *C, H, W) with even H and W, "
                 f"got {tuple(x.shape)}."
             )
-        components = torch.stack(
-            [x[..., i::2, j::2] for i in (0, 1) for j in (0, 1)], dim=1
-        )  # (N, 4, *C, H/2, W/2)
-        norms = components.flatten(start_dim=2).norm(dim=2)  # (N, 4)
-        choice = norms.argmax(dim=1)  # (N,)
-        return components[torch.arange(x.shape[0], device=x.device), choice]
+        n, h, w = x.shape[0], x.shape[-2], x.shape[-1]
+        # x[n, ..., 2a + i, 2b + j] -> components[n, i, j, ..., a, b], a view of x
+        components = x.reshape(n, -1, h // 2, 2, w // 2, 2).permute(0, 3, 5, 1, 2, 4)
+        norms = components.square().sum(dim=(3, 4, 5)).flatten(start_dim=1)  # (N, 4)
+        choice = norms.argmax(dim=1)  # (N,), 2i + j
+        kept = components[torch.arange(n, device=x.device), choice // 2, choice % 2]
+        return kept.reshape(*x.shape[:-2], h // 2, w // 2)

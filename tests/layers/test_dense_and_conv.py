@@ -1,7 +1,9 @@
 import pytest
 import torch
+from torch.nn import functional as F
 
 from laplace_equivariance.layers import CircularConv2d, FullyConnected2d
+from laplace_equivariance.layers.conv import circular_pad
 
 
 def test_fully_connected_maps_onto_a_smaller_grid(device):
@@ -55,3 +57,32 @@ def test_even_kernel_raises():
 def test_wrong_input_shape_names_the_expected_shape(layer, bad):
     with pytest.raises(ValueError, match=r"expects input of shape \(N, 3, 8, 8\)"):
         layer()(torch.randn(*bad))
+
+
+@pytest.mark.parametrize(
+    "shape, kernel_size",
+    [
+        ((2, 3, 8, 8), 1),
+        ((2, 3, 8, 8), 3),
+        ((2, 3, 8, 8), 9),
+        ((1, 2, 4, 6), 9),
+        ((2, 1, 3, 5, 7), 5),
+    ],
+)
+def test_circular_pad_equals_torch_circular_pad_with_its_gradient(shape, kernel_size):
+    """Also with a pad as wide as the map and with two channel dimensions (p4 maps)."""
+    p = kernel_size // 2
+    x = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+    ours = circular_pad(x, kernel_size)
+    # F.pad pads the last two dimensions of 3D or 4D input only
+    theirs = F.pad(x.flatten(end_dim=-3), (p, p, p, p), mode="circular").view(ours.shape)
+    assert torch.equal(ours, theirs)
+    v = torch.randn_like(ours)
+    (ours_grad,) = torch.autograd.grad(ours, x, v)
+    (theirs_grad,) = torch.autograd.grad(theirs, x, v)
+    torch.testing.assert_close(ours_grad, theirs_grad, rtol=1e-14, atol=1e-14)
+
+
+def test_circular_pad_wider_than_the_map_raises():
+    with pytest.raises(ValueError, match="at least 3x3"):
+        circular_pad(torch.zeros(1, 1, 2, 8), 7)

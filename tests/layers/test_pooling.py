@@ -15,6 +15,22 @@ def test_keeps_the_component_of_largest_norm_per_example(device):
     assert torch.equal(y[1], x[1, :, 0::2, 1::2])
 
 
+@pytest.mark.parametrize("shape", [(5, 3, 8, 6), (4, 2, 4, 8, 8)], ids=["planar", "p4"])
+def test_equals_the_definition_by_strided_slices_with_its_gradient(shape):
+    """Output and input gradient equal those of the four slices ``x[..., i::2, j::2]``."""
+    x = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+    components = [x[..., i::2, j::2] for i in (0, 1) for j in (0, 1)]
+    norms = torch.stack([c.flatten(start_dim=1).norm(dim=1) for c in components], dim=1)
+    expected = torch.stack([components[k][n] for n, k in enumerate(norms.argmax(dim=1).tolist())])
+    assert len(set(norms.argmax(dim=1).tolist())) > 1  # the examples choose differently
+    y = PolyphaseSubsample2d()(x)
+    assert torch.equal(y, expected)
+    v = torch.randn_like(y)
+    (grad,) = torch.autograd.grad(y, x, v)
+    (expected_grad,) = torch.autograd.grad(expected, x, v)
+    assert torch.equal(grad, expected_grad)
+
+
 def test_output_of_an_example_does_not_depend_on_the_rest_of_the_batch(device):
     pool = PolyphaseSubsample2d()
     x = torch.randn(6, 3, 8, 8, device=device, dtype=torch.float64)
