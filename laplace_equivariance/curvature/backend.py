@@ -69,7 +69,7 @@ def _activation_graph_only(model: nn.Module):
 
     handles = (
         model.register_forward_pre_hook(replace_inputs),
-        model.register_forward_hook(enable_parameters, always_call=True),
+        model.register_forward_hook(enable_parameters),
     )
     try:
         yield
