@@ -105,11 +105,12 @@ def test_fit_computes_no_weight_gradient_and_leaves_parameters_trainable(stochas
     assert len(computed) == len(list(model.parameters()))
 
 
-def test_fit_that_fails_in_the_forward_pass_leaves_parameters_trainable():
+def test_kron_that_fails_in_the_forward_pass_leaves_parameters_trainable():
+    """``kron`` itself, not ``Laplace.fit``: fit's own first forward pass would raise first."""
     model = models.build("f-fc+conv", (1, 32, 32), K, alpha=1).double()
     x, y = data(4, (1, 16, 16))
     with pytest.raises(ValueError, match="32"):
-        fit_kfac(model, x, y, "classification")
+        EquivariantKFAC(model, "classification").kron(x, y, N=4)
     assert all(p.requires_grad for p in model.parameters())
 
 
