@@ -250,8 +250,8 @@ class EquivariantKFAC(AsdlGGN):
         forward of a multi-operation module; the hook still receives the output gradient that
         the rules need (tests/curvature/test_rules.py checks the factors). The forward pass
         is recorded without the parameters' edges, so that ASDL's backward passes compute
-        only the output gradients and no weight gradient (F-FC+CONV, alpha 4: exact-GGN fit
-        4.6 s -> 3.9 s on 1,024 examples, 2 CPU cores).
+        only the output gradients and no weight gradient (a third less time per pass on
+        F-FC+CONV: ``benchmarks/class_backward_passes.py``).
 
         Args:
             x: Inputs of the batch.
