@@ -32,7 +32,8 @@ def circular_pad(x: Tensor, kernel_size: int) -> Tensor:
     p = kernel_size // 2
     if p > min(x.shape[-2:]):
         raise ValueError(
-            f"A circular pad of {p} needs maps of at least {p}x{p}, got {tuple(x.shape)}."
+            f"A circular pad of {p} needs maps of at least {p}x{p}, got {tuple(x.shape)}: use "
+            f"a kernel of at most {2 * min(x.shape[-2:]) + 1} for these maps."
         )
     if p == 0:
         return x
