@@ -21,27 +21,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from pathlib import Path
 
 import torch
-from report import environment, write
+from report import environment, timings, write
 
 from laplace_equivariance import models
-
-
-def median_seconds(run, repeats: int, device: str) -> float:
-    run()
-    times = []
-    for _ in range(repeats):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        run()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -83,14 +68,14 @@ def main() -> None:
     reference = torch.stack(one_per_class(with_parameters))
     for gradients in (torch.stack(one_per_class(activations_only)), batched()):
         torch.testing.assert_close(gradients, reference)
+    runs = {
+        "with_parameter_edges_s": lambda: one_per_class(with_parameters),
+        "activations_only_s": lambda: one_per_class(activations_only),
+        "batched_over_classes_s": batched,
+    }
     seconds = {
-        "with_parameter_edges_s": median_seconds(
-            lambda: one_per_class(with_parameters), args.repeats, args.device
-        ),
-        "activations_only_s": median_seconds(
-            lambda: one_per_class(activations_only), args.repeats, args.device
-        ),
-        "batched_over_classes_s": median_seconds(batched, args.repeats, args.device),
+        name: statistics.median(timings(run, args.repeats, args.device))
+        for name, run in runs.items()
     }
     report = {
         **environment("benchmarks/class_backward_passes.py", args.device),

@@ -19,11 +19,10 @@ import resource
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import torch
-from report import environment, write
+from report import environment, timings, write
 
 from laplace_equivariance import count_parameters, models
 
@@ -38,18 +37,11 @@ def measure(name: str, device: str, batch: int, repeats: int) -> dict:
     def step() -> None:
         model.zero_grad(set_to_none=True)
         loss_fn(model(x), y).backward()
-        if device == "cuda":
-            torch.cuda.synchronize()
 
     baseline_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    step()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
+    times = timings(step, repeats, device)
     result = {
         "model": name,
         "parameters": count_parameters(model),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import platform
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,21 @@ def environment(script: str, device: str) -> dict[str, Any]:
         "cpu_threads": torch.get_num_threads(),
         "torch": torch.__version__,
     }
+
+
+def timings(run: Callable[[], object], repeats: int, device: str) -> list[float]:
+    """Seconds of ``repeats`` calls of ``run`` after one warm-up call, synchronising CUDA."""
+    run()
+    times = []
+    for _ in range(repeats):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        run()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return times
 
 
 def write(report: dict[str, Any], out: Path | None) -> None:
