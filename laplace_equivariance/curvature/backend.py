@@ -46,31 +46,39 @@ def _activation_graph_only(model: nn.Module):
     backward passes (one per class for the exact GGN) would otherwise also compute every
     weight gradient and throw it away, a large part of each backward pass. While ``model``
     runs, its parameters stop requiring grad (ASDL has already chosen the modules it hooks
-    by then: it requires them to need grad) and its floating-point tensor inputs are
-    replaced by detached leaves that require grad, so that the backward passes still reach
-    the first layer. A call whose inputs hold no floating-point tensor (a dict of token ids,
-    say) records the parameters' edges as usual.
+    by then: it requires them to need grad). A module with trainable parameters whose
+    output then needs no gradient (its input does not, as in the first layer) gets a zero
+    leaf that requires grad added to its output: ASDL's backward hook on that module still
+    fires, and the backward passes stop there instead of computing the gradient with
+    respect to the model's input (for a one-channel convolution that was the most
+    expensive step of the fit).
     """
     trainable = [p for p in model.parameters() if p.requires_grad]
+    owners = [
+        m
+        for m in model.modules()
+        if not isinstance(m, AnchorBasis)
+        and any(p.requires_grad for p in m.parameters(recurse=False))
+    ]
+
+    def freeze_parameters(*_):
+        for p in trainable:
+            p.requires_grad_(False)
 
     def enable_parameters(*_):
         for p in trainable:
             p.requires_grad_(True)
 
-    def floating(a) -> bool:
-        return isinstance(a, torch.Tensor) and a.is_floating_point()
-
-    def replace_inputs(_module, args):
-        if not any(floating(a) for a in args):
+    def attach_to_graph(_module, _args, output):
+        if not isinstance(output, torch.Tensor) or output.requires_grad:
             return None
-        for p in trainable:
-            p.requires_grad_(False)
-        return tuple(a.detach().requires_grad_(True) if floating(a) else a for a in args)
+        return output + output.new_zeros(()).requires_grad_(True)
 
-    handles = (
-        model.register_forward_pre_hook(replace_inputs),
+    handles = [
+        model.register_forward_pre_hook(freeze_parameters),
         model.register_forward_hook(enable_parameters),
-    )
+        *(m.register_forward_hook(attach_to_graph) for m in owners),
+    ]
     try:
         yield
     finally:

@@ -142,8 +142,10 @@ class KroneckerRule(Operation):
         blocks = getattr(self._module, EXTRA_BLOCKS_ATTR)
         grads = self.extra_blocks(self._module, self._raw_in_data, out_grads)
         for name, per_example in grads.items():
-            block = outer_sum(per_example) * self._cov_scale
-            blocks[name] = blocks[name] + block if name in blocks else block
+            if name in blocks:  # in place: these blocks can be large (1024 x 1024)
+                blocks[name].addmm_(per_example.T, per_example, alpha=self._cov_scale)
+            else:
+                blocks[name] = outer_sum(per_example).mul_(self._cov_scale)
         if self._keeps_statistic(0):
             statistic = self.unprojected_statistic(self._module, out_grads) * self._cov_scale
             previous = self._module.__dict__.get(UNPROJECTED_ATTR)

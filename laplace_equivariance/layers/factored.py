@@ -67,7 +67,9 @@ def apply_output_map(
     Returns:
         ``y`` of shape ``(N, C', X', Y')``.
     """
-    y = torch.einsum("noc,qoc->noq", h, theta1)
+    # einsum leaves the output channel innermost; a contiguous result keeps every later
+    # elementwise op and convolution, and their backward passes, on one memory layout
+    y = torch.einsum("noc,qoc->noq", h, theta1).contiguous()
     if channel_bias is not None:
         y = y + channel_bias[:, None]
     if position_bias is not None:

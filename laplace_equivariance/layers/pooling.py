@@ -50,9 +50,12 @@ class PolyphaseSubsample2d(nn.Module):
                 f"got {tuple(x.shape)}."
             )
         n, h, w = x.shape[0], x.shape[-2], x.shape[-1]
-        # x[n, ..., 2a + i, 2b + j] -> components[n, i, j, ..., a, b], a view of x
-        components = x.reshape(n, -1, h // 2, 2, w // 2, 2).permute(0, 3, 5, 1, 2, 4)
-        norms = components.square().sum(dim=(3, 4, 5)).flatten(start_dim=1)  # (N, 4)
-        choice = norms.argmax(dim=1)  # (N,), 2i + j
-        kept = components[torch.arange(n, device=x.device), choice // 2, choice % 2]
+        # x[n, ..., 2a + i, 2b + j] -> phases[n, c, a, i, b, j], a view of x
+        phases = x.reshape(n, -1, h // 2, 2, w // 2, 2)
+        with torch.no_grad():  # the choice is not differentiable: record no graph for it
+            norms = phases.square().sum(dim=(1, 2, 4)).flatten(start_dim=1)  # (N, 4), 2i + j
+        choice = norms.argmax(dim=1)
+        # indexing the view itself, not a permuted copy, keeps the backward pass one
+        # scatter into the input's own layout
+        kept = phases[torch.arange(n, device=x.device), :, :, choice // 2, :, choice % 2]
         return kept.reshape(*x.shape[:-2], h // 2, w // 2)

@@ -114,6 +114,41 @@ def test_kron_that_fails_in_the_forward_pass_leaves_parameters_trainable():
     assert all(p.requires_grad for p in model.parameters())
 
 
+def test_backward_passes_stop_at_the_first_layer():
+    """The first layer's input needs no gradient: its input gradient (for a one-channel
+    convolution, the most expensive step of the fit) is never computed."""
+    model = models.build("f-fc+conv", (1, 32, 32), K, alpha=1).double()
+    x, y = data(4, (1, 32, 32))
+    seen = []
+    model.layer1.register_forward_pre_hook(lambda _m, args: seen.append(args[0].requires_grad))
+    fit_kfac(model, x, y, "classification")
+    assert seen and not any(seen)
+
+
+def test_frozen_first_layer_leaves_the_later_factors_as_asdl_computes_them():
+    """The graph starts at the first module with trainable parameters, wherever it is."""
+    model = stock_model()
+    model[0].requires_grad_(False)
+    x, y = data(6, (2, 4, 4))
+    loader = DataLoader(TensorDataset(x, y), batch_size=3)
+    factors = []
+    for backend in (AsdlGGN, EquivariantKFAC):
+        la = Laplace(
+            model,
+            "classification",
+            subset_of_weights="all",
+            hessian_structure="kron",
+            backend=backend,
+        )
+        la.fit(loader)
+        factors.append(la.H_facs.kfacs)
+    assert len(factors[1]) == 2  # the Linear layer's weight and bias only
+    for stock_factors, our_factors in zip(*factors, strict=True):
+        for a, b in zip(stock_factors, our_factors, strict=True):
+            torch.testing.assert_close(b, a, rtol=1e-6, atol=1e-12)
+    assert all(p.requires_grad for p in model[3].parameters())
+
+
 def test_block_diagonal_factors_are_never_dense():
     model = models.build("f-fc+conv", (1, 32, 32), K, alpha=2).double()
     x, y = data(4, (1, 32, 32))
