@@ -7,10 +7,14 @@ import functools
 import warnings
 
 import torch
+from asdl.fisher import FisherConfig, get_fisher_maker
+from asdl.grad_maker import LOSS_CROSS_ENTROPY
+from asdl.matrices import FISHER_EXACT, SHAPE_KRON
 from laplace.curvature import AsdlGGN
 from laplace.curvature.curvature import CurvatureInterface, GGNInterface
 from torch import nn
 
+from laplace_equivariance.curvature.cross_entropy import ReducedRankCrossEntropyGGN
 from laplace_equivariance.curvature.kron import BlockDiagonalKron
 from laplace_equivariance.curvature.projection import ProjectedFactor
 from laplace_equivariance.curvature.registry import install_kron_initialiser, register_with_asdl
@@ -95,8 +99,11 @@ class EquivariantKFAC(AsdlGGN):
         Laplace(model, "classification", subset_of_weights="all",
                 hessian_structure="kron", backend=EquivariantKFAC)
 
-    Kronecker factors are computed by ASDL's fisher makers (exact GGN: one backward pass per
-    class; ``stochastic=True``: a Monte-Carlo Fisher, one sample) with the rules of
+    Kronecker factors are computed by ASDL's fisher makers (exact GGN of a classifier:
+    ``K - 1`` backward passes for ``K`` classes,
+    :class:`~laplace_equivariance.curvature.cross_entropy.ReducedRankCrossEntropyGGN`; of a
+    regression: one per output; ``stochastic=True``: a Monte-Carlo Fisher, one sample) with
+    the rules of
     :mod:`laplace_equivariance.curvature.rules` registered for the custom modules, and by
     ASDL's own rules for ``nn.Linear`` and zero-padded ``nn.Conv2d``. There is one Kron block
     per trainable parameter tensor, in ``model.parameters()`` order, so laplace-torch's
@@ -252,14 +259,14 @@ class EquivariantKFAC(AsdlGGN):
         return ("bias",) if getattr(module, "bias", None) is not None else ()
 
     def kron(self, x, y, N: int, **kwargs):
-        """KFAC of one batch: laplace-torch's ASDL path, without ASDL's hook deprecation noise.
+        """KFAC of one batch through ASDL, without its hook deprecation noise.
 
         ASDL 0.1a4 registers non-full backward hooks, which torch 2.x warns about on every
         forward of a multi-operation module; the hook still receives the output gradient that
         the rules need (tests/curvature/test_rules.py checks the factors). The forward pass
-        is recorded without the parameters' edges, so that ASDL's backward passes compute
-        only the output gradients and no weight gradient (a third less time per pass on
-        F-FC+CONV: ``benchmarks/class_backward_passes.py``).
+        is recorded without the parameters' edges and stops at the first layer's output, so
+        that the backward passes compute only the output gradients, no weight gradient and no
+        gradient with respect to the data (``benchmarks/class_backward_passes.py``).
 
         Args:
             x: Inputs of the batch.
@@ -287,12 +294,40 @@ class EquivariantKFAC(AsdlGGN):
             try:
                 for omega in hyperparameters:
                     omega.requires_grad_(False)
-                loss, kron = super().kron(x, y, N, **kwargs)
+                loss, kron = self._asdl_kron(x, y, N, **kwargs)
             finally:
                 for omega in hyperparameters:
                     omega.requires_grad_(True)
         self._accumulate_projected_factors(N)
         return loss, kron
+
+    def _asdl_kron(self, x, y, N: int, **kwargs) -> tuple[torch.Tensor, BlockDiagonalKron]:
+        """laplace-torch's ``AsdlGGN.kron``, with the exact cross-entropy GGN in ``K - 1`` passes.
+
+        The fisher maker is :class:`~laplace_equivariance.curvature.cross_entropy.
+        ReducedRankCrossEntropyGGN` for the exact GGN of a classifier and ASDL's own
+        otherwise (Monte-Carlo Fisher, regression).
+        """
+        if self.last_layer:
+            _, x = self.model.forward_with_features(x)
+        config = FisherConfig(
+            fisher_type=self._ggn_type,
+            loss_type=self.loss_type,
+            fisher_shapes=[SHAPE_KRON],
+            data_size=1,
+            **kwargs,
+        )
+        if config.fisher_type == FISHER_EXACT and self.loss_type == LOSS_CROSS_ENTROPY:
+            fisher_maker = ReducedRankCrossEntropyGGN(self.model, config)
+        else:
+            fisher_maker = get_fisher_maker(self.model, config)
+        fisher_maker.setup_model_call(self._model, x)
+        f, _ = fisher_maker.forward_and_backward()
+        if self.loss_type == LOSS_CROSS_ENTROPY:
+            f, y = f.view(-1, f.size(-1)), y.view(-1)
+        loss = self.lossfunc(f.detach(), y)
+        kron = self._rescale_kron_factors(self._get_kron_factors(len(y)), N)
+        return self.factor * loss, kron
 
     def _accumulate_projected_factors(self, N: int) -> None:
         """Add the batch's unprojected statistics to :attr:`projected_factors`.
