@@ -4,11 +4,59 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from laplace_equivariance.layers.init import he_uniform_
 from laplace_equivariance.layers.shapes import check_input_shape, check_odd_kernel, pair
 
 __all__ = ["CircularConv2d", "circular_pad"]
+
+
+def _wrapped_positions(h: int, w: int, p: int, device: torch.device) -> Tensor:
+    """Flat input position of every position of the padded ``(h + 2p, w + 2p)`` grid."""
+    rows = torch.arange(-p, h + p, device=device) % h
+    columns = torch.arange(-p, w + p, device=device) % w
+    return (rows[:, None] * w + columns).flatten()
+
+
+def _pad_forward(x: Tensor, p: int) -> Tensor:
+    """``F.pad(..., mode="circular")`` on the last two dimensions of any ``(*B, X, Y)``."""
+    *lead, h, w = x.shape
+    padded = F.pad(x.reshape(-1, 1, h, w), (p, p, p, p), mode="circular")
+    return padded.view(*lead, h + 2 * p, w + 2 * p)
+
+
+class _CircularPad(torch.autograd.Function):
+    """Circular padding: ``F.pad``'s forward pass, a single ``index_add`` as backward pass.
+
+    The backward pass folds every padded position's gradient back onto the input position it
+    copies, ``grad_x[i] = sum_{j: index[j] = i} grad_y[j]``, written with differentiable
+    operations so that double backward passes (the total lengthscale derivative) work;
+    ``torch.func`` transforms (the Jacobians of the GLM predictive) are supported through
+    ``setup_context``, a generated vmap rule and the forward-mode rule ``jvp``.
+    """
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x: Tensor, p: int) -> Tensor:
+        return _pad_forward(x, p)
+
+    @staticmethod
+    def setup_context(ctx, inputs: tuple[Tensor, int], output: Tensor) -> None:
+        x, p = inputs
+        ctx.p, ctx.shape = p, x.shape
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:
+        *lead, h, w = ctx.shape
+        index = _wrapped_positions(h, w, ctx.p, grad.device)
+        folded = grad.new_zeros(*lead, h * w).index_add(-1, index, grad.flatten(start_dim=-2))
+        return folded.view(ctx.shape), None
+
+    @staticmethod
+    def jvp(ctx, x_tangent: Tensor, _p_tangent: None) -> Tensor:
+        return _pad_forward(x_tangent, ctx.p)
 
 
 def circular_pad(x: Tensor, kernel_size: int) -> Tensor:
@@ -25,11 +73,11 @@ def circular_pad(x: Tensor, kernel_size: int) -> Tensor:
     Raises:
         ValueError: If the pad is wider than the map.
 
-    Equal to ``F.pad(x, (p, p, p, p), mode="circular")``, built as one ``index_select`` of
-    the flattened grid with wrapped indices: its backward pass is one ``index_add``, about 4x
-    cheaper than that of two concatenations and 9x cheaper than ``F.pad``'s slice-and-copy
-    one (128 x 4 x 32 x 32 maps, CPU), which matters because the exact GGN runs one backward
-    pass per class.
+    Equal to ``F.pad(x, (p, p, p, p), mode="circular")`` (which takes 3D and 4D inputs only),
+    with a cheaper backward pass: one ``index_add`` of the padded gradient onto the wrapped
+    positions. ``F.pad``'s own backward pass (slices and copies) is 3-8x, that of two
+    concatenations 2-4x as slow (``(128, C, X, Y)`` maps, CPU); this matters because the
+    exact GGN runs a backward pass per class.
     """
     p = kernel_size // 2
     if p > min(x.shape[-2:]):
@@ -39,12 +87,7 @@ def circular_pad(x: Tensor, kernel_size: int) -> Tensor:
         )
     if p == 0:
         return x
-    h, w = x.shape[-2:]
-    rows = torch.arange(-p, h + p, device=x.device) % h
-    columns = torch.arange(-p, w + p, device=x.device) % w
-    index = (rows[:, None] * w + columns).flatten()
-    padded = x.flatten(start_dim=-2).index_select(-1, index)
-    return padded.unflatten(-1, (h + 2 * p, w + 2 * p))
+    return _CircularPad.apply(x, p)
 
 
 class CircularConv2d(nn.Module):

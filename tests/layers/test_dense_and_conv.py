@@ -83,6 +83,27 @@ def test_circular_pad_equals_torch_circular_pad_with_its_gradient(shape, kernel_
     torch.testing.assert_close(ours_grad, theirs_grad, rtol=1e-14, atol=1e-14)
 
 
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (1, 2, 4, 3, 3)], ids=["4d", "p4-5d"])
+def test_circular_pad_backward_is_differentiable(shape):
+    """Its custom backward pass has first and second derivatives (the total lengthscale
+    derivative differentiates through a backward pass)."""
+    x = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: circular_pad(t, 3), (x,))
+    assert torch.autograd.gradgradcheck(lambda t: circular_pad(t, 3), (x,))
+
+
+def test_circular_pad_supports_torch_func_transforms():
+    """vmap, forward mode (jvp) and reverse mode (jacrev) of the custom autograd function."""
+    x = torch.randn(3, 2, 4, 5, dtype=torch.float64)
+    v = torch.randn_like(x)
+    pad = lambda t: circular_pad(t, 3)  # noqa: E731
+    torch.testing.assert_close(torch.func.vmap(pad)(x), pad(x), rtol=0, atol=0)
+    _, tangent = torch.func.jvp(pad, (x,), (v,))
+    torch.testing.assert_close(tangent, pad(v), rtol=0, atol=0)
+    jacobian = torch.func.jacrev(pad)(x[0])
+    torch.testing.assert_close(torch.tensordot(jacobian, v[0], dims=3), pad(v[0]))
+
+
 def test_circular_pad_wider_than_the_map_raises():
     with pytest.raises(ValueError, match="at least 3x3"):
         circular_pad(torch.zeros(1, 1, 2, 8), 7)
