@@ -51,8 +51,9 @@ class _CircularPad(torch.autograd.Function):
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:
         *lead, h, w = ctx.shape
         index = _wrapped_positions(h, w, ctx.p, grad.device)
-        folded = grad.new_zeros(*lead, h * w).index_add(-1, index, grad.flatten(start_dim=-2))
-        return folded.view(ctx.shape), None
+        flat = grad.reshape(*lead, -1)  # reshape, not flatten: is_grads_batched needs it
+        folded = grad.new_zeros(*lead, h * w).index_add(-1, index, flat)
+        return folded.reshape(ctx.shape), None
 
     @staticmethod
     def jvp(ctx, x_tangent: Tensor, _p_tangent: None) -> Tensor:

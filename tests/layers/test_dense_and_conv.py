@@ -93,7 +93,8 @@ def test_circular_pad_backward_is_differentiable(shape):
 
 
 def test_circular_pad_supports_torch_func_transforms():
-    """vmap, forward mode (jvp) and reverse mode (jacrev) of the custom autograd function."""
+    """vmap, forward mode (jvp), reverse mode (jacrev) and batched cotangents of the custom
+    autograd function."""
     x = torch.randn(3, 2, 4, 5, dtype=torch.float64)
     v = torch.randn_like(x)
     pad = lambda t: circular_pad(t, 3)  # noqa: E731
@@ -102,6 +103,11 @@ def test_circular_pad_supports_torch_func_transforms():
     torch.testing.assert_close(tangent, pad(v), rtol=0, atol=0)
     jacobian = torch.func.jacrev(pad)(x[0])
     torch.testing.assert_close(torch.tensordot(jacobian, v[0], dims=3), pad(v[0]))
+    leaf = x.clone().requires_grad_(True)
+    cotangents = torch.randn(2, *pad(x).shape, dtype=torch.float64)
+    (batched,) = torch.autograd.grad(pad(leaf), leaf, cotangents, is_grads_batched=True)
+    for row, cotangent in zip(batched, cotangents, strict=True):
+        torch.testing.assert_close(row, torch.autograd.grad(pad(leaf), leaf, cotangent)[0])
 
 
 def test_circular_pad_wider_than_the_map_raises():
