@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from laplace import Laplace
 from torch import nn
 from torch.nn import functional as F
-from torch.utils.data import DataLoader, TensorDataset
 
-from laplace_equivariance import EquivariantKFAC
 from laplace_equivariance.curvature.cross_entropy import softmax_hessian_factor
+from tests.curvature.reference import fit_kfac
 
 
 @pytest.mark.parametrize(
@@ -48,14 +46,7 @@ def count_backward_passes(model: nn.Module, n_classes: int) -> list[int]:
     model.register_forward_hook(count)
     x = torch.randn(4, 6, dtype=torch.float64)
     y = torch.randint(0, n_classes, (4,))
-    la = Laplace(
-        model,
-        "classification",
-        subset_of_weights="all",
-        hessian_structure="kron",
-        backend=EquivariantKFAC,
-    )
-    la.fit(DataLoader(TensorDataset(x, y), batch_size=4))
+    la = fit_kfac(model, x, y, "classification")
     return passes, la
 
 
