@@ -32,23 +32,33 @@ def stock_model() -> nn.Module:
     ).double()
 
 
-@pytest.mark.parametrize("likelihood", ["classification", "regression"])
-def test_stock_layers_give_asdl_ggn_factors_and_marginal_likelihood(likelihood):
-    model = stock_model()
-    x, y = data(6, (2, 4, 4), likelihood)
-    loader = DataLoader(TensorDataset(x, y), batch_size=3)
-    results = []
+def fit_stock_and_ours(model: nn.Module, likelihood: str, loader: DataLoader) -> list[Laplace]:
+    """KFAC Laplace approximations fitted with AsdlGGN and with EquivariantKFAC."""
+    fitted = []
     for backend in (AsdlGGN, EquivariantKFAC):
         la = Laplace(
             model, likelihood, subset_of_weights="all", hessian_structure="kron", backend=backend
         )
         la.fit(loader)
-        results.append((la.H_facs.kfacs, la.log_marginal_likelihood().item()))
-    (stock, stock_lml), (ours, our_lml) = results
-    for stock_factors, our_factors in zip(stock, ours, strict=True):
+        fitted.append(la)
+    return fitted
+
+
+def assert_same_factors(stock: Laplace, ours: Laplace) -> None:
+    for stock_factors, our_factors in zip(stock.H_facs.kfacs, ours.H_facs.kfacs, strict=True):
         for a, b in zip(stock_factors, our_factors, strict=True):
             torch.testing.assert_close(b, a, rtol=1e-6, atol=1e-12)
-    assert our_lml == pytest.approx(stock_lml, rel=1e-6)
+
+
+@pytest.mark.parametrize("likelihood", ["classification", "regression"])
+def test_stock_layers_give_asdl_ggn_factors_and_marginal_likelihood(likelihood):
+    x, y = data(6, (2, 4, 4), likelihood)
+    stock, ours = fit_stock_and_ours(
+        stock_model(), likelihood, DataLoader(TensorDataset(x, y), batch_size=3)
+    )
+    assert_same_factors(stock, ours)
+    our_lml = ours.log_marginal_likelihood().item()
+    assert our_lml == pytest.approx(stock.log_marginal_likelihood().item(), rel=1e-6)
 
 
 @pytest.mark.parametrize("name", ["f-fc+conv", "s-fc+s-conv", "f-fc+conv+gconv"])
@@ -130,22 +140,11 @@ def test_frozen_first_layer_leaves_the_later_factors_as_asdl_computes_them():
     model = stock_model()
     model[0].requires_grad_(False)
     x, y = data(6, (2, 4, 4))
-    loader = DataLoader(TensorDataset(x, y), batch_size=3)
-    factors = []
-    for backend in (AsdlGGN, EquivariantKFAC):
-        la = Laplace(
-            model,
-            "classification",
-            subset_of_weights="all",
-            hessian_structure="kron",
-            backend=backend,
-        )
-        la.fit(loader)
-        factors.append(la.H_facs.kfacs)
-    assert len(factors[1]) == 2  # the Linear layer's weight and bias only
-    for stock_factors, our_factors in zip(*factors, strict=True):
-        for a, b in zip(stock_factors, our_factors, strict=True):
-            torch.testing.assert_close(b, a, rtol=1e-6, atol=1e-12)
+    stock, ours = fit_stock_and_ours(
+        model, "classification", DataLoader(TensorDataset(x, y), batch_size=3)
+    )
+    assert len(ours.H_facs.kfacs) == 2  # the Linear layer's weight and bias only
+    assert_same_factors(stock, ours)
     assert all(p.requires_grad for p in model[3].parameters())
 
 
