@@ -29,6 +29,8 @@ import torch
 from asdl.fisher import FisherExactCrossEntropy
 from torch.nn import functional as F
 
+from laplace_equivariance.curvature.kron_fisher import KronFisherMaker
+
 __all__ = ["ReducedRankCrossEntropyGGN", "softmax_hessian_factor"]
 
 
@@ -59,12 +61,14 @@ def softmax_hessian_factor(probs: torch.Tensor) -> torch.Tensor:
     return s[:, :, None] * reflection
 
 
-class ReducedRankCrossEntropyGGN(FisherExactCrossEntropy):
+class ReducedRankCrossEntropyGGN(KronFisherMaker, FisherExactCrossEntropy):
     r"""ASDL's exact fisher maker for the cross-entropy, with ``K - 1`` backward passes.
 
     Pass ``j`` back-propagates :math:`\sum_n f_n^\top L_{n, :, j}` from the logits ``f``
     (:func:`softmax_hessian_factor`), so that the factors ASDL accumulates equal those of
-    its ``K`` passes. With one class the Hessian is zero and ASDL's own loop runs.
+    its ``K`` passes. With one class the Hessian is zero and ASDL's own loop runs. The passes
+    are driven by :class:`~laplace_equivariance.curvature.kron_fisher.KronFisherMaker`
+    (Kronecker factors only).
     """
 
     def _fisher_loop(self, closure) -> None:
