@@ -7,7 +7,7 @@ from laplace_equivariance.priors import PriorGroups, layer_and_path
 
 def test_layer_and_path_from_names():
     assert layer_and_path("layer3.fc.input_map.weight") == ("layer3", "fc")
-    assert layer_and_path("layer3.conv.conv2d.bias") == ("layer3", "conv")
+    assert layer_and_path("layer3.conv.bias") == ("layer3", "conv")
     assert layer_and_path("layer1.gconv.weight") == ("layer1", "gconv")
     assert layer_and_path("layer9.weight") == ("layer9", "fc")
 

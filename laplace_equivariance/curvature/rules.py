@@ -22,6 +22,8 @@ docs/curvature.md):
   blocks ``C x C``), ``B = sum_{n,k,c'} g(c', .) g(c', .)^T`` (``X'Y' x X'Y'``).
 - Sparse maps: the same with ``x_c`` replaced by ``phi^T x_c`` (input map) or ``g(c', .)``
   by ``phi^T g(c', .)`` (output map).
+- CircularConv2d: ``A = (1/XY) sum_{n,p} a a^T`` over circular patches, from the channels'
+  circular cross-correlations (no unfolding), ``B = sum_{n,k,p} g g^T`` (``C' x C'``).
 - SparseCircularConv2d: the convolution rule on patches projected on the basis.
 - P4 lifting and pointwise convolutions: patches rotated back by each output rotation, ``A``
   averaged over the ``4 XY`` uses of the filter, ``B`` summed.
@@ -43,6 +45,7 @@ from torch.nn import functional as F
 
 from laplace_equivariance.layers import (
     N_ROTATIONS,
+    CircularConv2d,
     FactoredInputMap,
     FactoredOutputMap,
     FullyConnected2d,
@@ -358,7 +361,73 @@ def circular_patches(x: torch.Tensor, kernel_size: int) -> torch.Tensor:
     return F.unfold(circular_pad(x, kernel_size), kernel_size)
 
 
-class SparseCircularConv2dRule(KroneckerRule):
+def circular_patch_covariance(x: torch.Tensor, kernel_size: int) -> torch.Tensor:
+    r"""``A`` of a circular convolution, :math:`\frac1{XY}\sum_{n,p} a_{np} a_{np}^\top`, by FFT.
+
+    The patch :math:`a_{np}` of a circularly padded map has entries
+    :math:`x_n(c, p + s - \lfloor S/2 \rfloor)` for taps ``s`` (indices modulo the grid), so
+    summing over all positions ``p`` only the difference of two taps matters:
+
+    .. math::
+        A_{(c,s),(c',s')} = \frac1{XY} R_{cc'}(s' - s), \qquad
+        R_{cc'}(d) = \sum_{n,p} x_n(c, p)\, x_n(c', p + d),
+
+    the circular cross-correlation of the channels, computed for all offsets at once by
+    FFT (:math:`\hat R_{cc'} = \sum_n \overline{\hat x_{nc}}\, \hat x_{nc'}`). Equal to the
+    product of unfolded patches to a few float64 eps (tested); 1.3-11x faster than it on
+    the network's maps (2-core CPU), and as accurate in float32.
+
+    Args:
+        x: The unpadded maps, ``(N, C, X, Y)``.
+        kernel_size: Odd filter size ``S``.
+
+    Returns:
+        ``A`` of shape ``(C S^2, C S^2)``, rows and columns in ``(c, i, j)`` order (as
+        :func:`circular_patches`).
+    """
+    n, c, h, w = x.shape
+    spectra = torch.fft.rfft2(x)
+    cross = torch.einsum("nchw,ndhw->cdhw", spectra.conj(), spectra)
+    correlation = torch.fft.irfft2(cross, s=(h, w))  # (C, C, X, Y): R_cc'(d) at d
+    taps = torch.arange(kernel_size, device=x.device)
+    offset = taps[None, :] - taps[:, None]  # (S, S): s' - s along one axis
+    rows, columns = offset % h, offset % w
+    # (C, C', i, j, i', j') = R_cc'(i' - i, j' - j)
+    blocks = correlation[:, :, rows[:, None, :, None], columns[None, :, None, :]]
+    size = c * kernel_size**2
+    return blocks.permute(0, 2, 3, 1, 4, 5).reshape(size, size) / (h * w)
+
+
+class CircularConv2dRule(KroneckerRule):
+    """CONV's ``weight (C', C, S, S)``: KFAC-expand over the ``XY`` output positions.
+
+    ``A`` by :func:`circular_patch_covariance` from the unpadded input; ``B`` sums the output
+    gradients over positions (ASDL's ``Conv2d`` rule on the padded map gives the same
+    factors).
+    """
+
+    @staticmethod
+    def preprocess_in_data(module, in_data, out_data):
+        """The unpadded input itself, ``(N, C, X, Y)``."""
+        return in_data
+
+    @staticmethod
+    def preprocess_out_grads(module, out_grads):
+        """``(N, C', X, Y) -> (N, C', positions)``."""
+        return out_grads.flatten(start_dim=2)
+
+    @staticmethod
+    def cov_kron_A(module, in_data):
+        r""":math:`\frac1{XY}\sum_{n,p} a_{np} a_{np}^\top` over the circular patches."""
+        return circular_patch_covariance(in_data, module.kernel_size)
+
+    @staticmethod
+    def cov_kron_B(module, out_grads):
+        r""":math:`\sum_{n,p} g_{np} g_{np}^\top`; also the bias's block."""
+        return outer_sum(out_grads.transpose(1, 2).flatten(end_dim=1))
+
+
+class SparseCircularConv2dRule(CircularConv2dRule):
     """S-CONV's ``u (C', C, M)``: the convolution rule with patches projected on the basis."""
 
     projected_side = 1
@@ -370,8 +439,7 @@ class SparseCircularConv2dRule(KroneckerRule):
         :math:`S = \frac1{XY}\sum_{n,p} a_{np} a_{np}^\top`; the rule's ``A`` is
         :math:`(I_C \otimes \phi)^\top S\, (I_C \otimes \phi)`.
         """
-        patches = circular_patches(in_data, module.kernel_size)
-        return SparseCircularConv2dRule.cov_kron_A(module, patches)
+        return circular_patch_covariance(in_data, module.kernel_size)
 
     @staticmethod
     def preprocess_in_data(module, in_data, out_data):
@@ -384,20 +452,10 @@ class SparseCircularConv2dRule(KroneckerRule):
         return torch.einsum("ncsp,sj->ncjp", patches, phi).reshape(n, -1, positions)
 
     @staticmethod
-    def preprocess_out_grads(module, out_grads):
-        """``(N, C', X, Y) -> (N, C', positions)``."""
-        return out_grads.flatten(start_dim=2)
-
-    @staticmethod
     def cov_kron_A(module, in_data):
         r""":math:`\frac1{XY}\sum_{n,p} \tilde a_{np} \tilde a_{np}^\top`."""
         rows = in_data.transpose(1, 2).flatten(end_dim=1)
         return outer_sum(rows) / in_data.shape[2]
-
-    @staticmethod
-    def cov_kron_B(module, out_grads):
-        r""":math:`\sum_{n,p} g_{np} g_{np}^\top`; also the bias's block."""
-        return outer_sum(out_grads.transpose(1, 2).flatten(end_dim=1))
 
     @staticmethod
     def extra_blocks(module, in_data, out_grads) -> dict:
@@ -459,6 +517,7 @@ class P4ConvRule(KroneckerRule):
 
 RULES: dict[type, type[KroneckerRule]] = {
     FullyConnected2d: FullyConnected2dRule,
+    CircularConv2d: CircularConv2dRule,
     FactoredInputMap: FactoredInputMapRule,
     FactoredOutputMap: FactoredOutputMapRule,
     SparseFactoredInputMap: SparseFactoredInputMapRule,

@@ -99,14 +99,13 @@ class CircularConv2d(nn.Module):
             \bar\theta(c', c, \bar x, \bar y) + b(c')
 
     with indices taken modulo the grid size, so a circular shift of the input shifts the
-    output by the same amount (exact equivariance on the torus).
+    output by the same amount (exact equivariance on the torus). Computed as
+    :func:`circular_pad` followed by a padding-free ``F.conv2d``; the KFAC rule
+    (``laplace_equivariance.curvature.rules.CircularConv2dRule``) uses that the padded map
+    is periodic to get ``A`` without unfolding patches (docs/curvature.md).
 
-    The circular pad is an explicit step before a stock, padding-free
-    :class:`torch.nn.Conv2d` held in ``self.conv2d``: curvature code that unfolds the
-    convolution's input (ASDL's ``Conv2d`` rule, which assumes zero padding) then sees the
-    padded map and is exact for the circular convolution.
-
-    Parameters: ``C' C S^2`` filter weights and ``C'`` biases.
+    Parameters: ``C' C S^2`` filter weights (``weight``, ``(C', C, S, S)`` as
+    :class:`torch.nn.Conv2d`'s) and ``C'`` biases.
 
     Args:
         in_channels: ``C``.
@@ -134,11 +133,15 @@ class CircularConv2d(nn.Module):
         super().__init__()
         check_odd_kernel(kernel_size, type(self).__name__)
         self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = kernel_size
         self.size = pair(size)
-        self.conv2d = nn.Conv2d(in_channels, out_channels, kernel_size, padding=0, bias=bias)
-        he_uniform_(self.conv2d.weight, in_channels * kernel_size**2)
+        self.weight = nn.Parameter(torch.empty(out_channels, in_channels, kernel_size, kernel_size))
+        he_uniform_(self.weight, in_channels * kernel_size**2)
         if bias:
-            nn.init.zeros_(self.conv2d.bias)
+            self.bias = nn.Parameter(torch.zeros(out_channels))
+        else:
+            self.register_parameter("bias", None)
 
     def forward(self, x: Tensor) -> Tensor:
         """Pad circularly by ``S // 2`` and convolve.
@@ -150,9 +153,12 @@ class CircularConv2d(nn.Module):
             Output of shape ``(N, C', X, Y)``.
         """
         check_input_shape(x, (self.in_channels, *self.size), type(self).__name__)
-        return self.conv2d(circular_pad(x, self.conv2d.kernel_size[0]))
+        return F.conv2d(circular_pad(x, self.kernel_size), self.weight, self.bias)
 
     def extra_repr(self) -> str:
         """Sizes shown in the module's repr."""
-        padding = self.conv2d.kernel_size[0] // 2
-        return f"grid={self.size[0]}x{self.size[1]}, circular padding={padding}"
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"grid={self.size[0]}x{self.size[1]}, circular padding={self.kernel_size // 2}, "
+            f"bias={self.bias is not None}"
+        )

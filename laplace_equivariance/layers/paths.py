@@ -16,7 +16,7 @@ summed first; at a subsampling layer their sum goes through one
 sum keeps the sum equivariant), while FC-type paths map straight onto the subsampled grid
 ("direct" paths). The paths are registered as children under their own names, so every
 parameter's name says its layer and path, e.g. ``layer3.fc.input_map.weight`` and
-``layer3.conv.conv2d.weight``; a prior per path attaches by that name.
+``layer3.conv.weight``; a prior per path attaches by that name.
 """
 
 from __future__ import annotations

@@ -31,26 +31,30 @@ HYPER = {"lengthscale_mode": "hyperparameter", "lengthscale": 0.8}
 
 
 def every_rule() -> nn.Module:
-    """(N, 2, 4, 4) -> (N, K) through every rule, two bases with a hyperparameter omega."""
+    """(N, 2, 4, 4) -> (N, K) through every rule, two bases with a hyperparameter omega.
+
+    Tanh activations: with ReLUs some initialisations leave a layer dead for every example,
+    and then no derivative reaches the layers before it.
+    """
     return nn.Sequential(
         SparseCircularConv2d(2, 2, 3, size=4, **HYPER),
-        nn.ReLU(),
+        nn.Tanh(),
         CircularConv2d(2, 2, 3, size=4),
-        nn.ReLU(),
+        nn.Tanh(),
         P4LiftingConv2d(2, 1, 3, size=4),
-        nn.ReLU(),
+        nn.Tanh(),
         P4PointwiseConv2d(1, 1, 3, size=4),
-        nn.ReLU(),
+        nn.Tanh(),
         FactoredLinear2d(4, 2, 4, 2),
-        nn.ReLU(),
+        nn.Tanh(),
         SparseFactoredLinear2d(2, 2, 2, 2, **HYPER),
         nn.Tanh(),
         SparseFactoredLinear2d(2, 2, 2, 2),
-        nn.ReLU(),
+        nn.Tanh(),
         FullyConnected2d(2, 2, 2, 2),
-        nn.ReLU(),
+        nn.Tanh(),
         nn.Conv2d(2, 2, 3, padding=1),
-        nn.ReLU(),
+        nn.Tanh(),
         nn.Flatten(),
         nn.Linear(8, K),
     )

@@ -34,8 +34,8 @@ def test_circular_conv_is_translation_equivariant(device):
 def test_circular_conv_wraps_around(device):
     layer = CircularConv2d(1, 1, 3, size=4, bias=False).to(device, torch.float64)
     with torch.no_grad():
-        layer.conv2d.weight.zero_()
-        layer.conv2d.weight[0, 0, 1, 0] = 1.0  # y(i, j) = x(i, j - 1)
+        layer.weight.zero_()
+        layer.weight[0, 0, 1, 0] = 1.0  # y(i, j) = x(i, j - 1)
     x = torch.arange(16.0, device=device, dtype=torch.float64).view(1, 1, 4, 4)
     torch.testing.assert_close(layer(x), torch.roll(x, 1, dims=-1))
 
