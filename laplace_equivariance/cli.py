@@ -308,6 +308,13 @@ def train(settings: dict[str, Any], out: Path) -> dict[str, Any]:
             | {"generators": INVARIANCES[settings["invariance"]]}
         }
     else:
+        # wall time of all epochs, also those before a resume (marglik_training checkpoints
+        # it), plus what follows the last epoch (the final Laplace fit)
+        epochs_done: dict[str, float] = {}
+
+        def record(_epoch: int, info: dict[str, Any]) -> None:
+            epochs_done.update(seconds=info["seconds"], at=time.perf_counter())
+
         la, model, margliks, losses = marglik_training(
             model,
             loader,
@@ -323,7 +330,13 @@ def train(settings: dict[str, Any], out: Path) -> dict[str, Any]:
             checkpoint=out / "checkpoint.pt",
             final_laplace=learns,
             lengthscale_derivative=settings["lengthscale_derivative"],
+            callback=record,
         )
+        if epochs_done:
+            start = epochs_done["at"] - epochs_done["seconds"]
+        else:  # every epoch ran before this call: the checkpoint holds their time
+            saved = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=False)
+            start -= saved["state"]["seconds"]
     seconds = time.perf_counter() - start
     torch.save(model.state_dict(), out / "model.pt")
     results: dict[str, Any] = {

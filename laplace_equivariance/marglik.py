@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 import os
+import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -164,8 +166,9 @@ def marglik_training(
         progress_bar: Show a tqdm bar with loss, accuracy and marginal likelihood.
         callback: Called after every epoch (after its checkpoint is written) as
             ``callback(epoch, info)`` with the epoch's loss, accuracy, negative log marginal
-            likelihood (or None), prior precisions and lengthscale hyperparameters (by basis
-            name, empty without them).
+            likelihood (or None), prior precisions, lengthscale hyperparameters (by basis
+            name, empty without them) and ``seconds``, the wall time of all epochs so far,
+            including those before a resume (it is kept in the checkpoint).
         checkpoint: File to save the full training state to after every epoch, and to resume
             from if it exists. Resuming gives the same result as an uninterrupted run (on CPU
             with the same seeds, bit for bit).
@@ -227,7 +230,7 @@ def marglik_training(
         omega.requires_grad_(False)
     criterion = nn.CrossEntropyLoss()
     backend_kwargs = {"stochastic": True} if stochastic else None
-    state: dict[str, Any] = {"epoch": 0, "margliks": [], "losses": [], "best": None}
+    state: dict[str, Any] = {"epoch": 0, "margliks": [], "losses": [], "best": None, "seconds": 0.0}
     path = Path(checkpoint) if checkpoint is not None else None
     if path is not None and path.exists():
         saved = torch.load(path, map_location=device, weights_only=False)
@@ -239,6 +242,13 @@ def marglik_training(
             log_prior_prec.copy_(saved["log_prior_prec"])
         torch.set_rng_state(saved["rng"])
         state = saved["state"]
+        if "seconds" not in state:
+            warnings.warn(
+                f"Checkpoint {path} has no record of its epochs' wall time (written by an "
+                "older version): the reported time counts only the epochs run from now on.",
+                stacklevel=2,
+            )
+            state["seconds"] = 0.0
 
     def laplace(prior_precision: torch.Tensor, loader: DataLoader) -> BaseLaplace:
         la = Laplace(
@@ -258,6 +268,7 @@ def marglik_training(
         state["epoch"] + 1, n_epochs + 1, disable=not progress_bar, desc="marglik training"
     )
     for epoch in epochs:
+        epoch_start = time.perf_counter()
         model.train()
         total_loss, correct = 0.0, 0
         delta = groups.expand(log_prior_prec.detach().exp())
@@ -312,6 +323,7 @@ def marglik_training(
                     "log_prior_prec": log_prior_prec.detach().clone(),
                 }
         state["epoch"] = epoch
+        state["seconds"] += time.perf_counter() - epoch_start
         info = {
             "loss": state["losses"][-1],
             "accuracy": correct / n_data,
@@ -320,6 +332,7 @@ def marglik_training(
                 zip(groups.names, log_prior_prec.detach().exp().tolist(), strict=True)
             ),
             "lengthscale": {name: omega.item() for name, omega in lengthscales.items()},
+            "seconds": state["seconds"],
         }
         epochs.set_postfix(
             loss=f"{info['loss']:.3f}",

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from laplace_equivariance.cli import main, report
+from laplace_equivariance.cli import main, report, train
 
 TINY = [
     "--subset",
@@ -81,6 +81,17 @@ def test_train_writes_results_model_and_plots(runs):
         assert (learned / name).exists()
     map_results = json.loads((baseline / "results.json").read_text())
     assert map_results["neg_log_marglik"] == [] and "symmetry" not in map_results
+
+
+def test_training_time_counts_the_epochs_run_before_a_resume(runs):
+    """A second train into the same folder resumes the finished run: no epoch runs again."""
+    _, baseline = runs
+    first = json.loads((baseline / "results.json").read_text())
+    settings = dict(first["settings"])
+    again = train(settings, baseline)
+    assert again["losses"] == first["losses"]
+    # the epochs' time comes from the checkpoint (without it: milliseconds)
+    assert again["train_seconds"] > 0.5 * first["train_seconds"] > 0
 
 
 def test_evaluate_reproduces_the_test_metrics(runs, capsys):

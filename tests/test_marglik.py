@@ -80,6 +80,44 @@ def test_resumed_run_ends_bit_identical(tmp_path, name, build):
         assert torch.equal(a, b), name
 
 
+def test_wall_time_of_the_epochs_accumulates_across_a_resume(tmp_path):
+    checkpoint = tmp_path / "run.pt"
+    before, after = [], []
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_two(epoch, info):
+        before.append(info["seconds"])
+        if epoch == 2:
+            raise Stop
+
+    model, loader = setup()
+    with pytest.raises(Stop):
+        marglik_training(model, loader, checkpoint=checkpoint, callback=stop_after_two, **SCHEDULE)
+    model, loader = setup()
+    marglik_training(
+        model,
+        loader,
+        checkpoint=checkpoint,
+        callback=lambda e, i: after.append(i["seconds"]),
+        **SCHEDULE,
+    )
+    assert 0 < before[0] < before[1] < after[0] < after[1]
+    assert torch.load(checkpoint, weights_only=False)["state"]["seconds"] == after[-1]
+
+
+def test_a_checkpoint_without_wall_time_resumes_with_a_warning(tmp_path):
+    checkpoint = tmp_path / "run.pt"
+    model, loader = setup()
+    marglik_training(model, loader, checkpoint=checkpoint, **SCHEDULE | {"n_epochs": 2})
+    saved = torch.load(checkpoint, weights_only=False)
+    del saved["state"]["seconds"]  # as an older version wrote it
+    torch.save(saved, checkpoint)
+    with pytest.warns(UserWarning, match="no record of its epochs' wall time"):
+        marglik_training(model, loader, checkpoint=checkpoint, **SCHEDULE)
+
+
 def test_non_finite_loss_names_the_epoch_and_keeps_the_last_good_checkpoint(tmp_path):
     model, loader = setup()
     checkpoint = tmp_path / "run.pt"
