@@ -113,6 +113,12 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--keep-last",
+        action="store_true",
+        dest="keep_last",
+        help="evaluate the learned models' last epoch, not the one with the best marglik",
+    )
+    parser.add_argument(
         "--lengthscale-mode",
         default="learned",
         dest="lengthscale_mode",
@@ -151,6 +157,7 @@ def main() -> None:
             test_subset=args.test_subset,
             marglik_subset=args.marglik_subset,
             seed=args.seed,
+            restore_best=not args.keep_last,
             lengthscale_mode=args.lengthscale_mode,
             device=args.device,
             data_dir=args.data_dir,

@@ -82,6 +82,7 @@ DEFAULTS: dict[str, Any] = {
     "test_subset": None,
     "marglik_subset": None,
     "stochastic": False,
+    "restore_best": True,
     "prior_structure": "path",
     "lengthscale_mode": "learned",
     "lengthscale_derivative": "total",
@@ -123,6 +124,13 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--test-subset", type=int, dest="test_subset")
     train.add_argument("--marglik-subset", type=int, dest="marglik_subset")
     train.add_argument("--stochastic", action="store_true", default=None, help="MC Fisher")
+    train.add_argument(
+        "--keep-last",
+        action="store_false",
+        default=None,
+        dest="restore_best",
+        help="evaluate the last epoch's model, not the one with the best marginal likelihood",
+    )
     train.add_argument(
         "--prior-structure", choices=["scalar", "layerwise", "path"], dest="prior_structure"
     )
@@ -310,10 +318,14 @@ def train(settings: dict[str, Any], out: Path) -> dict[str, Any]:
     else:
         # wall time of all epochs, also those before a resume (marglik_training checkpoints
         # it), plus what follows the last epoch (the final Laplace fit)
-        epochs_done: dict[str, float] = {}
+        epochs_done: dict[str, Any] = {}
 
-        def record(_epoch: int, info: dict[str, Any]) -> None:
-            epochs_done.update(seconds=info["seconds"], at=time.perf_counter())
+        def record(epoch: int, info: dict[str, Any]) -> None:
+            epochs_done.update(
+                seconds=info["seconds"],
+                at=time.perf_counter(),
+                evaluated_epoch=info["best_epoch"] or epoch,
+            )
 
         la, model, margliks, losses = marglik_training(
             model,
@@ -330,13 +342,20 @@ def train(settings: dict[str, Any], out: Path) -> dict[str, Any]:
             checkpoint=out / "checkpoint.pt",
             final_laplace=learns,
             lengthscale_derivative=settings["lengthscale_derivative"],
+            restore_best=settings["restore_best"],
             callback=record,
         )
         if epochs_done:
             start = epochs_done["at"] - epochs_done["seconds"]
         else:  # every epoch ran before this call: the checkpoint holds their time
-            saved = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=False)
-            start -= saved["state"]["seconds"]
+            state = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=False)[
+                "state"
+            ]
+            start -= state["seconds"]
+            best = state["best"]
+            epochs_done["evaluated_epoch"] = best["epoch"] if best else state["epoch"]
+        # the epoch whose model the test metrics are of
+        extra = {"evaluated_epoch": epochs_done["evaluated_epoch"]}
     seconds = time.perf_counter() - start
     torch.save(model.state_dict(), out / "model.pt")
     results: dict[str, Any] = {

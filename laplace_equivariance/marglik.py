@@ -123,6 +123,7 @@ def marglik_training(
     checkpoint: str | os.PathLike | None = None,
     final_laplace: bool = True,
     lengthscale_derivative: str = "total",
+    restore_best: bool = True,
 ) -> tuple[BaseLaplace | None, nn.Module, list[float], list[float]]:
     """Train weights by MAP and prior precisions by the Laplace marginal likelihood.
 
@@ -137,8 +138,8 @@ def marglik_training(
     ``lengthscale_derivative`` (for ``"total"`` the approximation is refitted before every
     step after the first); they are buffers of the model, so checkpoints and the best state
     include them. As laplace-torch's version, the
-    model and precisions with the best marginal likelihood are restored at the end and a
-    final Laplace approximation is fitted.
+    model and precisions with the best marginal likelihood are restored at the end (unless
+    ``restore_best=False``) and a final Laplace approximation is fitted.
 
     Args:
         model: The network (classification only for now).
@@ -167,8 +168,10 @@ def marglik_training(
         callback: Called after every epoch (after its checkpoint is written) as
             ``callback(epoch, info)`` with the epoch's loss, accuracy, negative log marginal
             likelihood (or None), prior precisions, lengthscale hyperparameters (by basis
-            name, empty without them) and ``seconds``, the wall time of all epochs so far,
-            including those before a resume (it is kept in the checkpoint).
+            name, empty without them), ``seconds``, the wall time of all epochs so far,
+            including those before a resume (it is kept in the checkpoint), and
+            ``best_epoch``, the epoch whose model would be restored at the end (None before
+            the first marginal-likelihood step or with ``restore_best=False``).
         checkpoint: File to save the full training state to after every epoch, and to resume
             from if it exists. Resuming gives the same result as an uninterrupted run (on CPU
             with the same seeds, bit for bit).
@@ -177,6 +180,10 @@ def marglik_training(
         lengthscale_derivative: ``"total"`` (exact GGN only) or ``"partial"``, see
             :mod:`laplace_equivariance.lengthscales`; unused without lengthscale
             hyperparameters.
+        restore_best: Return the model and precisions of the epoch with the best marginal
+            likelihood (laplace-torch's behaviour), not those of the last epoch. With few
+            marginal-likelihood steps an early, barely trained model can have the best
+            estimate (README, Table 1 at the CPU budget).
 
     Returns:
         ``(la, model, margliks, losses)`` as :func:`laplace.marglik_training`: the final
@@ -316,8 +323,10 @@ def marglik_training(
                 )
                 hyper_optimizer.step()
                 state["margliks"].append(marglik.item())
-            if state["best"] is None or state["margliks"][-1] < state["best"]["marglik"]:
+            improved = state["best"] is None or state["margliks"][-1] < state["best"]["marglik"]
+            if restore_best and improved:
                 state["best"] = {
+                    "epoch": epoch,
                     "marglik": state["margliks"][-1],
                     "model": {k: v.detach().clone() for k, v in model.state_dict().items()},
                     "log_prior_prec": log_prior_prec.detach().clone(),
@@ -333,6 +342,7 @@ def marglik_training(
             ),
             "lengthscale": {name: omega.item() for name, omega in lengthscales.items()},
             "seconds": state["seconds"],
+            "best_epoch": None if state["best"] is None else state["best"].get("epoch"),
         }
         epochs.set_postfix(
             loss=f"{info['loss']:.3f}",

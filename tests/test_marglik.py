@@ -80,6 +80,29 @@ def test_resumed_run_ends_bit_identical(tmp_path, name, build):
         assert torch.equal(a, b), name
 
 
+@pytest.mark.parametrize("restore_best", [True, False], ids=["best-marglik", "last-epoch"])
+def test_returns_the_model_of_the_best_or_the_last_epoch(restore_best):
+    model, loader = setup()
+    states, best = {}, []
+
+    def keep(epoch, info):
+        states[epoch] = {k: v.clone() for k, v in model.state_dict().items()}
+        best.append(info["best_epoch"])
+
+    _, trained, margliks, _ = marglik_training(
+        model, loader, callback=keep, restore_best=restore_best, **SCHEDULE
+    )
+    if restore_best:
+        # every epoch ends with two hyperparameter steps; an epoch is judged by its last
+        last_steps = margliks[1::2]
+        assert best[-1] == 1 + last_steps.index(min(last_steps))
+    else:
+        assert best == [None] * 4
+    expected = states[best[-1] if restore_best else 4]
+    for name, value in trained.state_dict().items():
+        assert torch.equal(value, expected[name]), name
+
+
 def test_wall_time_of_the_epochs_accumulates_across_a_resume(tmp_path):
     checkpoint = tmp_path / "run.pt"
     before, after = [], []
