@@ -352,7 +352,7 @@ def train(settings: dict[str, Any], out: Path) -> dict[str, Any]:
                 "state"
             ]
             start -= state["seconds"]
-            best = state["best"]
+            best = state["best"] if settings["restore_best"] else None
             epochs_done["evaluated_epoch"] = best["epoch"] if best else state["epoch"]
         # the epoch whose model the test metrics are of
         extra = {"evaluated_epoch": epochs_done["evaluated_epoch"]}

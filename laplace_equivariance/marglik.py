@@ -342,7 +342,7 @@ def marglik_training(
             ),
             "lengthscale": {name: omega.item() for name, omega in lengthscales.items()},
             "seconds": state["seconds"],
-            "best_epoch": None if state["best"] is None else state["best"].get("epoch"),
+            "best_epoch": state["best"].get("epoch") if restore_best and state["best"] else None,
         }
         epochs.set_postfix(
             loss=f"{info['loss']:.3f}",
@@ -364,10 +364,11 @@ def marglik_training(
             )
         if callback is not None:
             callback(epoch, info)
-    if state["best"] is not None:
-        model.load_state_dict(state["best"]["model"])
+    best = state["best"] if restore_best else None  # a resumed run may carry one
+    if best is not None:
+        model.load_state_dict(best["model"])
         with torch.no_grad():
-            log_prior_prec.copy_(state["best"]["log_prior_prec"])
+            log_prior_prec.copy_(best["log_prior_prec"])
     la = (
         laplace(groups.expand(log_prior_prec.detach().exp()), marglik_loader)
         if final_laplace

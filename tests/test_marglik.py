@@ -103,6 +103,36 @@ def test_returns_the_model_of_the_best_or_the_last_epoch(restore_best):
         assert torch.equal(value, expected[name]), name
 
 
+def test_resuming_with_restore_best_off_keeps_the_last_epoch(tmp_path):
+    """The checkpoint of a run that tracked its best epoch does not override the setting."""
+    checkpoint = tmp_path / "run.pt"
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_two(epoch, info):
+        if epoch == 2:
+            raise Stop
+
+    model, loader = setup()
+    with pytest.raises(Stop):
+        marglik_training(model, loader, checkpoint=checkpoint, callback=stop_after_two, **SCHEDULE)
+    assert torch.load(checkpoint, weights_only=False)["state"]["best"] is not None
+    last, best = {}, []
+
+    def keep(epoch, info):
+        last.update({k: v.clone() for k, v in model.state_dict().items()})
+        best.append(info["best_epoch"])
+
+    model, loader = setup()
+    _, trained, _, _ = marglik_training(
+        model, loader, checkpoint=checkpoint, callback=keep, restore_best=False, **SCHEDULE
+    )
+    assert best == [None, None]
+    for name, value in trained.state_dict().items():
+        assert torch.equal(value, last[name]), name
+
+
 def test_wall_time_of_the_epochs_accumulates_across_a_resume(tmp_path):
     checkpoint = tmp_path / "run.pt"
     before, after = [], []
