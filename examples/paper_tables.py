@@ -113,10 +113,11 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--keep-last",
+        "--restore-best",
         action="store_true",
-        dest="keep_last",
-        help="evaluate the learned models' last epoch, not the one with the best marglik",
+        dest="restore_best",
+        help="evaluate the learned models' epoch with the best marginal likelihood, not the "
+        "last one (the paper's code keeps the last)",
     )
     parser.add_argument(
         "--lengthscale-mode",
@@ -157,7 +158,7 @@ def main() -> None:
             test_subset=args.test_subset,
             marglik_subset=args.marglik_subset,
             seed=args.seed,
-            restore_best=not args.keep_last,
+            restore_best=args.restore_best,
             lengthscale_mode=args.lengthscale_mode,
             device=args.device,
             data_dir=args.data_dir,

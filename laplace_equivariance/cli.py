@@ -82,7 +82,7 @@ DEFAULTS: dict[str, Any] = {
     "test_subset": None,
     "marglik_subset": None,
     "stochastic": False,
-    "restore_best": True,
+    "restore_best": False,
     "prior_structure": "path",
     "lengthscale_mode": "learned",
     "lengthscale_derivative": "total",
@@ -125,11 +125,12 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--marglik-subset", type=int, dest="marglik_subset")
     train.add_argument("--stochastic", action="store_true", default=None, help="MC Fisher")
     train.add_argument(
-        "--keep-last",
-        action="store_false",
+        "--restore-best",
+        action="store_true",
         default=None,
         dest="restore_best",
-        help="evaluate the last epoch's model, not the one with the best marginal likelihood",
+        help="evaluate the epoch with the best marginal likelihood (laplace-torch's "
+        "marglik_training), not the last one (the paper's code)",
     )
     train.add_argument(
         "--prior-structure", choices=["scalar", "layerwise", "path"], dest="prior_structure"

@@ -81,16 +81,20 @@ def test_train_writes_results_model_and_plots(runs):
         assert (learned / name).exists()
     map_results = json.loads((baseline / "results.json").read_text())
     assert map_results["neg_log_marglik"] == [] and "symmetry" not in map_results
-    # MAP has no marginal likelihood to pick an epoch by: its last epoch is evaluated
-    assert map_results["evaluated_epoch"] == 2 and results["evaluated_epoch"] in (1, 2)
+    # the last epoch is evaluated by default, as in the paper's code
+    assert results["settings"]["restore_best"] is False
+    assert map_results["evaluated_epoch"] == 2 and results["evaluated_epoch"] == 2
 
 
-def test_keep_last_evaluates_the_last_epoch(tmp_path):
-    out = tmp_path / "last"
-    args = ["train", "--model", "f-fc+conv", "--keep-last", "--out", str(out), *TINY]
+def test_restore_best_evaluates_the_best_marglik_epoch(tmp_path):
+    out = tmp_path / "best"
+    args = ["train", "--model", "f-fc+conv", "--restore-best", "--out", str(out), *TINY]
     assert main(args) == 0
     results = json.loads((out / "results.json").read_text())
-    assert results["settings"]["restore_best"] is False and results["evaluated_epoch"] == 2
+    # one marginal-likelihood step per epoch (burn-in 1), judged by its last hyperparameter step
+    last_steps = results["neg_log_marglik"][1::2]
+    assert results["settings"]["restore_best"] is True
+    assert results["evaluated_epoch"] == 1 + last_steps.index(min(last_steps))
 
 
 def test_training_time_counts_the_epochs_run_before_a_resume(runs):
