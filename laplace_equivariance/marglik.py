@@ -191,7 +191,8 @@ def marglik_training(
         hyperparameter step and the mean training loss of every epoch.
 
     Raises:
-        ValueError: For an unsupported likelihood or structure, or lengthscale
+        ValueError: For a checkpoint that does not fit ``model``, an unsupported
+            likelihood or structure, or lengthscale
             hyperparameters with a Hessian structure other than ``"kron"``, a backend other
             than :class:`~laplace_equivariance.EquivariantKFAC`, or the total derivative with
             ``stochastic=True``.
@@ -241,7 +242,15 @@ def marglik_training(
     path = Path(checkpoint) if checkpoint is not None else None
     if path is not None and path.exists():
         saved = torch.load(path, map_location=device, weights_only=False)
-        model.load_state_dict(saved["model"])
+        try:
+            model.load_state_dict(saved["model"])
+        except RuntimeError as error:
+            raise ValueError(
+                f"Checkpoint {path} does not fit this model: it was written for another "
+                "model or by an older version (CONV paths' parameters were renamed from "
+                "'conv.conv2d.*' to 'conv.*'). Delete it or pass another checkpoint path to "
+                f"start afresh. {error}"
+            ) from error
         optimizer.load_state_dict(saved["optimizer"])
         scheduler.load_state_dict(saved["scheduler"])
         hyper_optimizer.load_state_dict(saved["hyper_optimizer"])

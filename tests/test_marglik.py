@@ -80,6 +80,15 @@ def test_resumed_run_ends_bit_identical(tmp_path, name, build):
         assert torch.equal(a, b), name
 
 
+def spoil_after_epoch_three(model: torch.nn.Module, epoch: int) -> None:
+    """Triple every weight after epoch 3: epoch 4's marginal likelihood is far worse, so the
+    best epoch (3) is not the last one (otherwise both modes return the same model)."""
+    if epoch == 3:
+        with torch.no_grad():
+            for p in model.parameters():
+                p.mul_(3)
+
+
 @pytest.mark.parametrize("restore_best", [True, False], ids=["best-marglik", "last-epoch"])
 def test_returns_the_model_of_the_best_or_the_last_epoch(restore_best):
     model, loader = setup()
@@ -88,16 +97,15 @@ def test_returns_the_model_of_the_best_or_the_last_epoch(restore_best):
     def keep(epoch, info):
         states[epoch] = {k: v.clone() for k, v in model.state_dict().items()}
         best.append(info["best_epoch"])
+        spoil_after_epoch_three(model, epoch)
 
     _, trained, margliks, _ = marglik_training(
         model, loader, callback=keep, restore_best=restore_best, **SCHEDULE
     )
-    if restore_best:
-        # every epoch ends with two hyperparameter steps; an epoch is judged by its last
-        last_steps = margliks[1::2]
-        assert best[-1] == 1 + last_steps.index(min(last_steps))
-    else:
-        assert best == [None] * 4
+    # every epoch ends with two hyperparameter steps; an epoch is judged by its last
+    last_steps = margliks[1::2]
+    assert 1 + last_steps.index(min(last_steps)) == 3
+    assert best == ([1, 2, 3, 3] if restore_best else [None] * 4)
     expected = states[best[-1] if restore_best else 4]
     for name, value in trained.state_dict().items():
         assert torch.equal(value, expected[name]), name
@@ -123,6 +131,7 @@ def test_resuming_with_restore_best_off_keeps_the_last_epoch(tmp_path):
     def keep(epoch, info):
         last.update({k: v.clone() for k, v in model.state_dict().items()})
         best.append(info["best_epoch"])
+        spoil_after_epoch_three(model, epoch)  # the tracked best (epoch 2 or 3) is not last
 
     model, loader = setup()
     _, trained, _, _ = marglik_training(
@@ -158,6 +167,20 @@ def test_wall_time_of_the_epochs_accumulates_across_a_resume(tmp_path):
     )
     assert 0 < before[0] < before[1] < after[0] < after[1]
     assert torch.load(checkpoint, weights_only=False)["state"]["seconds"] == after[-1]
+
+
+def test_a_checkpoint_of_another_model_raises_saying_what_to_do(tmp_path):
+    checkpoint = tmp_path / "run.pt"
+    model, loader = setup()
+    marglik_training(model, loader, checkpoint=checkpoint, **SCHEDULE | {"n_epochs": 1})
+    saved = torch.load(checkpoint, weights_only=False)
+    # the layout of an older version: CONV's weight inside a conv2d child
+    saved["model"] = {
+        k.replace("conv.weight", "conv.conv2d.weight"): v for k, v in saved["model"].items()
+    }
+    torch.save(saved, checkpoint)
+    with pytest.raises(ValueError, match="does not fit this model.*Delete it"):
+        marglik_training(model, loader, checkpoint=checkpoint, **SCHEDULE)
 
 
 def test_a_checkpoint_without_wall_time_resumes_with_a_warning(tmp_path):
