@@ -6,7 +6,9 @@ import sys
 
 import pytest
 
+from laplace_equivariance import cli
 from laplace_equivariance.cli import main, report, train
+from laplace_equivariance.marglik import marglik_training
 
 TINY = [
     "--subset",
@@ -86,10 +88,20 @@ def test_train_writes_results_model_and_plots(runs):
     assert map_results["evaluated_epoch"] == 2 and results["evaluated_epoch"] == 2
 
 
-def test_restore_best_evaluates_the_best_marglik_epoch(tmp_path):
+def test_restore_best_evaluates_the_best_marglik_epoch(tmp_path, monkeypatch):
     out = tmp_path / "best"
     args = ["train", "--model", "f-fc+conv", "--restore-best", "--out", str(out), *TINY]
+    # on this tiny run the best epoch is also the last: check that the option reaches the
+    # trainer, not only the results
+    passed = []
+
+    def recording(*args, **kwargs):
+        passed.append(kwargs["restore_best"])
+        return marglik_training(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "marglik_training", recording)
     assert main(args) == 0
+    assert passed == [True]
     results = json.loads((out / "results.json").read_text())
     # one marginal-likelihood step per epoch (burn-in 1), judged by its last hyperparameter step
     last_steps = results["neg_log_marglik"][1::2]
