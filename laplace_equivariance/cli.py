@@ -3,14 +3,15 @@
 ``train`` fits a model of :func:`laplace_equivariance.models.build` on a data set of
 :data:`laplace_equivariance.data.DATASETS`, by MAP (unit priors) or with the Laplace marginal
 likelihood (one prior per layer and path), and writes to ``--out``: ``results.json``
-(configuration, versions, device, accuracy, NLL, marginal likelihood, learned precisions,
-effective parameters, timings), ``model.pt``, ``training.png`` and, for marginal-likelihood
-runs, ``symmetry.png``; ``checkpoint.pt`` is saved every epoch, and training the same
-``--out`` again resumes from it. ``--config table1|table2|table3`` sets the paper's settings
-(App. F.1, F.6); every option overrides them. S-layer lengthscales are MAP-trained weights by
-default; ``--lengthscale-mode hyperparameter`` learns them with the marginal likelihood
-(``--lengthscale-derivative total|partial``), and ``results.json`` records every basis's
-final lengthscale.
+(configuration, versions, device, test and training accuracy and NLL, marginal likelihood,
+learned precisions, effective parameters, timings), ``model.pt``, ``training.png`` and, for
+marginal-likelihood runs, ``symmetry.png``; ``checkpoint.pt`` is saved every epoch, and
+training the same ``--out`` again resumes from it. ``evaluate RUN [--split train]`` rebuilds
+the model from ``model.pt`` and evaluates it on the run's test (or training) set.
+``--config table1|table2|table3`` sets the paper's settings (App. F.1, F.6); every option
+overrides them. S-layer lengthscales are MAP-trained weights by default; ``--lengthscale-mode
+hyperparameter`` learns them with the marginal likelihood (``--lengthscale-derivative
+total|partial``), and ``results.json`` records every basis's final lengthscale.
 
 ``--model invariant-weights`` trains the shallow network of "Learning Invariant Weights in
 Neural Networks" (:mod:`laplace_equivariance.invariance`) instead, with ``--method elbo``
@@ -162,6 +163,12 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--out", type=Path, required=True, help="folder for the run's files")
     evaluate = commands.add_parser("evaluate", help="evaluate a trained run on its test set")
     evaluate.add_argument("run", type=Path)
+    evaluate.add_argument(
+        "--split",
+        choices=("test", "train"),
+        default="test",
+        help="the run's test set (default) or its training set",
+    )
     report = commands.add_parser("report", help="print a table of runs")
     report.add_argument("runs", type=Path, nargs="+")
     return parser
@@ -377,6 +384,9 @@ def train(settings: dict[str, Any], out: Path) -> dict[str, Any]:
         "losses": losses,
         "neg_log_marglik": margliks,
         "test": _metrics(model, data.x_test, data.y_test, device),
+        # the fit to the training data tells underfitting (a strong prior, a short budget)
+        # from overfitting
+        "train": _metrics(model, data.x_train, data.y_train, device),
         "lengthscales": {
             name: module.lengthscale.item()
             for name, module in model.named_modules()
@@ -407,15 +417,21 @@ def _load_run(run: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def evaluate(run: Path) -> dict[str, float]:
-    """Rebuild a trained run's model and data and evaluate it on the test set.
+def evaluate(run: Path, split: str = "test") -> dict[str, float]:
+    """Rebuild a trained run's model and data and evaluate it on one of its data splits.
 
     Args:
         run: The ``--out`` folder of a ``train`` run.
+        split: ``"test"`` or ``"train"`` (the run's training set, its ``--subset`` applied).
 
     Returns:
-        Test accuracy and NLL.
+        Accuracy and NLL on that split.
+
+    Raises:
+        ValueError: If ``split`` is neither.
     """
+    if split not in ("test", "train"):
+        raise ValueError(f"split must be 'test' or 'train', not {split!r}")
     settings = _load_run(run)["settings"]
     data = load_dataset(
         settings["dataset"],
@@ -427,11 +443,16 @@ def evaluate(run: Path) -> dict[str, float]:
     )
     model = build_model(settings, data.in_shape, data.n_classes)
     model.load_state_dict(torch.load(run / "model.pt", map_location="cpu"))
+    if split == "train":
+        return _metrics(model, data.x_train, data.y_train, "cpu")
     return _metrics(model, data.x_test, data.y_test, "cpu")
 
 
 def report(runs: Sequence[Path]) -> str:
-    """A plain-text table of runs: data set, model, method, accuracy, NLL, learned layers.
+    """A plain-text table of runs, one line each.
+
+    Each line holds the data set, model, method, test accuracy and NLL, training accuracy
+    ("-" for runs written before ``results.json`` held it) and the learned layers.
 
     Args:
         runs: ``--out`` folders of ``train`` runs.
@@ -440,7 +461,8 @@ def report(runs: Sequence[Path]) -> str:
         The table.
     """
     lines = [
-        f"{'dataset':22} {'model':16} {'method':8} {'acc %':>6} {'nll':>6}  learned layers / eta"
+        f"{'dataset':22} {'model':16} {'method':8} {'acc %':>6} {'nll':>6} {'train %':>7}  "
+        "learned layers / eta"
     ]
     for run in runs:
         results = _load_run(run)
@@ -454,9 +476,12 @@ def report(runs: Sequence[Path]) -> str:
                 f"{name} {value:.2f}"
                 for name, value in zip(results["invariance"]["generators"], eta, strict=True)
             )
+        # runs written before results.json held the training fit show "-"
+        fit = results.get("train")
+        train_accuracy = "-" if fit is None else f"{100 * fit['accuracy']:.2f}"
         lines.append(
             f"{s['dataset']:22} {s['model']:16} {s['method']:8} {100 * test['accuracy']:6.2f} "
-            f"{test['nll']:6.3f}  {learned or '-'}"
+            f"{test['nll']:6.3f} {train_accuracy:>7}  {learned or '-'}"
         )
     return "\n".join(lines)
 
@@ -476,7 +501,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(results["test"]))
         print(f"wrote {args.out / 'results.json'}")
     elif args.command == "evaluate":
-        print(json.dumps(evaluate(args.run)))
+        print(json.dumps(evaluate(args.run, args.split)))
     else:
         print(report(args.runs))
     return 0

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from laplace_equivariance import cli
-from laplace_equivariance.cli import main, report, train
+from laplace_equivariance.cli import evaluate, main, report, train
 from laplace_equivariance.marglik import marglik_training
 
 TINY = [
@@ -128,10 +128,37 @@ def test_evaluate_reproduces_the_test_metrics(runs, capsys):
     assert evaluated == pytest.approx(stored, rel=1e-5)
 
 
+def test_results_hold_the_training_fit_that_evaluate_reproduces(runs, capsys):
+    learned, _ = runs
+    main(["evaluate", str(learned), "--split", "train"])
+    evaluated = json.loads(capsys.readouterr().out)
+    stored = json.loads((learned / "results.json").read_text())
+    assert evaluated == pytest.approx(stored["train"], rel=1e-5)
+    # 64 training examples, not the 32 test ones: the two splits' metrics differ
+    assert stored["train"] != pytest.approx(stored["test"], rel=1e-3)
+
+
+def test_evaluate_rejects_an_unknown_split(runs):
+    with pytest.raises(ValueError, match="'test' or 'train'"):
+        evaluate(runs[0], "validation")
+
+
 def test_report_lists_every_run(runs, capsys):
     main(["report", *map(str, runs)])
     table = capsys.readouterr().out.splitlines()
     assert len(table) == 3 and "f-fc+conv" in table[1] and "conv" in table[2] and "map" in table[2]
+
+
+def test_report_shows_the_training_accuracy_and_a_dash_for_older_runs(runs, tmp_path):
+    learned, _ = runs
+    results = json.loads((learned / "results.json").read_text())
+    line = report([learned]).splitlines()[1]
+    assert f"{100 * results['train']['accuracy']:.2f}" in line.split()
+    older = tmp_path / "older"
+    older.mkdir()
+    del results["train"]
+    (older / "results.json").write_text(json.dumps(results))
+    assert report([older]).splitlines()[1].split()[5] == "-"
 
 
 def test_config_sets_the_papers_settings_and_options_override():
