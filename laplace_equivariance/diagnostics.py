@@ -12,6 +12,19 @@ path of a relaxed layer, ``gamma`` is summed over the path's tensors; the *norma
 effective number divides by the path's parameter count, and the *relative* one is a path's
 normalised number over the sum of the layer's (so the paths of a layer share 1). The path
 with the largest relative share is the layer's learned type (the paper's Fig. 3).
+
+The report also gives each tensor's squared norm ``||theta||^2``. With the Laplace marginal
+likelihood (paper Eq. 9) ``log p(D | theta) - delta ||theta||^2 / 2 + (P / 2) log delta -
+(1 / 2) sum_{i,j} log(b_i a_j + delta)`` at fixed ``theta``, its derivative in ``log delta``
+is ``(gamma - delta ||theta||^2) / 2``, which vanishes where
+
+.. math::
+    \delta \, \lVert\theta\rVert^2 = P - \sum_{i,j} \frac{\delta}{b_i a_j + \delta} = \gamma,
+
+MacKay's fixed point: at converged precisions a path's ``gamma`` equals the sum of
+``delta ||theta||^2`` over its tensors. A path keeps a weak prior while its weights are
+large, so early in training (weights still near a large initialisation) the shares say as
+much about the initialisation as about the data.
 """
 
 from __future__ import annotations
@@ -62,21 +75,22 @@ def symmetry_report(la: KronLaplace) -> dict[str, Any]:
 
     Returns:
         ``{"layers": [{"layer", "paths": {path: {"parameters", "prior_precision",
-        "effective", "normalised", "relative"}}, "learned": path}, ...]}``; a path's
-        ``prior_precision`` lists one value per parameter tensor.
+        "squared_norm", "effective", "normalised", "relative"}}, "learned": path}, ...]}``;
+        a path's ``prior_precision`` and ``squared_norm`` list one value per parameter
+        tensor (the MAP weights' ``||theta||^2``).
     """
     gammas = effective_parameters(la)
     precisions = la.prior_precision.detach().expand(len(gammas)).tolist()
     layers: dict[str, dict[str, dict[str, Any]]] = {}
-    names = [n for n, p in la.model.named_parameters() if p.requires_grad]
-    sizes = [p.numel() for p in la.model.parameters() if p.requires_grad]
-    for name, size, gamma, precision in zip(names, sizes, gammas, precisions, strict=True):
+    trained = [(n, p.detach()) for n, p in la.model.named_parameters() if p.requires_grad]
+    for (name, weight), gamma, precision in zip(trained, gammas, precisions, strict=True):
         layer, path = layer_and_path(name)
         entry = layers.setdefault(layer, {}).setdefault(
-            path, {"parameters": 0, "prior_precision": [], "effective": 0.0}
+            path, {"parameters": 0, "prior_precision": [], "squared_norm": [], "effective": 0.0}
         )
-        entry["parameters"] += size
+        entry["parameters"] += weight.numel()
         entry["prior_precision"].append(precision)
+        entry["squared_norm"].append(weight.square().sum().item())
         entry["effective"] += gamma
     rows = []
     for layer, paths in layers.items():

@@ -10,6 +10,7 @@ from laplace_equivariance.diagnostics import (
     plot_symmetry,
     symmetry_report,
 )
+from laplace_equivariance.priors import layer_and_path
 from tests.curvature.reference import fit_kfac
 
 matplotlib.use("Agg")
@@ -88,3 +89,48 @@ def test_plot_has_one_bar_per_layer_and_path(fitted):
 def test_needs_a_kron_laplace():
     with pytest.raises(TypeError, match="KronLaplace"):
         effective_parameters(object())
+
+
+def test_report_gives_each_tensors_squared_norm(fitted):
+    report = symmetry_report(fitted)
+    conv = report["layers"][1]["paths"]["conv"]
+    weights = [p for n, p in fitted.model.named_parameters() if n.startswith("layer2.conv.")]
+    assert conv["squared_norm"] == pytest.approx([w.square().sum().item() for w in weights])
+
+
+def test_gamma_minus_delta_squared_norm_is_twice_the_marglik_gradient_in_log_delta():
+    """d log p(D | delta) / d log delta_t = (gamma_t - delta_t ||theta_t||^2) / 2 per tensor.
+
+    The report's effective parameters and squared norms against autograd through
+    laplace-torch's own log marginal likelihood, at random precisions (one per tensor); where
+    the gradient vanishes this is MacKay's fixed point delta ||theta||^2 = gamma. Biases are
+    drawn away from their zero initialisation so that every term is exercised.
+    """
+    torch.manual_seed(0)
+    model = models.build("f-fc+conv", (1, 32, 32), 3, alpha=1).double()
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "bias" in name:
+                parameter.normal_(0.0, 0.5)
+    x = torch.randn(16, 1, 32, 32, dtype=torch.float64)
+    y = torch.randint(0, 3, (16,))
+    n_tensors = len(list(model.parameters()))
+    la = fit_kfac(
+        model, x, y, "classification", prior_precision=torch.ones(n_tensors, dtype=torch.float64)
+    )
+    log_precision = torch.empty(n_tensors, dtype=torch.float64).uniform_(-2.0, 2.0)
+    log_precision.requires_grad_(True)
+    la.log_marginal_likelihood(prior_precision=log_precision.exp()).backward()
+    la.prior_precision = log_precision.detach().exp()
+    names = [name for name, _ in model.named_parameters()]
+    gradient = dict(zip(names, log_precision.grad.tolist(), strict=True))
+    for row in symmetry_report(la)["layers"]:
+        for path, entry in row["paths"].items():
+            weights = [name for name in names if layer_and_path(name) == (row["layer"], path)]
+            squared = sum(
+                delta * norm
+                for delta, norm in zip(entry["prior_precision"], entry["squared_norm"], strict=True)
+            )
+            twice_gradient = 2 * sum(gradient[name] for name in weights)
+            # float64 sums of up to ~1e4 eigenvalue terms of size ~1: rounding ~1e-12
+            assert entry["effective"] - squared == pytest.approx(twice_gradient, abs=1e-9)
