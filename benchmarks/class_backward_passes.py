@@ -21,25 +21,21 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import statistics
-from pathlib import Path
 
 import torch
-from report import environment, timings, write
+from report import benchmark_parser, environment, timings, write
 
 from laplace_equivariance import models
 from laplace_equivariance.curvature.backend import _activation_graph_only
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--alpha", type=int, default=4)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--classes", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     torch.manual_seed(0)
     model = models.build("f-fc+conv", (1, 32, 32), args.classes, alpha=args.alpha)

@@ -13,12 +13,10 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import statistics
-from pathlib import Path
 
 import torch
-from report import environment, timings, write
+from report import benchmark_parser, environment, timings, write
 from torch.nn import functional as F
 
 from laplace_equivariance.curvature.rules import circular_patch_covariance
@@ -36,11 +34,9 @@ def unfolded(x: torch.Tensor, kernel_size: int) -> torch.Tensor:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     torch.manual_seed(0)
     rows = []

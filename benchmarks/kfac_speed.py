@@ -17,15 +17,13 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
-from pathlib import Path
 
 import torch
 from laplace import Laplace
 from laplace.curvature import AsdlGGN
-from report import environment, write
+from report import benchmark_parser, environment, write
 from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance import EquivariantKFAC, models
@@ -117,13 +115,11 @@ def decomposition(la, device: str, dense: bool) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--n", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--alpha", type=int, default=10)
     parser.add_argument("--skip-dense", action="store_true")
-    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     torch.manual_seed(0)
     data = loader(args.n, args.batch, args.device)

@@ -19,10 +19,9 @@ import resource
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 
 import torch
-from report import environment, timings, write
+from report import benchmark_parser, environment, timings, write
 
 from laplace_equivariance import count_parameters, models
 
@@ -57,12 +56,10 @@ def measure(name: str, device: str, batch: int, repeats: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--models", nargs="+", default=["conv", "f-fc+conv", "s-fc+s-conv"])
-    parser.add_argument("--out", type=Path)
     parser.add_argument("--single", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.single:

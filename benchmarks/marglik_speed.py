@@ -12,12 +12,10 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import time
-from pathlib import Path
 
 import torch
-from report import environment, write
+from report import benchmark_parser, environment, write
 from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance import models
@@ -49,14 +47,12 @@ def timed(args, learn: bool, stochastic: bool = False) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--model", default="f-fc+conv")
     parser.add_argument("--alpha", type=int, default=4)
     parser.add_argument("--n", type=int, default=2048)
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--classes", type=int, default=10)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     map_s = timed(args, learn=False)
     exact_s = timed(args, learn=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import platform
 import sys
@@ -11,6 +12,21 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+
+def benchmark_parser(doc: str) -> argparse.ArgumentParser:
+    """The options every timing benchmark takes: ``--device`` and ``--out``.
+
+    Args:
+        doc: The script's docstring; its first line describes the command.
+
+    Returns:
+        A parser to which the script adds its own options.
+    """
+    arguments = argparse.ArgumentParser(description=doc.splitlines()[0])
+    arguments.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    arguments.add_argument("--out", type=Path, help="JSON file for the figures")
+    return arguments
 
 
 def cpu_name() -> str:
