@@ -8,14 +8,18 @@ import warnings
 
 import torch
 from asdl.fisher import FisherConfig, get_fisher_maker
-from asdl.grad_maker import LOSS_CROSS_ENTROPY
-from asdl.matrices import FISHER_EXACT, SHAPE_KRON
+from asdl.grad_maker import LOSS_CROSS_ENTROPY, LOSS_MSE
+from asdl.matrices import FISHER_EXACT, FISHER_MC, SHAPE_KRON
 from laplace.curvature import AsdlGGN
 from laplace.curvature.curvature import CurvatureInterface, GGNInterface
 from torch import nn
 
 from laplace_equivariance.curvature.cross_entropy import ReducedRankCrossEntropyGGN
 from laplace_equivariance.curvature.kron import BlockDiagonalKron
+from laplace_equivariance.curvature.monte_carlo import (
+    MonteCarloCrossEntropyFisher,
+    MonteCarloGaussianFisher,
+)
 from laplace_equivariance.curvature.projection import ProjectedFactor
 from laplace_equivariance.curvature.registry import install_kron_initialiser, register_with_asdl
 from laplace_equivariance.curvature.rules import EXTRA_BLOCKS_ATTR, RULES, UNPROJECTED_ATTR
@@ -30,6 +34,15 @@ install_kron_initialiser()
 
 class UnsupportedModuleError(ValueError):
     """A module has trainable parameters that no KFAC rule covers."""
+
+
+FISHER_MAKERS = {
+    (FISHER_EXACT, LOSS_CROSS_ENTROPY): ReducedRankCrossEntropyGGN,
+    (FISHER_MC, LOSS_CROSS_ENTROPY): MonteCarloCrossEntropyFisher,
+    (FISHER_MC, LOSS_MSE): MonteCarloGaussianFisher,
+}
+"""This package's fisher maker per (ASDL fisher type, loss type); ASDL's own for the rest
+(the exact GGN of a regression)."""
 
 
 def _stock_conv_is_exact(module: nn.Conv2d) -> bool:
@@ -102,7 +115,8 @@ class EquivariantKFAC(AsdlGGN):
     Kronecker factors are computed by ASDL's fisher makers (exact GGN of a classifier:
     ``K - 1`` backward passes for ``K`` classes,
     :class:`~laplace_equivariance.curvature.cross_entropy.ReducedRankCrossEntropyGGN`; of a
-    regression: one per output; ``stochastic=True``: a Monte-Carlo Fisher, one sample) with
+    regression: one per output; ``stochastic=True``: a Monte-Carlo Fisher, ``n_mc_samples``
+    backward passes, :mod:`laplace_equivariance.curvature.monte_carlo`) with
     the rules of
     :mod:`laplace_equivariance.curvature.rules` registered for the custom modules, and by
     ASDL's own rules for ``nn.Linear`` and zero-padded ``nn.Conv2d``. There is one Kron block
@@ -127,7 +141,11 @@ class EquivariantKFAC(AsdlGGN):
         subnetwork_indices: As laplace-torch.
         dict_key_x: As laplace-torch.
         dict_key_y: As laplace-torch.
-        stochastic: Use a Monte-Carlo Fisher (one backward pass) instead of the exact GGN.
+        stochastic: Use a Monte-Carlo Fisher (one backward pass per sample) instead of the
+            exact GGN.
+        n_mc_samples: Targets sampled per example for the Monte-Carlo Fisher, which is their
+            average (:mod:`laplace_equivariance.curvature.monte_carlo`); ``1`` for the exact
+            GGN. ``kron(..., n_mc_samples=S)`` overrides it for one batch.
 
     Attributes:
         projected_factors: Parameter group -> its factor projected on a basis whose
@@ -137,6 +155,8 @@ class EquivariantKFAC(AsdlGGN):
     Raises:
         UnsupportedModuleError: If a module with trainable parameters has no KFAC rule
             (BatchNorm, an unknown custom layer, a circular or grouped ``nn.Conv2d``).
+        ValueError: If ``n_mc_samples`` is not a positive integer, or above one without
+            ``stochastic=True``.
     """
 
     def __init__(
@@ -148,7 +168,16 @@ class EquivariantKFAC(AsdlGGN):
         dict_key_x: str = "input_ids",
         dict_key_y: str = "labels",
         stochastic: bool = False,
+        n_mc_samples: int = 1,
     ) -> None:
+        if isinstance(n_mc_samples, bool) or not isinstance(n_mc_samples, int) or n_mc_samples < 1:
+            raise ValueError(f"n_mc_samples must be a positive integer, got {n_mc_samples!r}.")
+        if n_mc_samples > 1 and not stochastic:
+            raise ValueError(
+                f"n_mc_samples={n_mc_samples} sets the samples of the Monte-Carlo Fisher: pass "
+                "stochastic=True as well (the exact GGN draws no samples)."
+            )
+        self.n_mc_samples = n_mc_samples
         super().__init__(
             model, likelihood, last_layer, subnetwork_indices, dict_key_x, dict_key_y, stochastic
         )
@@ -315,12 +344,13 @@ class EquivariantKFAC(AsdlGGN):
             loss_type=self.loss_type,
             fisher_shapes=[SHAPE_KRON],
             data_size=1,
-            **kwargs,
+            **({"n_mc_samples": self.n_mc_samples} | kwargs),
         )
-        if config.fisher_type == FISHER_EXACT and self.loss_type == LOSS_CROSS_ENTROPY:
-            fisher_maker = ReducedRankCrossEntropyGGN(self.model, config)
-        else:
+        maker_type = FISHER_MAKERS.get((config.fisher_type, self.loss_type))
+        if maker_type is None:
             fisher_maker = get_fisher_maker(self.model, config)
+        else:
+            fisher_maker = maker_type(self.model, config)
         fisher_maker.setup_model_call(self._model, x)
         f, _ = fisher_maker.forward_and_backward()
         if self.loss_type == LOSS_CROSS_ENTROPY:
