@@ -83,6 +83,7 @@ DEFAULTS: dict[str, Any] = {
     "test_subset": None,
     "marglik_subset": None,
     "stochastic": False,
+    "mc_samples": 1,
     "restore_best": False,
     "prior_structure": "path",
     "lengthscale_mode": "learned",
@@ -125,6 +126,12 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--test-subset", type=int, dest="test_subset")
     train.add_argument("--marglik-subset", type=int, dest="marglik_subset")
     train.add_argument("--stochastic", action="store_true", default=None, help="MC Fisher")
+    train.add_argument(
+        "--mc-samples",
+        type=int,
+        dest="mc_samples",
+        help="targets sampled per example for the MC Fisher (with --stochastic; default 1)",
+    )
     train.add_argument(
         "--restore-best",
         action="store_true",
@@ -347,6 +354,7 @@ def train(settings: dict[str, Any], out: Path) -> dict[str, Any]:
             marglik_frequency=settings["marglik_frequency"],
             marglik_loader=marglik_loader,
             stochastic=settings["stochastic"],
+            n_mc_samples=settings["mc_samples"],
             checkpoint=out / "checkpoint.pt",
             final_laplace=learns,
             lengthscale_derivative=settings["lengthscale_derivative"],

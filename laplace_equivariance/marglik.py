@@ -118,6 +118,7 @@ def marglik_training(
     prior_prec_init: float = 1.0,
     marglik_loader: DataLoader | None = None,
     stochastic: bool = False,
+    n_mc_samples: int = 1,
     progress_bar: bool = True,
     callback: Callable[[int, dict[str, Any]], None] | None = None,
     checkpoint: str | os.PathLike | None = None,
@@ -163,7 +164,11 @@ def marglik_training(
             unaugmented loader (App. F.6), or one over a subset of ``n`` examples to save
             time: its curvature and log likelihood are scaled by ``N / n`` (laplace-torch's
             ``temperature = n / N``) so that the estimate is for the whole training set.
-        stochastic: Estimate the GGN with a Monte-Carlo Fisher (one backward pass per batch).
+        stochastic: Estimate the GGN with a Monte-Carlo Fisher (one backward pass per batch
+            and sample).
+        n_mc_samples: Targets sampled per example for the Monte-Carlo Fisher, which averages
+            them (:class:`~laplace_equivariance.EquivariantKFAC`'s option); needs
+            ``stochastic=True`` when above one.
         progress_bar: Show a tqdm bar with loss, accuracy and marginal likelihood.
         callback: Called after every epoch (after its checkpoint is written) as
             ``callback(epoch, info)`` with the epoch's loss, accuracy, negative log marginal
@@ -194,8 +199,9 @@ def marglik_training(
         ValueError: For a checkpoint that does not fit ``model``, an unsupported
             likelihood or structure, or lengthscale
             hyperparameters with a Hessian structure other than ``"kron"``, a backend other
-            than :class:`~laplace_equivariance.EquivariantKFAC`, or the total derivative with
-            ``stochastic=True``.
+            than :class:`~laplace_equivariance.EquivariantKFAC`, the total derivative with
+            ``stochastic=True``, or ``n_mc_samples`` other than one without ``stochastic=True``
+            or with another backend.
         FloatingPointError: If the training loss, the curvature, the marginal likelihood or
             the gradient of a hyperparameter (log prior precision or lengthscale) becomes
             non-finite; the message names the epoch (and the parameter, the layer's prior
@@ -237,7 +243,16 @@ def marglik_training(
     for omega in tracked:
         omega.requires_grad_(False)
     criterion = nn.CrossEntropyLoss()
-    backend_kwargs = {"stochastic": True} if stochastic else None
+    if n_mc_samples != 1 and not (stochastic and issubclass(backend, EquivariantKFAC)):
+        raise ValueError(
+            f"n_mc_samples={n_mc_samples} sets the samples of EquivariantKFAC's Monte-Carlo "
+            "Fisher: pass stochastic=True and backend=EquivariantKFAC."
+        )
+    backend_kwargs = None
+    if stochastic:
+        backend_kwargs = {"stochastic": True}
+        if n_mc_samples != 1:
+            backend_kwargs["n_mc_samples"] = n_mc_samples
     state: dict[str, Any] = {"epoch": 0, "margliks": [], "losses": [], "best": None, "seconds": 0.0}
     path = Path(checkpoint) if checkpoint is not None else None
     if path is not None and path.exists():

@@ -88,25 +88,39 @@ def test_train_writes_results_model_and_plots(runs):
     assert map_results["evaluated_epoch"] == 2 and results["evaluated_epoch"] == 2
 
 
+def options_reaching_the_trainer(monkeypatch, args: list[str], *names: str) -> list[dict]:
+    """Run ``main(args)``; the named keyword arguments of every marglik_training call."""
+    passed = []
+
+    def recording(*args, **kwargs):
+        passed.append({name: kwargs[name] for name in names})
+        return marglik_training(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "marglik_training", recording)
+    assert main(args) == 0
+    return passed
+
+
 def test_restore_best_evaluates_the_best_marglik_epoch(tmp_path, monkeypatch):
     out = tmp_path / "best"
     args = ["train", "--model", "f-fc+conv", "--restore-best", "--out", str(out), *TINY]
     # on this tiny run the best epoch is also the last: check that the option reaches the
     # trainer, not only the results
-    passed = []
-
-    def recording(*args, **kwargs):
-        passed.append(kwargs["restore_best"])
-        return marglik_training(*args, **kwargs)
-
-    monkeypatch.setattr(cli, "marglik_training", recording)
-    assert main(args) == 0
-    assert passed == [True]
+    passed = options_reaching_the_trainer(monkeypatch, args, "restore_best")
+    assert passed == [{"restore_best": True}]
     results = json.loads((out / "results.json").read_text())
     # one marginal-likelihood step per epoch (burn-in 1), judged by its last hyperparameter step
     last_steps = results["neg_log_marglik"][1::2]
     assert results["settings"]["restore_best"] is True
     assert results["evaluated_epoch"] == 1 + last_steps.index(min(last_steps))
+
+
+def test_monte_carlo_samples_reach_the_trainer(tmp_path, monkeypatch):
+    out = tmp_path / "mc"
+    args = ["train", "--stochastic", "--mc-samples", "3", "--out", str(out), *TINY]
+    passed = options_reaching_the_trainer(monkeypatch, args, "stochastic", "n_mc_samples")
+    assert passed == [{"stochastic": True, "n_mc_samples": 3}]
+    assert json.loads((out / "results.json").read_text())["settings"]["mc_samples"] == 3
 
 
 def test_training_time_counts_the_epochs_run_before_a_resume(runs):

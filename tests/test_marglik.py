@@ -1,5 +1,6 @@
 import pytest
 import torch
+from laplace.curvature import AsdlGGN
 from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance import marglik as marglik_module
@@ -263,6 +264,23 @@ def test_monte_carlo_fisher_and_separate_marglik_loader():
         model, loader, stochastic=True, marglik_loader=subset, **SCHEDULE
     )
     assert all(torch.isfinite(torch.tensor(margliks)))
+
+
+def test_monte_carlo_samples_reach_the_backend():
+    model, loader = setup()
+    la, _, _, _ = marglik_training(model, loader, stochastic=True, n_mc_samples=3, **SCHEDULE)
+    assert la.backend.stochastic and la.backend.n_mc_samples == 3
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"n_mc_samples": 2}, {"stochastic": True, "n_mc_samples": 2, "backend": AsdlGGN}],
+    ids=["exact-ggn", "stock-backend"],
+)
+def test_monte_carlo_samples_need_the_stochastic_equivariant_backend(options):
+    model, loader = setup()
+    with pytest.raises(ValueError, match="stochastic=True and backend=EquivariantKFAC"):
+        marglik_training(model, loader, **options, **SCHEDULE)
 
 
 @pytest.mark.parametrize("derivative", ["total", "partial"])
