@@ -69,7 +69,7 @@ class MonteCarloCrossEntropyFisher(KronFisherMaker, FisherMCCrossEntropy):
     def _fisher_loop(self, closure) -> None:
         logits = self._logits
         log_probs = F.log_softmax(logits, dim=-1).view(-1, logits.size(-1))
-        categorical = torch.distributions.Categorical(F.softmax(logits, dim=-1))
+        categorical = torch.distributions.Categorical(F.softmax(logits.detach(), dim=-1))
         sampled_passes(
             closure,
             self.config.n_mc_samples,
@@ -91,7 +91,7 @@ class MonteCarloGaussianFisher(KronFisherMaker, FisherMCMSE):
 
     def _fisher_loop(self, closure) -> None:
         logits = self._logits
-        normal = torch.distributions.Normal(logits, scale=math.sqrt(self.config.var))
+        normal = torch.distributions.Normal(logits.detach(), scale=math.sqrt(self.config.var))
         sampled_passes(
             closure,
             self.config.n_mc_samples,
