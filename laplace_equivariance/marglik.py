@@ -36,6 +36,7 @@ from torch.optim.lr_scheduler import CosineAnnealingLR
 from torch.utils.data import DataLoader
 
 from laplace_equivariance.curvature import EquivariantKFAC
+from laplace_equivariance.curvature.monte_carlo import check_sample_count
 from laplace_equivariance.lengthscales import (
     DERIVATIVES,
     lengthscale_hyperparameters,
@@ -200,8 +201,8 @@ def marglik_training(
             likelihood or structure, or lengthscale
             hyperparameters with a Hessian structure other than ``"kron"``, a backend other
             than :class:`~laplace_equivariance.EquivariantKFAC`, the total derivative with
-            ``stochastic=True``, or ``n_mc_samples`` other than one without ``stochastic=True``
-            or with another backend.
+            ``stochastic=True``, or ``n_mc_samples`` not a positive integer, or other than one
+            without ``stochastic=True`` or with another backend (raised before training).
         FloatingPointError: If the training loss, the curvature, the marginal likelihood or
             the gradient of a hyperparameter (log prior precision or lengthscale) becomes
             non-finite; the message names the epoch (and the parameter, the layer's prior
@@ -248,6 +249,7 @@ def marglik_training(
             f"n_mc_samples={n_mc_samples} sets the samples of EquivariantKFAC's Monte-Carlo "
             "Fisher: pass stochastic=True and backend=EquivariantKFAC."
         )
+    check_sample_count(n_mc_samples, stochastic)  # before training, not at the first fit
     backend_kwargs = None
     if stochastic:
         backend_kwargs = {"stochastic": True}

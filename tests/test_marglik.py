@@ -283,6 +283,21 @@ def test_monte_carlo_samples_need_the_stochastic_equivariant_backend(options):
         marglik_training(model, loader, **options, **SCHEDULE)
 
 
+def test_monte_carlo_sample_count_is_checked_before_training():
+    model, loader = setup()
+    epochs = []
+    with pytest.raises(ValueError, match="positive integer"):
+        marglik_training(
+            model,
+            loader,
+            stochastic=True,
+            n_mc_samples=0,
+            callback=lambda epoch, _: epochs.append(epoch),
+            **SCHEDULE,
+        )
+    assert epochs == []
+
+
 @pytest.mark.parametrize("derivative", ["total", "partial"])
 def test_lengthscale_hyperparameters_are_learned(derivative):
     model, loader = setup(name="s-fc+s-conv", **HYPER)

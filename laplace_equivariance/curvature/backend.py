@@ -19,6 +19,7 @@ from laplace_equivariance.curvature.kron import BlockDiagonalKron
 from laplace_equivariance.curvature.monte_carlo import (
     MonteCarloCrossEntropyFisher,
     MonteCarloGaussianFisher,
+    check_sample_count,
 )
 from laplace_equivariance.curvature.projection import ProjectedFactor
 from laplace_equivariance.curvature.registry import install_kron_initialiser, register_with_asdl
@@ -170,13 +171,7 @@ class EquivariantKFAC(AsdlGGN):
         stochastic: bool = False,
         n_mc_samples: int = 1,
     ) -> None:
-        if isinstance(n_mc_samples, bool) or not isinstance(n_mc_samples, int) or n_mc_samples < 1:
-            raise ValueError(f"n_mc_samples must be a positive integer, got {n_mc_samples!r}.")
-        if n_mc_samples > 1 and not stochastic:
-            raise ValueError(
-                f"n_mc_samples={n_mc_samples} sets the samples of the Monte-Carlo Fisher: pass "
-                "stochastic=True as well (the exact GGN draws no samples)."
-            )
+        check_sample_count(n_mc_samples, stochastic)
         self.n_mc_samples = n_mc_samples
         super().__init__(
             model, likelihood, last_layer, subnetwork_indices, dict_key_x, dict_key_y, stochastic
@@ -305,6 +300,10 @@ class EquivariantKFAC(AsdlGGN):
 
         Returns:
             ``(loss, BlockDiagonalKron)``.
+
+        Raises:
+            ValueError: If an ``n_mc_samples`` passed here is not a positive integer, or
+                above one for the exact GGN.
         """
         # ASDL's backward passes would accumulate into the .grad of lengthscale
         # hyperparameters that require grad (they are not parameters, so it does not zero
@@ -339,12 +338,14 @@ class EquivariantKFAC(AsdlGGN):
         """
         if self.last_layer:
             _, x = self.model.forward_with_features(x)
+        kwargs = {"n_mc_samples": self.n_mc_samples} | kwargs
+        check_sample_count(kwargs["n_mc_samples"], self.stochastic)
         config = FisherConfig(
             fisher_type=self._ggn_type,
             loss_type=self.loss_type,
             fisher_shapes=[SHAPE_KRON],
             data_size=1,
-            **({"n_mc_samples": self.n_mc_samples} | kwargs),
+            **kwargs,
         )
         maker_type = FISHER_MAKERS.get((config.fisher_type, self.loss_type))
         if maker_type is None:

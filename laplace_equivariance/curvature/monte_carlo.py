@@ -16,7 +16,8 @@ ASDL's ``var``; laplace-torch's regression uses :math:`\sigma^2 = 1`). KFAC's ``
 back-propagated gradients, so each of the ``S`` passes back-propagates
 :math:`\ell / \sqrt S`. ASDL 0.1a4's makers back-propagate :math:`\ell / S`, which gives
 :math:`\hat F / S`: with ``n_mc_samples=16`` their factors come out a sixteenth of the exact
-GGN's (``tests/curvature/test_monte_carlo.py``). With one sample both are the same pass.
+GGN's (``tests/curvature/test_monte_carlo.py`` checks both scalings). With one sample both
+are the same pass.
 """
 
 from __future__ import annotations
@@ -30,7 +31,28 @@ from torch.nn import functional as F
 
 from laplace_equivariance.curvature.kron_fisher import KronFisherMaker
 
-__all__ = ["MonteCarloCrossEntropyFisher", "MonteCarloGaussianFisher"]
+__all__ = ["MonteCarloCrossEntropyFisher", "MonteCarloGaussianFisher", "check_sample_count"]
+
+
+def check_sample_count(n_mc_samples: int, stochastic: bool = True) -> None:
+    """Raise unless ``n_mc_samples`` is a sample count that the curvature will use.
+
+    Args:
+        n_mc_samples: Targets sampled per example.
+        stochastic: Whether the curvature is the Monte-Carlo Fisher (the exact GGN draws
+            none, so only ``1`` goes with it).
+
+    Raises:
+        ValueError: If ``n_mc_samples`` is not a positive integer, or above one with
+            ``stochastic=False``.
+    """
+    if isinstance(n_mc_samples, bool) or not isinstance(n_mc_samples, int) or n_mc_samples < 1:
+        raise ValueError(f"n_mc_samples must be a positive integer, got {n_mc_samples!r}.")
+    if n_mc_samples > 1 and not stochastic:
+        raise ValueError(
+            f"n_mc_samples={n_mc_samples} sets the samples of the Monte-Carlo Fisher: pass "
+            "stochastic=True as well (the exact GGN draws no samples)."
+        )
 
 
 def sampled_passes(
@@ -48,10 +70,9 @@ def sampled_passes(
         loss: The summed loss of the model's output at the given targets.
 
     Raises:
-        ValueError: If ``n_samples < 1``.
+        ValueError: If ``n_samples`` is not a positive integer.
     """
-    if n_samples < 1:
-        raise ValueError(f"n_mc_samples must be a positive integer, got {n_samples}.")
+    check_sample_count(n_samples)
     scale = 1 / math.sqrt(n_samples)
     for i in range(n_samples):
         with torch.no_grad():

@@ -52,17 +52,22 @@ def test_many_samples_average_to_the_exact_ggn(likelihood):
         assert error < 0.1
 
 
+@pytest.fixture
+def repeated_target(monkeypatch) -> None:
+    """Every draw returns the same target: the most likely class, or the mean plus one."""
+    monkeypatch.setattr(
+        torch.distributions.Categorical, "sample", lambda self, *_: self.probs.argmax(-1)
+    )
+    monkeypatch.setattr(torch.distributions.Normal, "sample", lambda self, *_: self.loc + 1)
+
+
 @pytest.mark.parametrize("likelihood", ["classification", "regression"])
-def test_repeated_target_gives_the_one_sample_factors(likelihood, monkeypatch):
+def test_repeated_target_gives_the_one_sample_factors(likelihood, repeated_target):
     """With every sample the same target, S samples average to one: all blocks, F-FC+CONV.
 
     Covers the rules' exact blocks (factored biases) and every layer type of the relaxed
     network; equal up to float64 rounding of the 1 / sqrt(S) scale.
     """
-    monkeypatch.setattr(
-        torch.distributions.Categorical, "sample", lambda self, *_: self.probs.argmax(-1)
-    )
-    monkeypatch.setattr(torch.distributions.Normal, "sample", lambda self, *_: self.loc + 1)
     torch.manual_seed(0)
     model = models.build("f-fc+conv", (1, 32, 32), K, alpha=1).double()
     x, y = data(4, (1, 32, 32), likelihood)
@@ -82,34 +87,52 @@ class AsdlDrivenMonteCarlo(FisherMCCrossEntropy):
         return FisherMaker.forward_and_backward(self)
 
 
-@pytest.mark.filterwarnings("ignore:Using a non-full backward hook")
-def test_one_sample_equals_asdls_maker_bit_for_bit():
-    """Same seed, same draw, same pass: results of earlier versions stay reproducible."""
-    model = models.build("f-fc+conv", (1, 32, 32), K, alpha=1).double()
-    x = torch.randn(4, 1, 32, 32, dtype=torch.float64)
+def maker_factors(maker_type: type, model: nn.Module, x: torch.Tensor, n_mc_samples: int):
+    """Run one cross-entropy Monte-Carlo maker on ``x``: every module's ``A`` and ``B``."""
     config = FisherConfig(
         fisher_type=FISHER_MC,
         loss_type=LOSS_CROSS_ENTROPY,
         fisher_shapes=[SHAPE_KRON],
         data_size=1,
         seed=3,
+        n_mc_samples=n_mc_samples,
     )
-    results = []
-    for maker_type in (MonteCarloCrossEntropyFisher, AsdlDrivenMonteCarlo):
-        maker = maker_type(model, config)
-        maker.setup_model_call(model, x)
-        maker.forward_and_backward()
-        results.append(
-            [
-                factor
-                for module in model.modules()
-                if getattr(module, "fisher", None) is not None
-                for factor in (module.fisher.kron.A, module.fisher.kron.B)
-            ]
-        )
-    ours, asdl = results
+    maker = maker_type(model, config)
+    maker.setup_model_call(model, x)
+    maker.forward_and_backward()
+    return [
+        (module.fisher.kron.A, module.fisher.kron.B)
+        for module in model.modules()
+        if getattr(module, "fisher", None) is not None
+    ]
+
+
+@pytest.fixture
+def relaxed_model_and_input() -> tuple[nn.Module, torch.Tensor]:
+    model = models.build("f-fc+conv", (1, 32, 32), K, alpha=1).double()
+    return model, torch.randn(4, 1, 32, 32, dtype=torch.float64)
+
+
+@pytest.mark.filterwarnings("ignore:Using a non-full backward hook")
+def test_one_sample_equals_asdls_maker_bit_for_bit(relaxed_model_and_input):
+    """Same seed, same draw, same pass: results of earlier versions stay reproducible."""
+    ours = maker_factors(MonteCarloCrossEntropyFisher, *relaxed_model_and_input, 1)
+    asdl = maker_factors(AsdlDrivenMonteCarlo, *relaxed_model_and_input, 1)
     assert len(ours) == len(asdl) > 10
-    assert all(torch.equal(a, b) for a, b in zip(ours, asdl, strict=True))
+    for (a_ours, b_ours), (a_asdl, b_asdl) in zip(ours, asdl, strict=True):
+        assert torch.equal(a_ours, a_asdl) and torch.equal(b_ours, b_asdl)
+
+
+@pytest.mark.filterwarnings("ignore:Using a non-full backward hook")
+def test_asdls_own_maker_divides_the_average_by_the_samples_again(
+    relaxed_model_and_input, repeated_target
+):
+    """Why monte_carlo.py exists: ASDL's ``B`` with S equal samples is its one-sample ``B`` / S."""
+    one = maker_factors(AsdlDrivenMonteCarlo, *relaxed_model_and_input, 1)
+    five = maker_factors(AsdlDrivenMonteCarlo, *relaxed_model_and_input, 5)
+    for (a_one, b_one), (a_five, b_five) in zip(one, five, strict=True):
+        torch.testing.assert_close(a_five, a_one, rtol=0, atol=0)
+        torch.testing.assert_close(b_five, b_one / 5, rtol=1e-12, atol=1e-14)
 
 
 @pytest.mark.parametrize("n_mc_samples", [0, -2, 1.5, True])
@@ -123,3 +146,16 @@ def test_invalid_sample_count_raises(n_mc_samples):
 def test_samples_without_stochastic_raise():
     with pytest.raises(ValueError, match="stochastic=True"):
         EquivariantKFAC(nn.Linear(2, K), "classification", n_mc_samples=4)
+
+
+@pytest.mark.parametrize(
+    ("stochastic", "n_mc_samples", "message"),
+    [(False, 4, "stochastic=True"), (True, 0, "positive integer")],
+    ids=["samples-for-the-exact-ggn", "no-samples"],
+)
+def test_sample_count_passed_to_kron_is_checked(stochastic, n_mc_samples, message):
+    """The per-batch override is checked as the constructor's option is, not ignored."""
+    backend = EquivariantKFAC(nn.Linear(2, K).double(), "classification", stochastic=stochastic)
+    x, y = data(3, (2,), "classification")
+    with pytest.raises(ValueError, match=message):
+        backend.kron(x, y, N=3, n_mc_samples=n_mc_samples)
