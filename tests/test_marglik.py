@@ -284,6 +284,7 @@ def test_monte_carlo_samples_need_the_stochastic_equivariant_backend(options):
 
 
 def test_monte_carlo_sample_count_is_checked_before_training():
+    """Not only at the first Laplace fit, after the burn-in epochs (here two)."""
     model, loader = setup()
     epochs = []
     with pytest.raises(ValueError, match="positive integer"):
@@ -293,7 +294,7 @@ def test_monte_carlo_sample_count_is_checked_before_training():
             stochastic=True,
             n_mc_samples=0,
             callback=lambda epoch, _: epochs.append(epoch),
-            **SCHEDULE,
+            **dict(SCHEDULE, n_epochs_burnin=3),
         )
     assert epochs == []
 
