@@ -194,6 +194,11 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
             f"--method {settings['method']} does not go with --model {settings['model']}: "
             f"{INVARIANT_WEIGHTS} takes {OBJECTIVES}, the other models map or marglik."
         )
+    if settings["mc_samples"] < 1 or (settings["mc_samples"] > 1 and not settings["stochastic"]):
+        raise SystemExit(
+            f"--mc-samples {settings['mc_samples']}: give a positive number of samples, and "
+            "more than one only with --stochastic (the exact GGN draws none)."
+        )
     return settings
 
 

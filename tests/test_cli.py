@@ -123,6 +123,15 @@ def test_monte_carlo_samples_reach_the_trainer(tmp_path, monkeypatch):
     assert json.loads((out / "results.json").read_text())["settings"]["mc_samples"] == 3
 
 
+@pytest.mark.parametrize(
+    "options", [["--stochastic", "--mc-samples", "0"], ["--mc-samples", "2"]], ids=["zero", "exact"]
+)
+def test_bad_monte_carlo_samples_stop_before_loading_data(tmp_path, options):
+    with pytest.raises(SystemExit, match="--mc-samples"):
+        main(["train", *options, "--out", str(tmp_path / "run"), *TINY])
+    assert not (tmp_path / "run").exists()
+
+
 def test_training_time_counts_the_epochs_run_before_a_resume(runs):
     """A second train into the same folder resumes the finished run: no epoch runs again."""
     _, baseline = runs
