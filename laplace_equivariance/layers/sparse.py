@@ -24,9 +24,8 @@ from enum import Enum
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
-from laplace_equivariance.layers.conv import circular_pad
+from laplace_equivariance.layers.conv import circular_conv2d
 from laplace_equivariance.layers.factored import (
     FactoredInputMap,
     FactoredLinear2d,
@@ -398,7 +397,7 @@ class SparseCircularConv2d(nn.Module):
             Output of shape ``(N, C', X, Y)``.
         """
         check_input_shape(x, (self.in_channels, *self.size), type(self).__name__)
-        return F.conv2d(circular_pad(x, self.kernel_size), self.induced_weight(), self.bias)
+        return circular_conv2d(x, self.induced_weight(), self.bias)
 
     def extra_repr(self) -> str:
         """Sizes shown in the module's repr."""

@@ -3,7 +3,7 @@ import torch
 from torch.nn import functional as F
 
 from laplace_equivariance.layers import CircularConv2d, FullyConnected2d
-from laplace_equivariance.layers.conv import circular_pad
+from laplace_equivariance.layers.conv import circular_conv2d, circular_pad
 
 
 def test_fully_connected_maps_onto_a_smaller_grid(device):
@@ -113,3 +113,86 @@ def test_circular_pad_supports_torch_func_transforms():
 def test_circular_pad_wider_than_the_map_raises():
     with pytest.raises(ValueError, match="at least 3x3"):
         circular_pad(torch.zeros(1, 1, 2, 8), 7)
+
+
+def padded_conv2d(x, weight, bias=None):
+    """The reference: autograd through ``F.pad(mode="circular")`` and ``F.conv2d``."""
+    p = weight.shape[-1] // 2
+    return F.conv2d(F.pad(x, (p, p, p, p), mode="circular"), weight, bias)
+
+
+@pytest.mark.parametrize(
+    "in_channels, out_channels, size, kernel_size",
+    [(3, 4, (5, 6), 3), (1, 2, (4, 4), 1), (2, 3, (3, 5), 5), (2, 2, (4, 6), 9)],
+    ids=["3x3", "1x1", "5x5-odd-grid", "pad-as-wide-as-the-map"],
+)
+def test_circular_conv2d_equals_autograd_through_the_padded_conv(
+    device, in_channels, out_channels, size, kernel_size
+):
+    """Output and all three gradients (input by the flipped-filter convolution)."""
+    x = torch.randn(2, in_channels, *size, device=device, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(
+        out_channels, in_channels, kernel_size, kernel_size, device=device, dtype=torch.float64
+    ).requires_grad_(True)
+    bias = torch.randn(out_channels, device=device, dtype=torch.float64, requires_grad=True)
+    ours, theirs = circular_conv2d(x, weight, bias), padded_conv2d(x, weight, bias)
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
+    v = torch.randn_like(ours)
+    for ours_grad, theirs_grad in zip(
+        torch.autograd.grad(ours, (x, weight, bias), v),
+        torch.autograd.grad(theirs, (x, weight, bias), v),
+        strict=True,
+    ):
+        torch.testing.assert_close(ours_grad, theirs_grad, rtol=1e-13, atol=1e-13)
+
+
+def test_circular_conv2d_backward_is_differentiable():
+    """First and second derivatives in the input, filter and bias (the total lengthscale
+    derivative differentiates through a backward pass)."""
+    x = torch.randn(2, 3, 4, 5, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(2, 3, 3, 3, dtype=torch.float64, requires_grad=True)
+    bias = torch.randn(2, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(circular_conv2d, (x, weight, bias))
+    assert torch.autograd.gradgradcheck(circular_conv2d, (x, weight, bias))
+
+
+def test_circular_conv2d_supports_torch_func_transforms():
+    """vmap, forward mode (jvp, some tangents absent), reverse mode (jacrev) and batched
+    cotangents of the custom autograd function, against the padded-conv reference."""
+    x = torch.randn(3, 2, 4, 5, dtype=torch.float64)
+    weight = torch.randn(4, 2, 3, 3, dtype=torch.float64)
+    bias = torch.randn(4, dtype=torch.float64)
+    args = (x, weight, bias)
+    torch.testing.assert_close(
+        torch.func.vmap(circular_conv2d, in_dims=(0, None, None))(x[:, None], weight, bias),
+        circular_conv2d(x, weight, bias)[:, None],
+        rtol=0,
+        atol=0,
+    )
+    tangents = tuple(torch.randn_like(a) for a in args)
+    _, ours = torch.func.jvp(circular_conv2d, args, tangents)
+    _, theirs = torch.func.jvp(padded_conv2d, args, tangents)
+    torch.testing.assert_close(ours, theirs, rtol=1e-13, atol=1e-13)
+    _, ours = torch.func.jvp(lambda t: circular_conv2d(t, weight), (x,), tangents[:1])
+    torch.testing.assert_close(ours, padded_conv2d(tangents[0], weight), rtol=0, atol=0)
+    for ours, theirs in zip(
+        torch.func.jacrev(circular_conv2d, argnums=(0, 1, 2))(*args),
+        torch.func.jacrev(padded_conv2d, argnums=(0, 1, 2))(*args),
+        strict=True,
+    ):
+        torch.testing.assert_close(ours, theirs, rtol=1e-13, atol=1e-13)
+    leaves = tuple(a.clone().requires_grad_(True) for a in args)
+    cotangents = torch.randn(2, 3, 4, 4, 5, dtype=torch.float64)
+    batched = torch.autograd.grad(
+        circular_conv2d(*leaves), leaves, cotangents, is_grads_batched=True
+    )
+    for k, cotangent in enumerate(cotangents):
+        for row, single in zip(
+            batched, torch.autograd.grad(padded_conv2d(*leaves), leaves, cotangent), strict=True
+        ):
+            torch.testing.assert_close(row[k], single, rtol=1e-13, atol=1e-13)
+
+
+def test_circular_conv2d_with_a_filter_wider_than_the_map_raises():
+    with pytest.raises(ValueError, match="at least 3x3"):
+        circular_conv2d(torch.zeros(1, 1, 2, 8), torch.zeros(1, 1, 7, 7))
