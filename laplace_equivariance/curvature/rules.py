@@ -388,7 +388,12 @@ def circular_patch_covariance(x: torch.Tensor, kernel_size: int) -> torch.Tensor
     """
     n, c, h, w = x.shape
     spectra = torch.fft.rfft2(x)
-    cross = torch.einsum("nchw,ndhw->cdhw", spectra.conj(), spectra)
+    frequencies = spectra.shape[-1]
+    # one (C, N) matrix per frequency, contiguous: a batched product of small complex
+    # matrices over strided operands (einsum "nchw,ndhw->cdhw") was 3-6x slower
+    per_frequency = spectra.permute(2, 3, 1, 0).reshape(h * frequencies, c, n).contiguous()
+    cross = torch.bmm(per_frequency.conj(), per_frequency.transpose(1, 2))
+    cross = cross.view(h, frequencies, c, c).permute(2, 3, 0, 1)
     correlation = torch.fft.irfft2(cross, s=(h, w))  # (C, C, X, Y): R_cc'(d) at d
     taps = torch.arange(kernel_size, device=x.device)
     offset = taps[None, :] - taps[:, None]  # (S, S): s' - s along one axis
