@@ -80,6 +80,34 @@ def test_laplace_fits_predicts_and_optimises_layerwise_precisions(name):
         torch.testing.assert_close(probs.sum(-1), torch.ones(3, dtype=torch.float64))
 
 
+def test_fit_does_not_depend_on_the_batch_size():
+    """The factors are sums over the data set, so the batches of a fit change only its time
+    and memory (docs of ``marglik_training``'s ``marglik_loader``): every factor and the log
+    marginal likelihood agree to float64 rounding for batches of 2, 4 and 8 examples."""
+    torch.manual_seed(0)
+    model = models.build("f-fc+conv", (1, 32, 32), K, alpha=1).double()
+    x, y = data(8, (1, 32, 32))
+    fitted = []
+    for batch_size in (2, 4, 8):
+        la = Laplace(
+            model,
+            "classification",
+            subset_of_weights="all",
+            hessian_structure="kron",
+            backend=EquivariantKFAC,
+        )
+        la.fit(DataLoader(TensorDataset(x, y), batch_size=batch_size))
+        fitted.append(la)
+    whole = fitted[-1]
+    for la in fitted[:-1]:
+        for factors, whole_factors in zip(la.H_facs.kfacs, whole.H_facs.kfacs, strict=True):
+            for factor, whole_factor in zip(factors, whole_factors, strict=True):
+                torch.testing.assert_close(factor, whole_factor, rtol=1e-12, atol=1e-14)
+        torch.testing.assert_close(
+            la.log_marginal_likelihood(), whole.log_marginal_likelihood(), rtol=1e-12, atol=0
+        )
+
+
 def test_scalar_prior_and_regression():
     model = models.build("f-fc+conv", (1, 32, 32), K, alpha=1).double()
     x, y = data(6, (1, 32, 32), "regression")
