@@ -374,7 +374,7 @@ def circular_patch_covariance(x: torch.Tensor, kernel_size: int) -> torch.Tensor
 
     the circular cross-correlation of the channels, computed for all offsets at once by
     FFT (:math:`\hat R_{cc'} = \sum_n \overline{\hat x_{nc}}\, \hat x_{nc'}`). Equal to the
-    product of unfolded patches to a few float64 eps (tested); 1.4-16x faster than it on
+    product of unfolded patches to a few float64 eps (tested); 1.7-20x faster than it on
     the network's maps (2-core CPU, ``benchmarks/conv_a_factor.py``), and as accurate in
     float32.
 
