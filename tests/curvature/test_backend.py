@@ -32,13 +32,18 @@ def stock_model() -> nn.Module:
     ).double()
 
 
+def kron_laplace(model: nn.Module, likelihood="classification", backend=EquivariantKFAC):
+    """An unfitted all-weights KFAC Laplace approximation, as users write it."""
+    return Laplace(
+        model, likelihood, subset_of_weights="all", hessian_structure="kron", backend=backend
+    )
+
+
 def fit_stock_and_ours(model: nn.Module, likelihood: str, loader: DataLoader) -> list[Laplace]:
     """KFAC Laplace approximations fitted with AsdlGGN and with EquivariantKFAC."""
     fitted = []
     for backend in (AsdlGGN, EquivariantKFAC):
-        la = Laplace(
-            model, likelihood, subset_of_weights="all", hessian_structure="kron", backend=backend
-        )
+        la = kron_laplace(model, likelihood, backend)
         la.fit(loader)
         fitted.append(la)
     return fitted
@@ -89,13 +94,7 @@ def test_fit_does_not_depend_on_the_batch_size():
     x, y = data(8, (1, 32, 32))
     fitted = []
     for batch_size in (2, 4, 8):
-        la = Laplace(
-            model,
-            "classification",
-            subset_of_weights="all",
-            hessian_structure="kron",
-            backend=EquivariantKFAC,
-        )
+        la = kron_laplace(model)
         la.fit(DataLoader(TensorDataset(x, y), batch_size=batch_size))
         fitted.append(la)
     whole = fitted[-1]
@@ -253,13 +252,7 @@ def test_marginal_likelihood_gradient_in_log_precisions_matches_finite_differenc
 
 def test_factors_are_allocated_block_diagonal_from_construction_and_refits_work():
     model = models.build("f-fc+conv", (1, 32, 32), K, alpha=1).double()
-    la = Laplace(
-        model,
-        "classification",
-        subset_of_weights="all",
-        hessian_structure="kron",
-        backend=EquivariantKFAC,
-    )
+    la = kron_laplace(model)
     names = [n for n, _ in model.named_parameters()]
     assert isinstance(la.H, BlockDiagonalKron)
     assert dict(zip(names, la.H.kfacs, strict=True))["layer1.fc.input_map.weight"][1].ndim == 3
