@@ -22,7 +22,7 @@ from report import benchmark_parser, environment, write
 from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance import models
-from laplace_equivariance.marglik import marglik_training
+from laplace_equivariance.marglik import marglik_training, paper_schedule
 
 
 def timed(args, learn: bool, stochastic: bool = False) -> float:
@@ -34,13 +34,14 @@ def timed(args, learn: bool, stochastic: bool = False) -> float:
     loader = DataLoader(TensorDataset(x, y), batch_size=128, shuffle=True)
     marglik_loader = DataLoader(TensorDataset(x, y), batch_size=args.marglik_batch_size)
     start = time.perf_counter()
+    schedule = paper_schedule(args.epochs, len(loader)) | {
+        "n_epochs_burnin": 5 if learn else args.epochs + 1,
+        "n_hypersteps": 20,
+    }
     marglik_training(
         model,
         loader,
-        n_epochs=args.epochs,
-        n_epochs_burnin=5 if learn else args.epochs + 1,
-        marglik_frequency=5,
-        n_hypersteps=20,
+        **schedule,
         stochastic=stochastic,
         marglik_loader=marglik_loader,
         progress_bar=False,

@@ -48,7 +48,7 @@ from laplace_equivariance.invariance import (
 )
 from laplace_equivariance.layers import AnchorBasis, LengthscaleMode
 from laplace_equivariance.lengthscales import DERIVATIVES
-from laplace_equivariance.marglik import marglik_training
+from laplace_equivariance.marglik import marglik_training, paper_schedule
 
 __all__ = ["CONFIGS", "INVARIANT_WEIGHTS", "main"]
 
@@ -347,16 +347,18 @@ def train(settings: dict[str, Any], out: Path) -> dict[str, Any]:
                 evaluated_epoch=info["best_epoch"] or epoch,
             )
 
+        schedule = paper_schedule(settings["epochs"], len(loader), lr=settings["lr"]) | {
+            "lr_hyp": settings["lr_hyp"],
+            "n_epochs_burnin": settings["burnin"] if learns else settings["epochs"] + 1,
+            "n_hypersteps": settings["hypersteps"],
+            "marglik_frequency": settings["marglik_frequency"],
+        }
         la, model, margliks, losses = marglik_training(
             model,
             loader,
-            n_epochs=settings["epochs"],
-            lr=settings["lr"],
-            lr_hyp=settings["lr_hyp"],
             prior_structure=settings["prior_structure"],
-            n_epochs_burnin=settings["burnin"] if learns else settings["epochs"] + 1,
-            n_hypersteps=settings["hypersteps"],
-            marglik_frequency=settings["marglik_frequency"],
+            progress_bar=True,
+            **schedule,
             marglik_loader=marglik_loader,
             stochastic=settings["stochastic"],
             n_mc_samples=settings["mc_samples"],

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from laplace.baselaplace import KronLaplace
 
-from laplace_equivariance.priors import layer_and_path
+from laplace_equivariance.priors import parameter_paths
 
 __all__ = ["effective_parameters", "plot_symmetry", "symmetry_report"]
 
@@ -69,22 +69,37 @@ def symmetry_report(la: KronLaplace) -> dict[str, Any]:
     """A plain, JSON-serialisable table of the learned symmetry per layer and path.
 
     Args:
-        la: A fitted Kronecker-factored Laplace approximation of a model from
-            :func:`laplace_equivariance.models.build` (or any model whose parameters are
-            named ``<layer>.<path>.<...>``).
+        la: A fitted Kronecker-factored Laplace approximation of a model with
+            :class:`~laplace_equivariance.layers.RelaxedLayer` modules (those of
+            :func:`laplace_equivariance.models.build`, say).
 
     Returns:
         ``{"layers": [{"layer", "paths": {path: {"parameters", "prior_precision",
-        "squared_norm", "effective", "normalised", "relative"}}, "learned": path}, ...]}``;
+        "squared_norm", "effective", "normalised", "relative"}}, "learned": path}, ...],
+        "outside": {tensor: {"parameters", "prior_precision", "squared_norm",
+        "effective"}}}``: one row per relaxed layer, its paths as the layer declares them;
         a path's ``prior_precision`` and ``squared_norm`` list one value per parameter
-        tensor (the MAP weights' ``||theta||^2``).
+        tensor (the MAP weights' ``||theta||^2``). Trainable tensors outside every relaxed
+        layer (a stock head) are listed under ``"outside"``, one entry each: they belong to
+        no path, so they enter no layer's shares.
     """
     gammas = effective_parameters(la)
     precisions = la.prior_precision.detach().expand(len(gammas)).tolist()
     layers: dict[str, dict[str, dict[str, Any]]] = {}
-    trained = [(n, p.detach()) for n, p in la.model.named_parameters() if p.requires_grad]
-    for (name, weight), gamma, precision in zip(trained, gammas, precisions, strict=True):
-        layer, path = layer_and_path(name)
+    outside: dict[str, dict[str, Any]] = {}
+    weights = {n: p.detach() for n, p in la.model.named_parameters() if p.requires_grad}
+    where = parameter_paths(la.model)
+    for name, gamma, precision in zip(weights, gammas, precisions, strict=True):
+        weight = weights[name]
+        if where[name] is None:
+            outside[name] = {
+                "parameters": weight.numel(),
+                "prior_precision": precision,
+                "squared_norm": weight.square().sum().item(),
+                "effective": gamma,
+            }
+            continue
+        layer, path = where[name]
         entry = layers.setdefault(layer, {}).setdefault(
             path, {"parameters": 0, "prior_precision": [], "squared_norm": [], "effective": 0.0}
         )
@@ -101,7 +116,7 @@ def symmetry_report(la: KronLaplace) -> dict[str, Any]:
             entry["relative"] = entry["normalised"] / total if total > 0 else 0.0
         learned = max(paths, key=lambda p: paths[p]["relative"])
         rows.append({"layer": layer, "paths": paths, "learned": learned})
-    return {"layers": rows}
+    return {"layers": rows, "outside": outside}
 
 
 def plot_symmetry(report: dict[str, Any], title: str | None = None):

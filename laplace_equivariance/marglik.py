@@ -1,27 +1,34 @@
-"""Marginal-likelihood training with the paper's schedule (paper Sec. 4, Eq. 9, App. F.6).
+"""Marginal-likelihood training: laplace-torch's ``marglik_training``, plus the paper's extras.
 
-:func:`marglik_training` takes the arguments of :func:`laplace.marglik_training` that the
-two share and returns the same ``(la, model, margliks, losses)``. On top it has what the
-paper's experiments need: a cosine-annealed learning rate for the weights, a burn-in, the
-marginal likelihood every ``marglik_frequency`` epochs on its own (unaugmented, possibly
-smaller) loader, priors per layer and path, a Monte-Carlo Fisher, a progress bar, a
-per-epoch callback, and checkpoints that resume to the same state.
+:func:`marglik_training` takes every parameter of :func:`laplace.marglik_training`
+(laplace-torch 0.3) in the same order, with the same names and defaults (the default
+``backend`` is :class:`~laplace_equivariance.EquivariantKFAC`, which equals ``AsdlGGN`` on
+stock layers), and returns the same ``(la, model, margliks, losses)``: a script changes
+only its import, and with the same seed the results are laplace-torch's
+(``tests/test_marglik_dropin.py`` runs both side by side). Keyword-only extras follow:
+priors per layer and path (``prior_structure="path"``), a separate (unaugmented, smaller)
+``marglik_loader``, the Monte-Carlo Fisher with several samples, checkpoints that resume to
+the same state, a per-epoch callback, S-layer lengthscales as hyperparameters (Eq. 9 in
+both), and the choice of the returned epoch (``restore_best``).
 
-S-layer lengthscales in ``"hyperparameter"`` mode are learned with the prior precisions, by
-the gradient of :func:`laplace_equivariance.lengthscales.log_marginal_likelihood`: by default
-its total derivative, which refits the Laplace approximation before every hyperparameter
-step; ``lengthscale_derivative="partial"`` is the cheaper approximation that module
-describes.
+The paper's schedule (App. F.6: Adam lr 0.01 cosine-annealed to 0, hyperparameters lr 0.1,
+10 burn-in epochs, marginal likelihood every 5 epochs) is :func:`paper_schedule`, a set of
+keyword arguments, not a change of defaults::
+
+    marglik_training(model, loader, prior_structure="path",
+                     **paper_schedule(n_epochs=100, steps_per_epoch=len(loader)))
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +36,11 @@ import torch
 import tqdm
 from laplace import Laplace
 from laplace.baselaplace import BaseLaplace
+from laplace.curvature.curvature import CurvatureInterface
 from torch import nn
 from torch.nn.utils import parameters_to_vector
 from torch.optim import Adam, Optimizer
-from torch.optim.lr_scheduler import CosineAnnealingLR
+from torch.optim.lr_scheduler import CosineAnnealingLR, LRScheduler
 from torch.utils.data import DataLoader
 
 from laplace_equivariance.curvature import EquivariantKFAC
@@ -44,7 +52,130 @@ from laplace_equivariance.lengthscales import (
 )
 from laplace_equivariance.priors import PriorGroups, PriorStructure
 
-__all__ = ["marglik_training"]
+__all__ = ["marglik_training", "paper_schedule"]
+
+LIKELIHOODS = ("classification", "regression")
+
+
+def paper_schedule(n_epochs: int, steps_per_epoch: int, lr: float = 0.01) -> dict[str, Any]:
+    """The paper's training schedule (App. F.6) as keyword arguments of :func:`marglik_training`.
+
+    Adam with learning rate ``lr`` for the weights, cosine-annealed to 0 over all
+    ``n_epochs * steps_per_epoch`` batches (the scheduler steps after every batch); Adam with
+    learning rate 0.1 for the hyperparameters; 10 burn-in epochs; one hyperparameter step
+    every 5 epochs; unit prior variances at the start. The command line trains with it.
+
+    Args:
+        n_epochs: Epochs of training.
+        steps_per_epoch: Batches per epoch, ``len(train_loader)``.
+        lr: Initial learning rate of the weights.
+
+    Returns:
+        ``optimizer_cls``, ``optimizer_kwargs``, ``scheduler_cls``, ``scheduler_kwargs``,
+        ``n_epochs``, ``lr_hyp``, ``n_epochs_burnin``, ``n_hypersteps``,
+        ``marglik_frequency`` and ``prior_prec_init``; override any by updating the dict.
+    """
+    return {
+        "optimizer_cls": Adam,
+        "optimizer_kwargs": {"lr": lr},
+        "scheduler_cls": CosineAnnealingLR,
+        "scheduler_kwargs": {"T_max": max(1, n_epochs * steps_per_epoch)},
+        "n_epochs": n_epochs,
+        "lr_hyp": 0.1,
+        "n_epochs_burnin": 10,
+        "n_hypersteps": 1,
+        "marglik_frequency": 5,
+        "prior_prec_init": 1.0,
+    }
+
+
+@dataclass
+class _Options:
+    """Every argument of :func:`marglik_training` but the model and the loader."""
+
+    likelihood: str
+    hessian_structure: str
+    backend: type[CurvatureInterface]
+    optimizer_cls: type[Optimizer]
+    optimizer_kwargs: dict | None
+    scheduler_cls: type[LRScheduler] | None
+    scheduler_kwargs: dict | None
+    n_epochs: int
+    lr_hyp: float
+    prior_structure: PriorStructure | str
+    n_epochs_burnin: int
+    n_hypersteps: int
+    marglik_frequency: int
+    prior_prec_init: float
+    sigma_noise_init: float
+    temperature: float
+    fix_sigma_noise: bool
+    progress_bar: bool
+    enable_backprop: bool
+    dict_key_x: str
+    dict_key_y: str
+    marglik_loader: DataLoader | None
+    stochastic: bool
+    n_mc_samples: int
+    callback: Callable[[int, dict[str, Any]], None] | None
+    checkpoint: str | os.PathLike | None
+    final_laplace: bool
+    lengthscale_derivative: str
+    restore_best: bool
+
+    def check(self, lengthscales: dict[str, torch.Tensor]) -> None:
+        """Raise ValueError, before any training, for options that cannot work together."""
+        if self.likelihood not in LIKELIHOODS:
+            raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {self.likelihood!r}.")
+        if self.n_hypersteps < 1 or self.marglik_frequency < 1:
+            raise ValueError(
+                f"n_hypersteps ({self.n_hypersteps}) and marglik_frequency "
+                f"({self.marglik_frequency}) must be at least 1; to train without "
+                "marginal-likelihood steps, set n_epochs_burnin above n_epochs."
+            )
+        is_equivariant = issubclass(self.backend, EquivariantKFAC)
+        if lengthscales and (self.hessian_structure != "kron" or not is_equivariant):
+            raise ValueError(
+                f"Lengthscale hyperparameters ({list(lengthscales)}) are learned through the "
+                "KFAC curvature only: use hessian_structure='kron' and backend=EquivariantKFAC."
+            )
+        if lengthscales and self.likelihood != "classification":
+            raise ValueError("Lengthscale hyperparameters are implemented for classification only.")
+        if self.lengthscale_derivative not in DERIVATIVES:
+            raise ValueError(
+                f"lengthscale_derivative must be one of {DERIVATIVES}, got "
+                f"{self.lengthscale_derivative!r}."
+            )
+        if lengthscales and self.lengthscale_derivative == "total" and self.stochastic:
+            raise ValueError(
+                "The total lengthscale derivative needs the exact GGN: pass stochastic=False "
+                "or lengthscale_derivative='partial'."
+            )
+        if self.n_mc_samples != 1 and not (self.stochastic and is_equivariant):
+            raise ValueError(
+                f"n_mc_samples={self.n_mc_samples} sets the samples of EquivariantKFAC's "
+                "Monte-Carlo Fisher: pass stochastic=True and backend=EquivariantKFAC."
+            )
+        check_sample_count(self.n_mc_samples, self.stochastic)
+
+    def backend_kwargs(self) -> dict[str, Any] | None:
+        """The Laplace backend's options (None: the backend's defaults, as laplace-torch)."""
+        if not self.stochastic:
+            return None
+        if self.n_mc_samples == 1:
+            return {"stochastic": True}
+        return {"stochastic": True, "n_mc_samples": self.n_mc_samples}
+
+
+@dataclass
+class _Progress:
+    """What a checkpoint keeps besides the optimisers: epochs done, traces, best epoch, time."""
+
+    epoch: int = 0
+    margliks: list[float] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    best: dict[str, Any] | None = None
+    seconds: float = 0.0
 
 
 @contextmanager
@@ -67,38 +198,313 @@ def _save_atomically(state: dict[str, Any], path: Path) -> None:
     os.replace(partial, path)
 
 
-def _check_hyperparameter_step(
-    epoch: int,
-    step: int,
-    marglik: torch.Tensor,
-    log_prior_precision_grads: dict[str, torch.Tensor],
-    lengthscale_grads: dict[str, torch.Tensor | None],
-) -> None:
-    """Raise before a non-finite value reaches the hyperparameter optimiser.
+def _split_batch(batch: Any, key_y: str, device: torch.device) -> tuple[Any, torch.Tensor]:
+    """``(inputs, targets)`` of a batch, as laplace-torch: a dict batch is the model's input."""
+    if isinstance(batch, MutableMapping):
+        return batch, batch[key_y].to(device, non_blocking=True)
+    x, y = batch
+    return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
 
-    Args:
-        epoch: The epoch, for the message.
-        step: The hyperparameter step within the epoch.
-        marglik: The negative log marginal likelihood of the step.
-        log_prior_precision_grads: Prior group name -> gradient of its log precision.
-        lengthscale_grads: Basis name -> gradient of its lengthscale (None where the
-            marginal likelihood does not depend on it).
 
-    Raises:
-        FloatingPointError: Naming the epoch, the step and the first hyperparameter whose
-            gradient is not finite.
+class _Trainer:
+    """The state of one :func:`marglik_training` run and its steps.
+
+    Hyperparameters are laplace-torch's: the log prior precisions (one per group of
+    :class:`~laplace_equivariance.priors.PriorGroups`), for regression the log observation
+    noise (unless fixed), plus the lengthscale hyperparameters of S-layers.
     """
-    where = f"Epoch {epoch}, hyperparameter step {step + 1}"
-    if not torch.isfinite(marglik):
-        raise FloatingPointError(f"{where}: the log marginal likelihood is {marglik.item()}.")
-    named = [(f"log prior precision of {n!r}", g) for n, g in log_prior_precision_grads.items()]
-    named += [(f"lengthscale of {n!r}", g) for n, g in lengthscale_grads.items()]
-    for name, grad in named:
+
+    def __init__(self, model: nn.Module, train_loader: DataLoader, options: _Options) -> None:
+        self.model, self.train_loader, self.options = model, train_loader, options
+        self.lengthscales = lengthscale_hyperparameters(model)
+        options.check(self.lengthscales)
+        self.marglik_loader = options.marglik_loader or train_loader
+        p = next(model.parameters())
+        self.device, dtype = p.device, p.dtype
+        self.n_data = len(train_loader.dataset)
+        self.groups = PriorGroups(model, options.prior_structure)
+        init = math.log(options.temperature * options.prior_prec_init)
+        self.log_prior_prec = torch.full((len(self.groups),), init, device=self.device, dtype=dtype)
+        self.log_prior_prec.requires_grad_(True)
+        hyperparameters = [self.log_prior_prec]
+        self.log_sigma_noise = None
+        if options.likelihood == "regression":
+            self.log_sigma_noise = torch.full(
+                (1,), math.log(options.sigma_noise_init), device=self.device, dtype=dtype
+            ).requires_grad_(True)
+            hyperparameters.append(self.log_sigma_noise)
+        optimizer_kwargs = dict(options.optimizer_kwargs or {})
+        if optimizer_kwargs.get("weight_decay"):
+            warnings.warn(
+                "Weight decay is handled by the learned prior precisions; it is set to 0.",
+                stacklevel=3,
+            )
+            optimizer_kwargs["weight_decay"] = 0.0
+        self.optimizer = options.optimizer_cls(model.parameters(), **optimizer_kwargs)
+        self.scheduler = None
+        if options.scheduler_cls is not None:
+            self.scheduler = options.scheduler_cls(
+                self.optimizer, **(options.scheduler_kwargs or {})
+            )
+        self.hyper_optimizer = Adam(
+            [*hyperparameters, *self.lengthscales.values()], lr=options.lr_hyp
+        )
+        for omega in self.lengthscales.values():  # gradients only in hyperparameter steps
+            omega.requires_grad_(False)
+        if options.likelihood == "classification":
+            self.criterion: nn.Module = nn.CrossEntropyLoss(reduction="mean")
+        else:
+            self.criterion = nn.MSELoss(reduction="mean")
+        self.progress = _Progress()
+        self.path = Path(options.checkpoint) if options.checkpoint is not None else None
+
+    def sigma_noise(self) -> float | torch.Tensor:
+        """The observation noise (1 for classification; differentiable when learned)."""
+        if self.options.likelihood == "classification":
+            return 1.0
+        if self.options.fix_sigma_noise:
+            return self.options.sigma_noise_init
+        return self.log_sigma_noise.exp()
+
+    def prior_precision(self) -> torch.Tensor:
+        """laplace-torch's ``prior_precision`` (differentiable in the log precisions)."""
+        return self.groups.to_laplace(self.log_prior_prec.exp())
+
+    def laplace(self, prior_precision, sigma_noise, enable_backprop: bool = False) -> BaseLaplace:
+        """A Laplace approximation fitted on the marginal-likelihood loader.
+
+        A loader over ``n`` of the ``N`` training examples gets laplace-torch's temperature
+        times ``n / N``, so that the estimate is for the whole training set.
+        """
+        o = self.options
+        la = Laplace(
+            self.model,
+            o.likelihood,
+            hessian_structure=o.hessian_structure,
+            sigma_noise=sigma_noise,
+            prior_precision=prior_precision,
+            temperature=o.temperature * len(self.marglik_loader.dataset) / self.n_data,
+            backend=o.backend,
+            subset_of_weights="all",
+            enable_backprop=enable_backprop,
+            dict_key_x=o.dict_key_x,
+            dict_key_y=o.dict_key_y,
+            backend_kwargs=o.backend_kwargs(),
+        )
+        la.fit(self.marglik_loader)
+        return la
+
+    def map_epoch(self, epoch: int) -> float:
+        """One epoch of MAP training (laplace-torch's loss); returns accuracy or mean error."""
+        o = self.options
+        self.model.train()
+        total_loss, performance = 0.0, 0.0
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        for batch in self.train_loader:
+            x, y = _split_batch(batch, o.dict_key_y, self.device)
+            self.optimizer.zero_grad()
+            scale = o.temperature
+            if o.likelihood == "regression":
+                sigma_noise = self.sigma_noise()
+                sigma_noise = sigma_noise.detach() if torch.is_tensor(sigma_noise) else sigma_noise
+                scale = o.temperature / (2 * sigma_noise**2)
+            delta = self.groups.per_parameter(self.log_prior_prec.detach().exp())
+            theta = parameters_to_vector(trainable)
+            f = self.model(x)
+            loss = self.criterion(f, y) + (0.5 * (delta * theta) @ theta) / self.n_data / scale
+            if not torch.isfinite(loss):
+                raise FloatingPointError(
+                    f"Non-finite training loss in epoch {epoch}; the checkpoint (if any) holds "
+                    f"epoch {self.progress.epoch}."
+                )
+            loss.backward()
+            self.optimizer.step()
+            total_loss += loss.item() * len(y)
+            if o.likelihood == "regression":
+                performance += (f.detach() - y).square().sum().item()
+            else:
+                performance += (f.detach().argmax(-1) == y).sum().item()
+            if self.scheduler is not None:
+                self.scheduler.step()
+        self.progress.losses.append(total_loss / self.n_data)
+        return performance / self.n_data
+
+    def hyperparameter_steps(self, epoch: int) -> None:
+        """Fit a Laplace approximation, take ``n_hypersteps`` steps, track the best epoch."""
+        o = self.options
+        refit = bool(self.lengthscales) and o.lengthscale_derivative == "total"
+        try:
+            la = self.laplace(self.prior_precision(), self.sigma_noise())
+        except FloatingPointError as error:
+            raise FloatingPointError(f"Epoch {epoch}: {error}") from error
+        for step in range(o.n_hypersteps):
+            if step and refit:
+                la = self.laplace(self.prior_precision().detach(), self.sigma_noise())
+            self.hyper_optimizer.zero_grad()
+            tracked = list(self.lengthscales.values())
+            with _requiring_grad(tracked):
+                prior_precision = self.prior_precision()
+                sigma_noise = self.sigma_noise() if o.likelihood == "regression" else None
+                if self.lengthscales:
+                    marglik = -log_marginal_likelihood(
+                        la, self.marglik_loader, prior_precision, o.lengthscale_derivative
+                    )
+                else:
+                    marglik = -la.log_marginal_likelihood(prior_precision, sigma_noise)
+                marglik.backward()
+            self._check_step(epoch, step, marglik)
+            evaluated = self._hyperparameter_values()
+            self.hyper_optimizer.step()
+            self.progress.margliks.append(marglik.item())
+        best = self.progress.best
+        if o.restore_best and (best is None or self.progress.margliks[-1] < best["marglik"]):
+            self.progress.best = {"epoch": epoch, "marglik": self.progress.margliks[-1]}
+            self.progress.best.update(self._state_at(evaluated))
+
+    def _hyperparameter_values(self) -> list[torch.Tensor]:
+        """Copies of every hyperparameter, in the hyperparameter optimiser's order."""
+        return [t.detach().clone() for t in self.hyper_optimizer.param_groups[0]["params"]]
+
+    def _state_at(self, values: list[torch.Tensor]) -> dict[str, Any]:
+        """Model state and hyperparameters with the hyperparameters set to ``values``.
+
+        laplace-torch restores the precisions at which the best marginal likelihood was
+        evaluated, i.e. before that step's update; the lengthscales live in the model's
+        state, so they are set back for the copy.
+        """
+        current = self._hyperparameter_values()
+        params = self.hyper_optimizer.param_groups[0]["params"]
+        with torch.no_grad():
+            for param, value in zip(params, values, strict=True):
+                param.copy_(value)
+            state = {
+                "model": copy.deepcopy(self.model.state_dict()),
+                "log_prior_prec": self.log_prior_prec.detach().clone(),
+                "log_sigma_noise": None
+                if self.log_sigma_noise is None
+                else self.log_sigma_noise.detach().clone(),
+            }
+            for param, value in zip(params, current, strict=True):
+                param.copy_(value)
+        return state
+
+    def _check_step(self, epoch: int, step: int, marglik: torch.Tensor) -> None:
+        """Raise before a non-finite value reaches the hyperparameter optimiser.
+
+        Raises:
+            FloatingPointError: Naming the epoch, the step and the first hyperparameter whose
+                gradient is not finite.
+        """
+        where = f"Epoch {epoch}, hyperparameter step {step + 1}"
+        if not torch.isfinite(marglik):
+            raise FloatingPointError(f"{where}: the log marginal likelihood is {marglik.item()}.")
+        named = []
+        grad = self.log_prior_prec.grad
         if grad is not None and not torch.isfinite(grad).all():
+            first = int((~torch.isfinite(grad)).nonzero()[0])
+            named.append(f"log prior precision of {self.groups.describe(first)!r}")
+        if self.log_sigma_noise is not None and self.log_sigma_noise.grad is not None:
+            if not torch.isfinite(self.log_sigma_noise.grad).all():
+                named.append("log observation noise")
+        for name, omega in self.lengthscales.items():
+            if omega.grad is not None and not torch.isfinite(omega.grad).all():
+                named.append(f"lengthscale of {name!r}")
+        if named:
             raise FloatingPointError(
-                f"{where}: non-finite gradient of the {name}; check that layer's lengthscale "
+                f"{where}: non-finite gradient of the {named[0]}; check that layer's lengthscale "
                 "and weights, or lower lr_hyp."
             )
+
+    def info(self, accuracy: float, marglik_step: bool) -> dict[str, Any]:
+        """What the callback gets after an epoch."""
+        best = self.progress.best
+        return {
+            "loss": self.progress.losses[-1],
+            "accuracy": accuracy,
+            "neg_log_marglik": self.progress.margliks[-1] if marglik_step else None,
+            "prior_precision": self.groups.summary(self.log_prior_prec.exp()),
+            "sigma_noise": float(self.sigma_noise()),
+            "lengthscale": {name: omega.item() for name, omega in self.lengthscales.items()},
+            "seconds": self.progress.seconds,
+            "best_epoch": best.get("epoch") if self.options.restore_best and best else None,
+        }
+
+    def save(self) -> None:
+        """Write the whole training state to the checkpoint file (if any)."""
+        if self.path is None:
+            return
+        state = {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": None if self.scheduler is None else self.scheduler.state_dict(),
+            "hyper_optimizer": self.hyper_optimizer.state_dict(),
+            "log_prior_prec": self.log_prior_prec.detach().clone(),
+            "log_sigma_noise": None
+            if self.log_sigma_noise is None
+            else self.log_sigma_noise.detach().clone(),
+            "rng": torch.get_rng_state(),
+            "state": vars(self.progress),
+        }
+        _save_atomically(state, self.path)
+
+    def resume(self) -> None:
+        """Load the checkpoint file if it exists.
+
+        Raises:
+            ValueError: If it was written for another model, prior structure, likelihood or
+                scheduler.
+        """
+        if self.path is None or not self.path.exists():
+            return
+        saved = torch.load(self.path, map_location=self.device, weights_only=False)
+        try:
+            self.model.load_state_dict(saved["model"])
+            if (saved["scheduler"] is None) != (self.scheduler is None):
+                raise RuntimeError("the run has a scheduler and the checkpoint not, or reverse")
+            if (saved.get("log_sigma_noise") is None) != (self.log_sigma_noise is None):
+                raise RuntimeError("the checkpoint is of another likelihood")
+            with torch.no_grad():
+                self.log_prior_prec.copy_(saved["log_prior_prec"])
+                if self.log_sigma_noise is not None:
+                    self.log_sigma_noise.copy_(saved["log_sigma_noise"])
+        except RuntimeError as error:
+            raise ValueError(
+                f"Checkpoint {self.path} does not fit this run: it was written for another "
+                "model, prior structure, likelihood or scheduler, or by an older version. "
+                f"Delete it or pass another checkpoint path to start afresh. {error}"
+            ) from error
+        self.optimizer.load_state_dict(saved["optimizer"])
+        if self.scheduler is not None:
+            self.scheduler.load_state_dict(saved["scheduler"])
+        self.hyper_optimizer.load_state_dict(saved["hyper_optimizer"])
+        torch.set_rng_state(saved["rng"])
+        state = dict(saved["state"])
+        if "seconds" not in state:
+            warnings.warn(
+                f"Checkpoint {self.path} has no record of its epochs' wall time (written by "
+                "an older version): the reported time counts only the epochs run from now on.",
+                stacklevel=3,
+            )
+            state["seconds"] = 0.0
+        self.progress = _Progress(**state)
+
+    def finish(self) -> BaseLaplace | None:
+        """Restore the best epoch (if tracked) and fit the returned Laplace approximation."""
+        best = self.progress.best if self.options.restore_best else None
+        if best is not None:
+            self.model.load_state_dict(best["model"])
+            with torch.no_grad():
+                self.log_prior_prec.copy_(best["log_prior_prec"])
+                if self.log_sigma_noise is not None:
+                    self.log_sigma_noise.copy_(best["log_sigma_noise"])
+        if not self.options.final_laplace:
+            return None
+        sigma_noise = self.sigma_noise()
+        if torch.is_tensor(sigma_noise):
+            sigma_noise = sigma_noise.detach()
+        return self.laplace(
+            self.prior_precision().detach(), sigma_noise, self.options.enable_backprop
+        )
 
 
 def marglik_training(
@@ -106,302 +512,144 @@ def marglik_training(
     train_loader: DataLoader,
     likelihood: str = "classification",
     hessian_structure: str = "kron",
-    backend: type = EquivariantKFAC,
+    backend: type[CurvatureInterface] = EquivariantKFAC,
     optimizer_cls: type[Optimizer] = Adam,
     optimizer_kwargs: dict | None = None,
+    scheduler_cls: type[LRScheduler] | None = None,
+    scheduler_kwargs: dict | None = None,
     n_epochs: int = 300,
-    lr: float = 0.01,
-    lr_hyp: float = 0.1,
+    lr_hyp: float = 1e-1,
     prior_structure: PriorStructure | str = PriorStructure.LAYERWISE,
-    n_epochs_burnin: int = 10,
-    n_hypersteps: int = 1,
-    marglik_frequency: int = 5,
+    n_epochs_burnin: int = 0,
+    n_hypersteps: int = 10,
+    marglik_frequency: int = 1,
     prior_prec_init: float = 1.0,
+    sigma_noise_init: float = 1.0,
+    temperature: float = 1.0,
+    fix_sigma_noise: bool = False,
+    progress_bar: bool = False,
+    enable_backprop: bool = False,
+    dict_key_x: str = "input_ids",
+    dict_key_y: str = "labels",
+    *,
     marglik_loader: DataLoader | None = None,
     stochastic: bool = False,
     n_mc_samples: int = 1,
-    progress_bar: bool = True,
     callback: Callable[[int, dict[str, Any]], None] | None = None,
     checkpoint: str | os.PathLike | None = None,
     final_laplace: bool = True,
     lengthscale_derivative: str = "total",
     restore_best: bool = True,
 ) -> tuple[BaseLaplace | None, nn.Module, list[float], list[float]]:
-    """Train weights by MAP and prior precisions by the Laplace marginal likelihood.
+    """Train weights by MAP and hyperparameters by the Laplace marginal likelihood (Eq. 9).
 
-    Every epoch minimises ``mean cross-entropy + 0.5 * sum(delta * theta^2) / N`` over
-    ``train_loader`` with ``optimizer_cls`` (cosine-annealed to 0 over all steps). From
-    epoch ``n_epochs_burnin`` on, every ``marglik_frequency`` epochs, a Laplace
-    approximation is fitted on ``marglik_loader`` and the log prior precisions take
-    ``n_hypersteps`` Adam steps (lr ``lr_hyp``) on the negative log marginal likelihood
-    (Eq. 9). S-layer lengthscales built with ``lengthscale_mode="hyperparameter"`` take the
-    same steps (Adam, lr ``lr_hyp``, on omega itself) on the gradient of
-    :func:`laplace_equivariance.lengthscales.log_marginal_likelihood` chosen by
-    ``lengthscale_derivative`` (for ``"total"`` the approximation is refitted before every
-    step after the first); they are buffers of the model, so checkpoints and the best state
-    include them. As laplace-torch's version, the
-    model and precisions with the best marginal likelihood are restored at the end (unless
-    ``restore_best=False``) and a final Laplace approximation is fitted.
+    As :func:`laplace.marglik_training`: every epoch minimises ``loss(f, y) + 0.5 *
+    sum(delta * theta^2) / N / c`` over ``train_loader`` (``c`` the temperature, divided by
+    ``2 sigma^2`` for regression) with ``optimizer_cls`` (and ``scheduler_cls``, stepped
+    after every batch). From epoch ``n_epochs_burnin`` on, every ``marglik_frequency``
+    epochs, a Laplace approximation is fitted and the log prior precisions (and, for
+    regression, the log observation noise unless ``fix_sigma_noise``) take ``n_hypersteps``
+    Adam steps (lr ``lr_hyp``) on the negative log marginal likelihood. S-layer lengthscales
+    built with ``lengthscale_mode="hyperparameter"`` take the same steps (on omega itself) on
+    the gradient of :func:`laplace_equivariance.lengthscales.log_marginal_likelihood` chosen
+    by ``lengthscale_derivative`` (``"total"`` refits before every step after the first).
+    At the end the model and hyperparameters at which the best marginal likelihood was
+    evaluated are restored (unless ``restore_best=False``) and a Laplace approximation is fitted.
 
     Args:
-        model: The network (classification only for now).
-        train_loader: Batches for the weights (may augment).
-        likelihood: ``"classification"``.
-        hessian_structure: laplace-torch's Hessian structure, ``"kron"`` by default.
-        backend: Curvature backend, :class:`~laplace_equivariance.EquivariantKFAC`.
+        model: The network (logits for classification).
+        train_loader: Batches for the weights (may augment); ``(x, y)`` or dicts.
+        likelihood: ``"classification"`` or ``"regression"``.
+        hessian_structure: laplace-torch's ``"kron"``, ``"diag"`` or ``"full"``.
+        backend: Curvature backend (default :class:`~laplace_equivariance.EquivariantKFAC`).
         optimizer_cls: Optimiser of the weights.
-        optimizer_kwargs: Its options besides ``lr`` (no weight decay: the prior is it).
+        optimizer_kwargs: Its options (``{"lr": 1e-2}``); a weight decay is set to 0 with a
+            warning (the learned prior precisions are the decay).
+        scheduler_cls: Optional learning-rate scheduler, stepped after every batch.
+        scheduler_kwargs: Its options.
         n_epochs: Epochs of training.
-        lr: Initial learning rate of the weights (App. F.6: 0.01).
-        lr_hyp: Learning rate of the log prior precisions and lengthscale hyperparameters
-            (App. F.6: 0.1).
-        prior_structure: ``"scalar"``, ``"layerwise"`` (per tensor) or ``"path"`` (per
-            layer and path), see :mod:`laplace_equivariance.priors`.
-        n_epochs_burnin: Epochs before the first marginal-likelihood step (App. F.6: 10).
+        lr_hyp: Adam learning rate of the hyperparameters.
+        prior_structure: ``"scalar"``, ``"layerwise"`` (per tensor), ``"diag"`` (per
+            parameter) or ``"path"`` (per layer and path), see
+            :mod:`laplace_equivariance.priors`.
+        n_epochs_burnin: Epochs before the first marginal-likelihood step.
         n_hypersteps: Hyperparameter steps per marginal-likelihood epoch.
-        marglik_frequency: Epochs between marginal-likelihood steps (App. F.6: 5).
-        prior_prec_init: Initial prior precision (App. F.6: 1, unit variances).
-        marglik_loader: Batches for the Laplace fit; defaults to ``train_loader``. Pass an
-            unaugmented loader (App. F.6), or one over a subset of ``n`` examples to save
-            time: its curvature and log likelihood are scaled by ``N / n`` (laplace-torch's
-            ``temperature = n / N``) so that the estimate is for the whole training set.
-            The Kronecker factors are sums over the examples, so the fit does not depend on
-            this loader's batch size (tested), only its time and memory do: on a 2-core CPU
-            batches of 256 made the exact fit of the benchmark network about 10% faster
-            than batches of 128 (README, speed of marginal-likelihood training).
-        stochastic: Estimate the GGN with a Monte-Carlo Fisher (one backward pass per batch
-            and sample).
-        n_mc_samples: Targets sampled per example for the Monte-Carlo Fisher, which averages
-            them (:class:`~laplace_equivariance.EquivariantKFAC`'s option); needs
-            ``stochastic=True`` when above one.
+        marglik_frequency: Epochs between marginal-likelihood steps.
+        prior_prec_init: Initial prior precision (multiplied by ``temperature``, as
+            laplace-torch does).
+        sigma_noise_init: Initial observation noise (regression).
+        temperature: laplace-torch's likelihood temperature.
+        fix_sigma_noise: Keep the observation noise at ``sigma_noise_init`` (regression).
         progress_bar: Show a tqdm bar with loss, accuracy and marginal likelihood.
+        enable_backprop: Make the returned Laplace approximation differentiable.
+        dict_key_x: Input key of dict batches.
+        dict_key_y: Target key of dict batches.
+        marglik_loader: Batches for the Laplace fits; defaults to ``train_loader``. Pass an
+            unaugmented loader (App. F.6), or one over a subset of ``n`` examples: the fits
+            then use temperature ``temperature * n / N``, so that the estimate is for the
+            whole training set. The Kronecker factors are sums over the examples, so the fit
+            does not depend on this loader's batch size, only its time and memory do.
+        stochastic: Estimate the GGN with a Monte-Carlo Fisher.
+        n_mc_samples: Targets sampled per example for the Monte-Carlo Fisher, which averages
+            them (:class:`~laplace_equivariance.EquivariantKFAC`'s option).
         callback: Called after every epoch (after its checkpoint is written) as
-            ``callback(epoch, info)`` with the epoch's loss, accuracy, negative log marginal
-            likelihood (or None), prior precisions, lengthscale hyperparameters (by basis
-            name, empty without them), ``seconds``, the wall time of all epochs so far,
-            including those before a resume (it is kept in the checkpoint), and
-            ``best_epoch``, the epoch whose model would be restored at the end (None before
-            the first marginal-likelihood step or with ``restore_best=False``).
-        checkpoint: File to save the full training state to after every epoch, and to resume
-            from if it exists. Resuming gives the same result as an uninterrupted run (on CPU
-            with the same seeds, bit for bit).
-        final_laplace: Fit the returned Laplace approximation (set False for plain MAP runs,
-            which then return ``la=None``).
+            ``callback(epoch, info)`` with the epoch's ``loss``, ``accuracy`` (for regression
+            the mean squared error), ``neg_log_marglik`` (None in epochs without a step),
+            ``prior_precision`` (group name -> value; per tensor, mean, for ``"diag"``),
+            ``sigma_noise``, ``lengthscale`` (basis name -> omega), ``seconds`` (wall time of
+            all epochs, including those before a resume) and ``best_epoch`` (the epoch that
+            would be restored; None before the first step or with ``restore_best=False``).
+        checkpoint: File to save the whole training state to after every epoch, and to
+            resume from if it exists (bit for bit on CPU with the same seeds).
+        final_laplace: Fit the returned Laplace approximation (False returns ``la=None``).
         lengthscale_derivative: ``"total"`` (exact GGN only) or ``"partial"``, see
-            :mod:`laplace_equivariance.lengthscales`; unused without lengthscale
-            hyperparameters.
-        restore_best: Return the model and precisions of the epoch with the best marginal
-            likelihood (laplace-torch's behaviour), not those of the last epoch. With few
-            marginal-likelihood steps an early, barely trained model can have the best
-            estimate (README, Table 1 at the CPU budget).
+            :mod:`laplace_equivariance.lengthscales`.
+        restore_best: Return the model and hyperparameters of the best marginal likelihood
+            (laplace-torch's behaviour), not those of the last epoch (the paper's code).
 
     Returns:
-        ``(la, model, margliks, losses)`` as :func:`laplace.marglik_training`: the final
-        Laplace approximation, the model, the negative log marginal likelihoods of every
-        hyperparameter step and the mean training loss of every epoch.
+        ``(la, model, margliks, losses)``: the final Laplace approximation, the model, the
+        negative log marginal likelihood of every hyperparameter step and the mean training
+        loss of every epoch.
 
     Raises:
-        ValueError: For a checkpoint that does not fit ``model``, an unsupported
-            likelihood or structure, or lengthscale
-            hyperparameters with a Hessian structure other than ``"kron"``, a backend other
-            than :class:`~laplace_equivariance.EquivariantKFAC`, the total derivative with
-            ``stochastic=True``, or ``n_mc_samples`` not a positive integer, or other than one
-            without ``stochastic=True`` or with another backend (raised before training).
-        FloatingPointError: If the training loss, the curvature, the marginal likelihood or
-            the gradient of a hyperparameter (log prior precision or lengthscale) becomes
-            non-finite; the message names the epoch (and the parameter, the layer's prior
-            group or the basis), and the last checkpoint is the last good epoch.
+        ValueError: Before training, for an unknown likelihood or prior structure, a
+            checkpoint that does not fit the run, lengthscale hyperparameters with another
+            structure, backend or likelihood than ``"kron"``, ``EquivariantKFAC`` and
+            classification, the total derivative with ``stochastic=True``, or
+            ``n_mc_samples`` not a positive integer, or other than one without
+            ``stochastic=True`` and ``EquivariantKFAC``.
+        FloatingPointError: If the training loss, the curvature, the marginal likelihood or a
+            hyperparameter's gradient becomes non-finite; the message names the epoch (and
+            the parameter, prior group, noise or basis); the last checkpoint is the last good
+            epoch.
     """
-    if likelihood != "classification":
-        raise ValueError("laplace_equivariance.marglik_training supports classification only.")
-    lengthscales = lengthscale_hyperparameters(model)
-    if lengthscales and (hessian_structure != "kron" or not issubclass(backend, EquivariantKFAC)):
-        raise ValueError(
-            f"Lengthscale hyperparameters ({list(lengthscales)}) are learned through the KFAC "
-            "curvature only: use hessian_structure='kron' and backend=EquivariantKFAC."
-        )
-    if lengthscale_derivative not in DERIVATIVES:
-        raise ValueError(
-            f"lengthscale_derivative must be one of {DERIVATIVES}, got {lengthscale_derivative!r}."
-        )
-    refit_every_step = bool(lengthscales) and lengthscale_derivative == "total"
-    if refit_every_step and stochastic:
-        raise ValueError(
-            "The total lengthscale derivative needs the exact GGN: pass stochastic=False or "
-            "lengthscale_derivative='partial'."
-        )
-    optimizer_kwargs = dict(optimizer_kwargs or {})
-    if optimizer_kwargs.pop("weight_decay", 0.0):
-        raise ValueError("Do not pass weight_decay: the learned prior precisions are the decay.")
-    marglik_loader = marglik_loader or train_loader
-    p = next(model.parameters())
-    device, dtype = p.device, p.dtype
-    n_data = len(train_loader.dataset)
-    groups = PriorGroups(model, prior_structure)
-    log_prior_prec = torch.full(
-        (len(groups),), math.log(prior_prec_init), device=device, dtype=dtype, requires_grad=True
-    )
-    optimizer = optimizer_cls(model.parameters(), lr=lr, **optimizer_kwargs)
-    scheduler = CosineAnnealingLR(optimizer, T_max=max(1, n_epochs * len(train_loader)))
-    hyper_optimizer = Adam([log_prior_prec, *lengthscales.values()], lr=lr_hyp)
-    tracked = list(lengthscales.values())  # gradients only in hyperparameter steps
-    for omega in tracked:
-        omega.requires_grad_(False)
-    criterion = nn.CrossEntropyLoss()
-    if n_mc_samples != 1 and not (stochastic and issubclass(backend, EquivariantKFAC)):
-        raise ValueError(
-            f"n_mc_samples={n_mc_samples} sets the samples of EquivariantKFAC's Monte-Carlo "
-            "Fisher: pass stochastic=True and backend=EquivariantKFAC."
-        )
-    check_sample_count(n_mc_samples, stochastic)  # before training, not at the first fit
-    backend_kwargs = None
-    if stochastic:
-        backend_kwargs = {"stochastic": True}
-        if n_mc_samples != 1:
-            backend_kwargs["n_mc_samples"] = n_mc_samples
-    state: dict[str, Any] = {"epoch": 0, "margliks": [], "losses": [], "best": None, "seconds": 0.0}
-    path = Path(checkpoint) if checkpoint is not None else None
-    if path is not None and path.exists():
-        saved = torch.load(path, map_location=device, weights_only=False)
-        try:
-            model.load_state_dict(saved["model"])
-        except RuntimeError as error:
-            raise ValueError(
-                f"Checkpoint {path} does not fit this model: it was written for another "
-                "model or by an older version (CONV paths' parameters were renamed from "
-                "'conv.conv2d.*' to 'conv.*'). Delete it or pass another checkpoint path to "
-                f"start afresh. {error}"
-            ) from error
-        optimizer.load_state_dict(saved["optimizer"])
-        scheduler.load_state_dict(saved["scheduler"])
-        hyper_optimizer.load_state_dict(saved["hyper_optimizer"])
-        with torch.no_grad():
-            log_prior_prec.copy_(saved["log_prior_prec"])
-        torch.set_rng_state(saved["rng"])
-        state = saved["state"]
-        if "seconds" not in state:
-            warnings.warn(
-                f"Checkpoint {path} has no record of its epochs' wall time (written by an "
-                "older version): the reported time counts only the epochs run from now on.",
-                stacklevel=2,
-            )
-            state["seconds"] = 0.0
-
-    def laplace(prior_precision: torch.Tensor, loader: DataLoader) -> BaseLaplace:
-        la = Laplace(
-            model,
-            likelihood,
-            subset_of_weights="all",
-            hessian_structure=hessian_structure,
-            prior_precision=prior_precision,
-            temperature=len(loader.dataset) / n_data,
-            backend=backend,
-            backend_kwargs=backend_kwargs,
-        )
-        la.fit(loader)
-        return la
-
+    options = _Options(**{k: v for k, v in locals().items() if k not in ("model", "train_loader")})
+    trainer = _Trainer(model, train_loader, options)
+    trainer.resume()
+    learns = n_epochs_burnin <= n_epochs
     epochs = tqdm.trange(
-        state["epoch"] + 1, n_epochs + 1, disable=not progress_bar, desc="marglik training"
+        trainer.progress.epoch + 1,
+        n_epochs + 1,
+        disable=not progress_bar,
+        desc="marglik training" if learns else "MAP training",
     )
     for epoch in epochs:
-        epoch_start = time.perf_counter()
-        model.train()
-        total_loss, correct = 0.0, 0
-        delta = groups.expand(log_prior_prec.detach().exp())
-        sizes = torch.tensor([q.numel() for q in model.parameters() if q.requires_grad])
-        delta = delta.repeat_interleave(sizes.to(delta.device))
-        for x, y in train_loader:
-            x, y = x.to(device), y.to(device)
-            optimizer.zero_grad()
-            f = model(x)
-            theta = parameters_to_vector(q for q in model.parameters() if q.requires_grad)
-            loss = criterion(f, y) + 0.5 * (delta * theta) @ theta / n_data
-            if not torch.isfinite(loss):
-                raise FloatingPointError(
-                    f"Non-finite training loss in epoch {epoch}; the checkpoint (if any) holds "
-                    f"epoch {state['epoch']}."
-                )
-            loss.backward()
-            optimizer.step()
-            scheduler.step()
-            total_loss += loss.item() * len(y)
-            correct += (f.argmax(-1) == y).sum().item()
-        state["losses"].append(total_loss / n_data)
-        marglik = None
-        if epoch >= n_epochs_burnin and epoch % marglik_frequency == 0:
-            try:
-                la = laplace(groups.expand(log_prior_prec.exp()), marglik_loader)
-            except FloatingPointError as error:
-                raise FloatingPointError(f"Epoch {epoch}: {error}") from error
-            for step in range(n_hypersteps):
-                if step and refit_every_step:
-                    la = laplace(groups.expand(log_prior_prec.detach().exp()), marglik_loader)
-                hyper_optimizer.zero_grad()
-                with _requiring_grad(tracked):
-                    prior_precision = groups.expand(log_prior_prec.exp())
-                    marglik = -log_marginal_likelihood(
-                        la, marglik_loader, prior_precision, lengthscale_derivative
-                    )
-                    marglik.backward()
-                _check_hyperparameter_step(
-                    epoch,
-                    step,
-                    marglik,
-                    dict(zip(groups.names, log_prior_prec.grad, strict=True)),
-                    {name: omega.grad for name, omega in lengthscales.items()},
-                )
-                hyper_optimizer.step()
-                state["margliks"].append(marglik.item())
-            improved = state["best"] is None or state["margliks"][-1] < state["best"]["marglik"]
-            if restore_best and improved:
-                state["best"] = {
-                    "epoch": epoch,
-                    "marglik": state["margliks"][-1],
-                    "model": {k: v.detach().clone() for k, v in model.state_dict().items()},
-                    "log_prior_prec": log_prior_prec.detach().clone(),
-                }
-        state["epoch"] = epoch
-        state["seconds"] += time.perf_counter() - epoch_start
-        info = {
-            "loss": state["losses"][-1],
-            "accuracy": correct / n_data,
-            "neg_log_marglik": None if marglik is None else state["margliks"][-1],
-            "prior_precision": dict(
-                zip(groups.names, log_prior_prec.detach().exp().tolist(), strict=True)
-            ),
-            "lengthscale": {name: omega.item() for name, omega in lengthscales.items()},
-            "seconds": state["seconds"],
-            "best_epoch": state["best"].get("epoch") if restore_best and state["best"] else None,
-        }
+        start = time.perf_counter()
+        accuracy = trainer.map_epoch(epoch)
+        marglik_step = epoch >= n_epochs_burnin and epoch % marglik_frequency == 0
+        if marglik_step:
+            trainer.hyperparameter_steps(epoch)
+        trainer.progress.epoch = epoch
+        trainer.progress.seconds += time.perf_counter() - start
+        info = trainer.info(accuracy, marglik_step)
         epochs.set_postfix(
             loss=f"{info['loss']:.3f}",
             acc=f"{info['accuracy']:.3f}",
-            marglik="-" if marglik is None else f"{info['neg_log_marglik']:.1f}",
+            marglik="-" if not marglik_step else f"{info['neg_log_marglik']:.1f}",
         )
-        if path is not None:
-            _save_atomically(
-                {
-                    "model": model.state_dict(),
-                    "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(),
-                    "hyper_optimizer": hyper_optimizer.state_dict(),
-                    "log_prior_prec": log_prior_prec.detach().clone(),
-                    "rng": torch.get_rng_state(),
-                    "state": state,
-                },
-                path,
-            )
+        trainer.save()
         if callback is not None:
             callback(epoch, info)
-    best = state["best"] if restore_best else None  # a resumed run may carry one
-    if best is not None:
-        model.load_state_dict(best["model"])
-        with torch.no_grad():
-            log_prior_prec.copy_(best["log_prior_prec"])
-    la = (
-        laplace(groups.expand(log_prior_prec.detach().exp()), marglik_loader)
-        if final_laplace
-        else None
-    )
-    return la, model, state["margliks"], state["losses"]
+    la = trainer.finish()
+    return la, model, trainer.progress.margliks, trainer.progress.losses

@@ -1,14 +1,22 @@
 """Prior precisions per layer and path (paper Sec. 3.2, Eq. 8).
 
 A relaxed layer's paths each get their own Gaussian prior, so that the marginal likelihood can
-switch a path off by driving its precision up. laplace-torch knows one precision per parameter
-*tensor* (``prior_structure="layerwise"``); :class:`PriorGroups` maps hyperparameters to
-tensors for three structures:
+switch a path off by driving its precision up. laplace-torch knows three prior structures
+(one precision for the network, one per parameter *tensor*, one per parameter);
+:class:`PriorGroups` maps hyperparameters to parameters for those three and for the paper's
+``"path"``:
 
-- ``"scalar"``: one precision for the whole network;
-- ``"layerwise"``: one per parameter tensor (laplace-torch's meaning);
-- ``"path"``: one per path of every layer, shared by the path's tensors (``layer3.fc``,
-  ``layer3.conv``; a head layer is one group), the paper's "one prior per layer and path".
+- ``"scalar"``: one precision for the whole network, shape ``(1,)``;
+- ``"layerwise"``: one per trainable parameter tensor, shape ``(H,)`` (laplace-torch's meaning);
+- ``"diag"``: one per parameter, shape ``(P,)``;
+- ``"path"``: one per path of every :class:`~laplace_equivariance.layers.RelaxedLayer`,
+  shared by the path's tensors (``layer3.fc``, ``layer3.conv``), the paper's "one prior per
+  layer and path". The layers declare their paths (``RelaxedLayer.path_names``); a trainable
+  tensor outside every relaxed layer's paths (a stock ``nn.Linear`` head, say) gets a
+  precision of its own, named by the tensor (:attr:`PriorGroups.outside` lists them).
+
+For the first three, the hyperparameters are exactly laplace-torch's ``prior_precision``;
+for ``"path"`` they are expanded to one value per tensor (:meth:`PriorGroups.to_laplace`).
 """
 
 from __future__ import annotations
@@ -18,74 +26,151 @@ from enum import Enum
 import torch
 from torch import nn
 
-__all__ = ["PriorGroups", "PriorStructure", "layer_and_path"]
+from laplace_equivariance.layers.paths import RelaxedLayer
+
+__all__ = ["PriorGroups", "PriorStructure", "parameter_paths"]
 
 
 class PriorStructure(str, Enum):
-    """How prior precisions are shared between parameter tensors."""
+    """How prior precisions are shared between parameters."""
 
     SCALAR = "scalar"
-    """One precision for all parameters."""
+    """One precision for all parameters (laplace-torch's ``"scalar"``)."""
 
     LAYERWISE = "layerwise"
-    """One precision per parameter tensor, as laplace-torch's ``"layerwise"``."""
+    """One precision per parameter tensor (laplace-torch's ``"layerwise"``)."""
+
+    DIAG = "diag"
+    """One precision per parameter (laplace-torch's ``"diag"``)."""
 
     PATH = "path"
-    """One precision per path of every layer (``layer3.fc``), shared by its tensors."""
+    """One precision per path of every relaxed layer (``layer3.fc``), shared by its tensors."""
 
 
-def layer_and_path(name: str) -> tuple[str, str]:
-    """The layer and path a parameter belongs to, from its name.
+def parameter_paths(model: nn.Module) -> dict[str, tuple[str, str] | None]:
+    """The relaxed layer and path of every trainable parameter tensor, as the layers declare.
 
     Args:
-        name: A parameter name such as ``"layer3.fc.input_map.weight"``.
+        model: Any network; its :class:`~laplace_equivariance.layers.RelaxedLayer` modules
+            declare their paths by ``path_names``.
 
     Returns:
-        ``("layer3", "fc")``; parameters outside a relaxed layer's paths (the head,
-        ``"layer9.weight"``) form one ``"fc"`` path of their layer.
+        Parameter name -> ``(layer, path)`` (``("layer3", "fc")`` for
+        ``"layer3.fc.input_map.weight"``), or None for a tensor outside every relaxed
+        layer's paths; in ``model.named_parameters()`` order, trainable tensors only.
     """
-    parts = name.split(".")
-    if len(parts) >= 3 and parts[1] in ("fc", "conv", "gconv"):
-        return parts[0], parts[1]
-    return parts[0], "fc"
+    owner: dict[int, tuple[str, str]] = {}
+    for layer_name, module in model.named_modules():
+        if isinstance(module, RelaxedLayer):
+            for path in module.path_names:
+                for p in module.path(path).parameters():
+                    owner.setdefault(id(p), (layer_name, path))
+    return {n: owner.get(id(p)) for n, p in model.named_parameters() if p.requires_grad}
 
 
 class PriorGroups:
-    """The map from hyperparameters (log prior precisions) to parameter tensors.
+    """The map from hyperparameters (prior precisions) to parameters.
 
     Args:
         model: The network; its trainable parameters, in order, are what laplace-torch sees.
         structure: See :class:`PriorStructure`.
 
     Attributes:
-        names: Group names (``"all"``, parameter names, or ``"layer3.fc"``), one per
-            hyperparameter.
-        index: For every trainable tensor, the index of its group.
+        structure: The :class:`PriorStructure`.
+        names: Group names: ``"all"`` (scalar), parameter names (layerwise and diag,
+            whose groups are the tensors' entries) or ``"layer3.fc"`` and, for tensors
+            outside relaxed layers, the tensor's name (path).
+        outside: Names of the trainable tensors outside every relaxed layer's paths (each is
+            its own group under ``"path"``).
+        index: For ``"path"``, the group of every trainable tensor, shape ``(H,)``.
+
+    Raises:
+        ValueError: For an unknown structure, or a model without trainable parameters.
     """
 
     def __init__(self, model: nn.Module, structure: PriorStructure | str) -> None:
-        self.structure = PriorStructure(structure)
-        tensors = [n for n, p in model.named_parameters() if p.requires_grad]
+        try:
+            self.structure = PriorStructure(structure)
+        except ValueError:
+            choices = [s.value for s in PriorStructure]
+            raise ValueError(
+                f"prior_structure must be one of {choices}, got {structure!r}."
+            ) from None
+        paths = parameter_paths(model)
+        if not paths:
+            raise ValueError("The model has no trainable parameters to put a prior on.")
+        self.outside: list[str] = [name for name, where in paths.items() if where is None]
+        sizes = {n: p.numel() for n, p in model.named_parameters() if p.requires_grad}
+        self._sizes = list(sizes.values())
+        keys = [name if where is None else ".".join(where) for name, where in paths.items()]
+        self.index = torch.tensor([0] * len(keys))
         if self.structure is PriorStructure.SCALAR:
-            keys = ["all"] * len(tensors)
-        elif self.structure is PriorStructure.LAYERWISE:
-            keys = tensors
+            self.names: list[str] = ["all"]
+        elif self.structure in (PriorStructure.LAYERWISE, PriorStructure.DIAG):
+            self.names = list(paths)
         else:
-            keys = [".".join(layer_and_path(n)) for n in tensors]
-        self.names: list[str] = list(dict.fromkeys(keys))
-        position = {name: i for i, name in enumerate(self.names)}
-        self.index = torch.tensor([position[k] for k in keys])
+            self.names = list(dict.fromkeys(keys))
+            position = {name: i for i, name in enumerate(self.names)}
+            self.index = torch.tensor([position[k] for k in keys])
 
     def __len__(self) -> int:
+        """The number of hyperparameters."""
+        if self.structure is PriorStructure.DIAG:
+            return sum(self._sizes)
         return len(self.names)
 
-    def expand(self, group_values: torch.Tensor) -> torch.Tensor:
-        """One value per parameter tensor from one value per group (differentiable).
+    def describe(self, i: int) -> str:
+        """The name of hyperparameter ``i``, for messages (``"layer1.weight[17]"`` for diag)."""
+        if self.structure is not PriorStructure.DIAG:
+            return self.names[i]
+        for name, size in zip(self.names, self._sizes, strict=True):
+            if i < size:
+                return f"{name}[{i}]"
+            i -= size
+        raise IndexError(f"No hyperparameter {i}.")
+
+    def to_laplace(self, values: torch.Tensor) -> torch.Tensor:
+        """laplace-torch's ``prior_precision`` from one value per group (differentiable).
 
         Args:
-            group_values: Shape ``(len(self),)``.
+            values: Shape ``(len(self),)``.
 
         Returns:
-            Shape ``(n_tensors,)``, laplace-torch's layerwise prior precision.
+            ``values`` itself for ``"scalar"``, ``"layerwise"`` and ``"diag"``; for
+            ``"path"`` one value per trainable tensor, shape ``(H,)`` (laplace-torch's
+            layerwise precision).
         """
-        return group_values[self.index.to(group_values.device)]
+        if self.structure is not PriorStructure.PATH:
+            return values
+        return values[self.index.to(values.device)]
+
+    def per_parameter(self, values: torch.Tensor) -> torch.Tensor:
+        """One precision per parameter, shape ``(P,)``, in ``model.parameters()`` order.
+
+        Args:
+            values: Shape ``(len(self),)``.
+
+        Returns:
+            The diagonal of the prior precision matrix.
+        """
+        if self.structure is PriorStructure.DIAG:
+            return values
+        if self.structure is PriorStructure.SCALAR:
+            return values.expand(sum(self._sizes))
+        sizes = torch.tensor(self._sizes, device=values.device)
+        return self.to_laplace(values).repeat_interleave(sizes)
+
+    def summary(self, values: torch.Tensor) -> dict[str, float]:
+        """Group name -> precision, for logs and callbacks (per tensor, mean, for ``"diag"``).
+
+        Args:
+            values: Shape ``(len(self),)``.
+
+        Returns:
+            A plain dict of floats.
+        """
+        values = values.detach()
+        if self.structure is not PriorStructure.DIAG:
+            return dict(zip(self.names, values.tolist(), strict=True))
+        chunks = values.split(self._sizes)
+        return {n: chunk.mean().item() for n, chunk in zip(self.names, chunks, strict=True)}

@@ -10,7 +10,7 @@ from laplace_equivariance.diagnostics import (
     plot_symmetry,
     symmetry_report,
 )
-from laplace_equivariance.priors import layer_and_path
+from laplace_equivariance.priors import parameter_paths
 from tests.curvature.reference import fit_kfac
 
 matplotlib.use("Agg")
@@ -57,7 +57,15 @@ def test_report_is_json_and_relative_shares_sum_to_one(fitted):
     report = symmetry_report(fitted)
     json.dumps(report)
     layers = [row["layer"] for row in report["layers"]]
-    assert layers == [f"layer{i}" for i in range(1, 11)]
+    assert layers == [f"layer{i}" for i in range(1, 9)]
+    # the stock head lies outside every relaxed layer: one entry per tensor, no shares
+    assert list(report["outside"]) == [
+        "layer9.weight",
+        "layer9.bias",
+        "layer10.weight",
+        "layer10.bias",
+    ]
+    assert report["outside"]["layer10.weight"]["parameters"] == fitted.model.layer10.weight.numel()
     for row in report["layers"][:8]:
         assert set(row["paths"]) == {"fc", "conv"}
         assert sum(p["relative"] for p in row["paths"].values()) == pytest.approx(1.0)
@@ -82,7 +90,7 @@ def test_switching_a_path_off_shows_in_the_report(fitted):
 def test_plot_has_one_bar_per_layer_and_path(fitted):
     figure = plot_symmetry(symmetry_report(fitted), title="test")
     axis = figure.axes[0]
-    assert len(axis.patches) == 2 * 10  # fc and conv bars for ten layers
+    assert len(axis.patches) == 2 * 8  # fc and conv bars for the eight relaxed layers
     assert axis.get_title() == "test"
 
 
@@ -124,9 +132,14 @@ def test_gamma_minus_delta_squared_norm_is_twice_the_marglik_gradient_in_log_del
     la.prior_precision = log_precision.detach().exp()
     names = [name for name, _ in model.named_parameters()]
     gradient = dict(zip(names, log_precision.grad.tolist(), strict=True))
-    for row in symmetry_report(la)["layers"]:
+    where = parameter_paths(model)
+    report = symmetry_report(la)
+    for name, entry in report["outside"].items():
+        delta_norm = entry["prior_precision"] * entry["squared_norm"]
+        assert entry["effective"] - delta_norm == pytest.approx(2 * gradient[name], abs=1e-9)
+    for row in report["layers"]:
         for path, entry in row["paths"].items():
-            weights = [name for name in names if layer_and_path(name) == (row["layer"], path)]
+            weights = [name for name in names if where[name] == (row["layer"], path)]
             squared = sum(
                 delta * norm
                 for delta, norm in zip(entry["prior_precision"], entry["squared_norm"], strict=True)

@@ -5,7 +5,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance import marglik as marglik_module
 from laplace_equivariance import models
-from laplace_equivariance.marglik import marglik_training
+from laplace_equivariance.marglik import marglik_training, paper_schedule
 
 K = 3
 
@@ -39,7 +39,7 @@ def test_learns_one_precision_per_layer_and_path():
     assert margliks[-1] < margliks[0]
     assert [e for e, _ in seen] == [1, 2, 3, 4]
     precisions = seen[-1][1]["prior_precision"]
-    assert list(precisions)[:2] == ["layer1.fc", "layer1.conv"] and len(precisions) == 18
+    assert list(precisions)[:2] == ["layer1.fc", "layer1.conv"] and len(precisions) == 8 * 2 + 4
     assert any(abs(v - 1.0) > 1e-3 for v in precisions.values())
     assert la.prior_precision.shape == (len(list(trained.parameters())),)
 
@@ -180,7 +180,7 @@ def test_a_checkpoint_of_another_model_raises_saying_what_to_do(tmp_path):
         k.replace("conv.weight", "conv.conv2d.weight"): v for k, v in saved["model"].items()
     }
     torch.save(saved, checkpoint)
-    with pytest.raises(ValueError, match="does not fit this model.*Delete it"):
+    with pytest.raises(ValueError, match="does not fit this run.*Delete it"):
         marglik_training(model, loader, checkpoint=checkpoint, **SCHEDULE)
 
 
@@ -331,7 +331,57 @@ def test_lengthscale_hyperparameters_need_the_kron_structure_and_a_known_derivat
     marglik_training(model, loader, stochastic=True, lengthscale_derivative="partial", **SCHEDULE)
 
 
-def test_weight_decay_is_refused():
+def test_paper_schedule_anneals_the_learning_rate_to_zero_over_the_run():
+    """App. F.6: Adam at 0.01, cosine to 0 over every batch of the run; lr_hyp 0.1 etc."""
+    schedule = paper_schedule(n_epochs=4, steps_per_epoch=3)
+    assert (schedule["lr_hyp"], schedule["n_epochs_burnin"], schedule["marglik_frequency"]) == (
+        0.1,
+        10,
+        5,
+    )
+    weight = torch.nn.Parameter(torch.zeros(1))
+    optimizer = schedule["optimizer_cls"]([weight], **schedule["optimizer_kwargs"])
+    scheduler = schedule["scheduler_cls"](optimizer, **schedule["scheduler_kwargs"])
+    rates = []
+    for _ in range(4 * 3):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert rates[0] == 0.01 and rates[6] == pytest.approx(0.005)
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(0.0, abs=1e-15)
+
+
+def test_paper_schedule_runs_through_marglik_training():
     model, loader = setup()
-    with pytest.raises(ValueError, match="weight_decay"):
-        marglik_training(model, loader, optimizer_kwargs={"weight_decay": 1e-4}, **SCHEDULE)
+    schedule = paper_schedule(n_epochs=2, steps_per_epoch=len(loader)) | {
+        "n_epochs_burnin": 1,
+        "marglik_frequency": 1,
+    }
+    _, _, margliks, losses = marglik_training(model, loader, prior_structure="path", **schedule)
+    assert len(losses) == 2 and len(margliks) == 2
+
+
+def test_regression_on_a_relaxed_model_learns_the_observation_noise():
+    """Targets with noise of standard deviation 0.1: sigma moves from 1 to near it (0.11)."""
+    torch.manual_seed(0)
+    model = models.build("f-fc+conv", (1, 32, 32), 2, alpha=1)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(32, 1, 32, 32, generator=g)
+    y = x.mean(dim=(1, 2, 3)).unsqueeze(-1).repeat(1, 2) + 0.1 * torch.randn(32, 2, generator=g)
+    loader = DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True)
+    seen = []
+    la, _, margliks, _ = marglik_training(
+        model,
+        loader,
+        likelihood="regression",
+        prior_structure="path",
+        optimizer_kwargs={"lr": 1e-2},
+        n_epochs=30,
+        n_epochs_burnin=5,
+        marglik_frequency=5,
+        callback=lambda epoch, info: seen.append(info["sigma_noise"]),
+        restore_best=False,
+    )
+    assert la.likelihood == "regression" and la.sigma_noise.item() == seen[-1]
+    assert seen[0] == 1.0 and 0.05 < seen[-1] < 0.2
+    assert margliks[-1] < margliks[0]
