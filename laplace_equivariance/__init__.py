@@ -7,17 +7,23 @@ Public API:
 - :func:`laplace_equivariance.models.build`: the paper's architecture for every layer type.
 - :class:`EquivariantKFAC`: the laplace-torch curvature backend for these layers.
 - :func:`symmetry_report`, :func:`plot_symmetry`: the learned symmetry per layer and path.
-- :func:`marglik_training`: training with the paper's schedule and per-path priors.
+- :func:`marglik_training`: laplace-torch's ``marglik_training`` (same parameters and
+  results on stock models) with per-path priors, lengthscale hyperparameters, checkpoints;
+  :func:`paper_schedule`: the paper's schedule as its keyword arguments.
 - :mod:`laplace_equivariance.invariance`: the older method we compare with, learned
   invariant weights (:class:`InvariantWeightsNet`, :func:`train_invariant_weights` with the
   ELBO or a Laplace marginal likelihood).
 """
 
 from laplace_equivariance import curvature, diagnostics, invariance, layers, models
-from laplace_equivariance.curvature import EquivariantKFAC, UnsupportedModuleError
+from laplace_equivariance.curvature import (
+    EquivariantKFAC,
+    UnsupportedBackendError,
+    UnsupportedModuleError,
+)
 from laplace_equivariance.diagnostics import effective_parameters, plot_symmetry, symmetry_report
 from laplace_equivariance.invariance import InvariantWeightsNet, train_invariant_weights
-from laplace_equivariance.marglik import marglik_training
+from laplace_equivariance.marglik import marglik_training, paper_schedule
 from laplace_equivariance.models import RelaxedNet, build, count_parameters
 from laplace_equivariance.priors import PriorGroups, PriorStructure
 
@@ -29,6 +35,7 @@ __all__ = [
     "PriorGroups",
     "PriorStructure",
     "RelaxedNet",
+    "UnsupportedBackendError",
     "UnsupportedModuleError",
     "__version__",
     "build",
@@ -40,6 +47,7 @@ __all__ = [
     "layers",
     "marglik_training",
     "models",
+    "paper_schedule",
     "plot_symmetry",
     "symmetry_report",
     "train_invariant_weights",

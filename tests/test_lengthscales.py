@@ -189,3 +189,38 @@ def test_fitting_leaves_the_lengthscale_gradient_alone():
     fit(model, loader)
     assert omega.requires_grad
     assert omega.grad.item() == 3.0
+
+
+@pytest.mark.parametrize("case", ["s-fc-input-map", "s-fc-output-map", "s-conv"])
+@pytest.mark.parametrize("derivative", ["total", "partial"])
+def test_accumulated_fits_equal_one_fit_over_the_concatenated_data(case, derivative):
+    """laplace-torch's ``fit(loader_b, override=False)`` adds to the first fit; the projected
+    statistics (A side weighted by the data counts, B side summed) must follow, so that value
+    and gradients equal one fit over both data sets (4 and 6 examples: unequal weights)."""
+    build, _ = CASES[case]
+    model, loader, _, prior = fitted(build, "cpu")
+    x, y = loader.dataset.tensors
+    first = DataLoader(TensorDataset(x[:4], y[:4]), batch_size=4)
+    second = DataLoader(TensorDataset(x[4:], y[4:]), batch_size=3)
+    results = []
+    for fits in ([loader], [first, second]):
+        la = fit(model, fits[0])
+        for more in fits[1:]:
+            la.fit(more, override=False)
+        omegas = list(lengthscale_hyperparameters(model).values())
+        for omega in omegas:
+            omega.grad = None
+        value = log_marginal_likelihood(la, loader, prior, derivative)
+        value.backward()
+        results.append([value.detach(), *(omega.grad.clone() for omega in omegas)])
+    for one_fit, accumulated in zip(*results, strict=True):
+        torch.testing.assert_close(accumulated, one_fit, rtol=1e-10, atol=1e-12)
+
+
+def test_accumulated_fits_at_different_lengthscales_are_refused():
+    model, loader, la, _ = fitted(s_conv, "cpu")
+    omega = lengthscale_hyperparameters(model)["0.basis"]
+    with torch.no_grad():
+        omega.add_(0.1)
+    with pytest.raises(ValueError, match="different lengthscales"):
+        la.fit(loader, override=False)

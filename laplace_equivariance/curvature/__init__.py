@@ -2,7 +2,13 @@
 
 from laplace_equivariance.curvature.backend import EquivariantKFAC, UnsupportedModuleError
 from laplace_equivariance.curvature.kron import BlockDiagonalKron, BlockDiagonalKronDecomposed
-from laplace_equivariance.curvature.registry import install_kron_initialiser, register_with_asdl
+from laplace_equivariance.curvature.registry import (
+    UnsupportedBackendError,
+    install_accumulating_fit,
+    install_construction_check,
+    install_kron_initialiser,
+    register_with_asdl,
+)
 from laplace_equivariance.curvature.rules import RULES, KroneckerRule
 
 __all__ = [
@@ -11,7 +17,10 @@ __all__ = [
     "BlockDiagonalKronDecomposed",
     "EquivariantKFAC",
     "KroneckerRule",
+    "UnsupportedBackendError",
     "UnsupportedModuleError",
+    "install_accumulating_fit",
+    "install_construction_check",
     "install_kron_initialiser",
     "register_with_asdl",
 ]

@@ -10,6 +10,7 @@ import torch
 from asdl.fisher import FisherConfig, get_fisher_maker
 from asdl.grad_maker import LOSS_CROSS_ENTROPY, LOSS_MSE
 from asdl.matrices import FISHER_EXACT, FISHER_MC, SHAPE_KRON
+from laplace.baselaplace import FullLaplace
 from laplace.curvature import AsdlGGN
 from laplace.curvature.curvature import CurvatureInterface, GGNInterface
 from torch import nn
@@ -22,7 +23,12 @@ from laplace_equivariance.curvature.monte_carlo import (
     check_sample_count,
 )
 from laplace_equivariance.curvature.projection import ProjectedFactor
-from laplace_equivariance.curvature.registry import install_kron_initialiser, register_with_asdl
+from laplace_equivariance.curvature.registry import (
+    install_accumulating_fit,
+    install_construction_check,
+    install_kron_initialiser,
+    register_with_asdl,
+)
 from laplace_equivariance.curvature.rules import EXTRA_BLOCKS_ATTR, RULES, UNPROJECTED_ATTR
 from laplace_equivariance.layers import AnchorBasis, LengthscaleMode, RelaxedLayer
 
@@ -31,6 +37,13 @@ __all__ = ["EquivariantKFAC", "UnsupportedModuleError"]
 # At import, before any Laplace object exists: KronLaplace allocates its factors in __init__.
 register_with_asdl()
 install_kron_initialiser()
+install_accumulating_fit()
+install_construction_check()
+
+DEFAULT_MEMORY_LIMIT = 2**31
+"""Bytes that :class:`EquivariantKFAC` lets a dense curvature object take (2 GiB): the
+Jacobians of one chunk of examples for ``"diag"`` and ``"full"``, and the ``P x P`` Hessian
+of ``"full"``. Set per approximation with ``backend_kwargs={"memory_limit": bytes}``."""
 
 
 class UnsupportedModuleError(ValueError):
@@ -128,7 +141,11 @@ class EquivariantKFAC(AsdlGGN):
     stock layers only, the factors equal :class:`laplace.curvature.AsdlGGN`'s.
 
     Jacobians (for the GLM predictive) come from ``torch.func``; ``hessian_structure="full"``
-    and ``"diag"`` use laplace-torch's Jacobian-based exact GGN.
+    and ``"diag"`` use laplace-torch's Jacobian-based exact GGN, on chunks of examples whose
+    ``(n, K, P)`` Jacobians fit in ``memory_limit`` bytes (one example of Table 1's F-FC+CONV,
+    1.75M parameters and 40 classes, takes 280 MB in float32: 128 at once would take 36 GB).
+    ``"full"`` also needs the ``P x P`` Hessian itself; beyond ``memory_limit`` it is refused
+    when the Laplace object is built, before anything is allocated.
 
     For S-layer bases whose lengthscale is a hyperparameter, :meth:`kron` also accumulates
     the statistics of the factors that the basis projects, in :attr:`projected_factors`
@@ -157,7 +174,7 @@ class EquivariantKFAC(AsdlGGN):
         UnsupportedModuleError: If a module with trainable parameters has no KFAC rule
             (BatchNorm, an unknown custom layer, a circular or grouped ``nn.Conv2d``).
         ValueError: If ``n_mc_samples`` is not a positive integer, or above one without
-            ``stochastic=True``.
+            ``stochastic=True``, or ``memory_limit`` is not positive.
     """
 
     def __init__(
@@ -170,9 +187,15 @@ class EquivariantKFAC(AsdlGGN):
         dict_key_y: str = "labels",
         stochastic: bool = False,
         n_mc_samples: int = 1,
+        memory_limit: int = DEFAULT_MEMORY_LIMIT,
     ) -> None:
         check_sample_count(n_mc_samples, stochastic)
+        if memory_limit <= 0:
+            raise ValueError(
+                f"memory_limit must be a positive number of bytes, got {memory_limit}."
+            )
         self.n_mc_samples = n_mc_samples
+        self.memory_limit = memory_limit
         super().__init__(
             model, likelihood, last_layer, subnetwork_indices, dict_key_x, dict_key_y, stochastic
         )
@@ -378,9 +401,110 @@ class EquivariantKFAC(AsdlGGN):
                     index, side, module.basis, statistic, module.basis.lengthscale.detach().clone()
                 )
 
+    def merge_projected_factors(
+        self, previous: dict[int, ProjectedFactor], n_previous: int, n_new: int
+    ) -> None:
+        """Combine the statistics of an earlier fit with this fit's, as laplace-torch's factors.
+
+        ``KronLaplace.fit(loader, override=False)`` adds a new fit to the old one, weighting
+        the ``A`` factors (which carry ``1 / N``) by ``n_previous / (n_previous + n_new)`` and
+        ``n_new / (n_previous + n_new)`` and summing the ``B`` factors; the projected
+        statistics get the same treatment, so that they equal one fit over both data sets.
+
+        Args:
+            previous: :attr:`projected_factors` of the earlier fit(s).
+            n_previous: Examples in the earlier fit(s).
+            n_new: Examples in this fit.
+
+        Raises:
+            ValueError: If the two fits were made at different lengthscales, or a basis is
+                in one fit and not the other.
+        """
+        if previous.keys() != self.projected_factors.keys():
+            raise ValueError(
+                "The accumulated fits cover different lengthscale hyperparameters: fit once "
+                "over all the data (override=True)."
+            )
+        total = n_previous + n_new
+        for index, new in self.projected_factors.items():
+            old = previous[index]
+            if not torch.equal(old.fitted_lengthscale, new.fitted_lengthscale):
+                raise ValueError(
+                    "The accumulated fits were made at different lengthscales; their sum is "
+                    "no Laplace approximation at either. Refit over all the data at the "
+                    "current lengthscales (override=True)."
+                )
+            if new.side == 1:
+                new.statistic = old.statistic * (n_previous / total) + new.statistic * (
+                    n_new / total
+                )
+            else:
+                new.statistic = old.statistic + new.statistic
+
+    @classmethod
+    def vet_laplace(cls, laplace: object, model: nn.Module, backend_kwargs: dict) -> None:
+        """Refuse, before allocation, a full Hessian beyond the memory limit.
+
+        Called by ``Laplace(...)`` (:func:`~laplace_equivariance.curvature.registry.
+        install_construction_check`) before laplace-torch allocates the approximation.
+
+        Args:
+            laplace: The Laplace object being built.
+            model: Its model.
+            backend_kwargs: Its ``backend_kwargs`` (``memory_limit``).
+
+        Raises:
+            MemoryError: For ``hessian_structure="full"`` with ``P^2`` entries over the limit.
+        """
+        if not isinstance(laplace, FullLaplace):
+            return
+        limit = backend_kwargs.get("memory_limit", DEFAULT_MEMORY_LIMIT)
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        n_params = sum(p.numel() for p in trainable)
+        needed = n_params**2 * trainable[0].element_size()
+        if needed > limit:
+            raise MemoryError(
+                f"A full Hessian of {n_params:,} parameters takes {needed / 2**30:,.1f} GiB, "
+                f"more than memory_limit={limit:,} bytes: use hessian_structure='kron' (or "
+                "'diag'), or raise the limit with backend_kwargs={'memory_limit': ...}."
+            )
+
+    def _in_chunks(self, curvature, x, y, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+        """``curvature(x, y)`` summed over chunks of examples whose Jacobians fit the limit.
+
+        ``curvature`` is laplace-torch's Jacobian-based ``GGNInterface.full`` or ``.diag``:
+        its loss is a sum over examples and its Hessian a sum of per-example terms, so the
+        chunks add up to the whole batch's.
+
+        Raises:
+            MemoryError: If one example's ``(K, P)`` Jacobian exceeds ``memory_limit``.
+        """
+        if not isinstance(x, torch.Tensor) or self.last_layer:
+            return curvature(self, x, y, **kwargs)
+        with torch.no_grad():
+            n_outputs = self.model(x[:1]).shape[-1]
+        example = n_outputs * sum(p.numel() for p in self.params) * x.element_size()
+        size = self.memory_limit // example
+        if size < 1:
+            raise MemoryError(
+                f"The Jacobian of one example takes {example:,} bytes, more than "
+                f"memory_limit={self.memory_limit:,}: use hessian_structure='kron', or raise "
+                "the limit with backend_kwargs={'memory_limit': ...}."
+            )
+        losses, hessians = zip(
+            *(
+                curvature(self, x_chunk, y_chunk, **kwargs)
+                for x_chunk, y_chunk in zip(x.split(size), y.split(size), strict=True)
+            ),
+            strict=True,
+        )
+        return sum(losses[1:], losses[0]), sum(hessians[1:], hessians[0])
+
     def jacobians(self, x, enable_backprop: bool = False):
         """Jacobians of the outputs with respect to all trainable parameters (``torch.func``)."""
         return CurvatureInterface.jacobians(self, x, enable_backprop)
 
-    full = GGNInterface.full
-    diag = GGNInterface.diag
+    full = functools.partialmethod(_in_chunks, GGNInterface.full)
+    """The exact GGN ``(loss, H)``, ``H`` of shape ``(P, P)``, from bounded Jacobian chunks."""
+    diag = functools.partialmethod(_in_chunks, GGNInterface.diag)
+    """The exact GGN's diagonal ``(loss, h)``, ``h`` of shape ``(P,)``, the same way."""

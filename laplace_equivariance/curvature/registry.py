@@ -11,23 +11,50 @@ factors is gigabytes. :func:`install_kron_initialiser` wraps it, once, so that a
 an ``init_kron`` method (:class:`~laplace_equivariance.EquivariantKFAC`) allocates its own
 block-diagonal zeros; every other backend gets laplace-torch's behaviour unchanged.
 
-Both check that the internals they extend exist and raise :class:`RuntimeError` naming the
+``KronLaplace.fit(loader, override=False)`` adds a fit to an earlier one by rescaling the
+Kronecker factors; :func:`install_accumulating_fit` wraps it, once, so that a backend with
+``merge_projected_factors`` (the statistics of lengthscale hyperparameters) combines its own
+statistics the same way instead of keeping only the last fit's.
+
+laplace-torch builds a Laplace approximation with any backend; on this package's layers only
+:class:`~laplace_equivariance.EquivariantKFAC` knows the curvature (ASDL's stock operations,
+BackPACK and curvlinops' KFAC do not know the layers; a stock backend would fail deep in a fit
+or allocate factors of the wrong shape). :func:`install_construction_check` wraps
+``ParametricLaplace.__init__``, once, so that such a mix fails at construction, before any
+allocation, naming the module; a backend with a ``vet_laplace`` class method is asked to vet
+the approximation instead (``EquivariantKFAC`` refuses a dense Hessian beyond its memory
+limit there). Models without this package's layers are untouched.
+
+All check that the internals they extend exist and raise :class:`RuntimeError` naming the
 version otherwise (tests/curvature/test_registry.py fails loudly when they change).
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 
 import asdl
 import asdl.core
-from laplace.baselaplace import KronLaplace
+from laplace.baselaplace import KronLaplace, ParametricLaplace
+from laplace.lllaplace import LLLaplace
+from torch import nn
 
 from laplace_equivariance.curvature.rules import RULES
 
-__all__ = ["install_kron_initialiser", "register_with_asdl"]
+__all__ = [
+    "UnsupportedBackendError",
+    "install_accumulating_fit",
+    "install_construction_check",
+    "install_kron_initialiser",
+    "register_with_asdl",
+]
 
 _MARKER = "_laplace_equivariance_wrapper"
+
+
+class UnsupportedBackendError(ValueError):
+    """A Laplace approximation of this package's layers with a backend that lacks their rules."""
 
 
 def _require(condition: bool, what: str) -> None:
@@ -64,23 +91,116 @@ def register_with_asdl() -> None:
     asdl.core.get_op_class = get_op_class
 
 
+def _wrap_once(owner: type, attribute: str, make_wrapper) -> None:
+    """Replace ``owner.attribute`` by ``make_wrapper(original)``, unless already wrapped.
+
+    Raises:
+        RuntimeError: If ``owner`` has no callable ``attribute``.
+    """
+    original = getattr(owner, attribute, None)
+    _require(callable(original), f"{owner.__module__}.{owner.__qualname__}.{attribute}")
+    if getattr(original, _MARKER, False):
+        return
+    wrapper = functools.wraps(original)(make_wrapper(original))
+    setattr(wrapper, _MARKER, True)
+    setattr(owner, attribute, wrapper)
+
+
 def install_kron_initialiser() -> None:
     """Let a backend with ``init_kron`` allocate ``KronLaplace``'s factors. Idempotent.
 
     Raises:
         RuntimeError: If ``KronLaplace._init_H`` does not exist.
     """
-    original = getattr(KronLaplace, "_init_H", None)
-    _require(callable(original), "laplace.baselaplace.KronLaplace._init_H")
-    if getattr(original, _MARKER, False):
+
+    def make_wrapper(original):
+        def _init_H(self) -> None:
+            if hasattr(self._backend_cls, "init_kron"):
+                self.H = self.backend.init_kron(self._device, self._dtype)
+            else:
+                original(self)
+
+        return _init_H
+
+    _wrap_once(KronLaplace, "_init_H", make_wrapper)
+
+
+def install_accumulating_fit() -> None:
+    """Let a backend with ``merge_projected_factors`` accumulate over ``override=False`` fits.
+
+    Idempotent.
+
+    Raises:
+        RuntimeError: If ``KronLaplace.fit`` does not exist.
+    """
+
+    def make_wrapper(original):
+        def fit(self, train_loader, override: bool = True, progress_bar: bool = False) -> None:
+            merges = hasattr(self._backend_cls, "merge_projected_factors")
+            if override or not merges or getattr(self, "H_facs", None) is None:
+                return original(self, train_loader, override=override, progress_bar=progress_bar)
+            previous, n_previous = self.backend.projected_factors, self.n_data
+            original(self, train_loader, override=override, progress_bar=progress_bar)
+            self.backend.merge_projected_factors(previous, n_previous, len(train_loader.dataset))
+            return None
+
+        return fit
+
+    _wrap_once(KronLaplace, "fit", make_wrapper)
+
+
+def first_module_with_rule(model: nn.Module) -> tuple[str, nn.Module] | None:
+    """The first module of ``model`` that has trainable parameters and a rule of this package.
+
+    Args:
+        model: Any network.
+
+    Returns:
+        ``(name, module)``, or None for a model of stock layers only.
+    """
+    for name, module in model.named_modules():
+        if type(module) in RULES and any(p.requires_grad for p in module.parameters()):
+            return name, module
+    return None
+
+
+def _refuse_stock_backend(model: nn.Module, backend: type | None) -> None:
+    """Raise :class:`UnsupportedBackendError` if ``model`` has layers ``backend`` cannot do."""
+    found = first_module_with_rule(model)
+    if found is None:
         return
+    name, module = found
+    backend_name = "laplace-torch's default" if backend is None else backend.__name__
+    raise UnsupportedBackendError(
+        f"Module {name!r} ({type(module).__name__}) is a laplace-equivariance layer, whose "
+        f"curvature the {backend_name} backend does not know: pass backend=EquivariantKFAC "
+        "(from laplace_equivariance); it gives the 'kron', 'diag' and 'full' structures."
+    )
 
-    @functools.wraps(original)
-    def _init_H(self) -> None:
-        if hasattr(self._backend_cls, "init_kron"):
-            self.H = self.backend.init_kron(self._device, self._dtype)
-        else:
-            original(self)
 
-    setattr(_init_H, _MARKER, True)
-    KronLaplace._init_H = _init_H
+def install_construction_check() -> None:
+    """Make ``Laplace(...)`` on this package's layers refuse a backend without their rules.
+
+    Idempotent. Last-layer approximations are left alone (their backend sees a stock head).
+
+    Raises:
+        RuntimeError: If ``ParametricLaplace.__init__`` does not exist.
+    """
+
+    def make_wrapper(original):
+        signature = inspect.signature(original)
+
+        def __init__(self, model, likelihood, *args, **kwargs) -> None:
+            if not isinstance(self, LLLaplace):
+                arguments = signature.bind(self, model, likelihood, *args, **kwargs).arguments
+                backend = arguments.get("backend")
+                vet = getattr(backend, "vet_laplace", None)
+                if vet is None:
+                    _refuse_stock_backend(model, backend)
+                else:
+                    vet(self, model, arguments.get("backend_kwargs") or {})
+            original(self, model, likelihood, *args, **kwargs)
+
+        return __init__
+
+    _wrap_once(ParametricLaplace, "__init__", make_wrapper)

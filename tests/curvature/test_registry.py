@@ -4,10 +4,17 @@ If ASDL or laplace-torch move these, this file fails first and says what moved.
 """
 
 import asdl.core
+import laplace.curvature
 import torch
-from laplace.baselaplace import KronLaplace
+from laplace.baselaplace import KronLaplace, ParametricLaplace
 
-from laplace_equivariance.curvature import RULES, install_kron_initialiser, register_with_asdl
+from laplace_equivariance.curvature import (
+    RULES,
+    install_accumulating_fit,
+    install_construction_check,
+    install_kron_initialiser,
+    register_with_asdl,
+)
 from laplace_equivariance.layers import FactoredInputMap
 
 
@@ -34,3 +41,96 @@ def test_kron_initialiser_is_installed_once():
     wrapped = KronLaplace._init_H
     install_kron_initialiser()
     assert KronLaplace._init_H is wrapped
+
+
+def test_accumulating_fit_and_construction_check_are_installed_once():
+    for install, owner, attribute in [
+        (install_accumulating_fit, KronLaplace, "fit"),
+        (install_construction_check, ParametricLaplace, "__init__"),
+    ]:
+        install()
+        wrapped = getattr(owner, attribute)
+        install()
+        assert getattr(owner, attribute) is wrapped
+
+
+STOCK_SCRIPT = """
+import sys
+import torch
+from laplace import Laplace
+from laplace.curvature import AsdlEF, AsdlGGN, CurvlinopsGGN
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+assert not any(name.startswith("laplace_equivariance") for name in sys.modules)
+torch.manual_seed(0)
+model = nn.Sequential(
+    nn.Conv2d(1, 2, 3, padding=1), nn.Tanh(), nn.Flatten(), nn.Linear(2 * 4 * 4, 3)
+).double()
+x = torch.randn(12, 1, 4, 4, dtype=torch.float64)
+y = torch.randint(0, 3, (12,))
+results = {}
+for backend in (AsdlGGN, AsdlEF, CurvlinopsGGN):
+    for structure in ("kron", "diag", "full"):
+        la = Laplace(model, "classification", subset_of_weights="all",
+                     hessian_structure=structure, backend=backend)
+        first, second = DataLoader(TensorDataset(x[:5], y[:5]), batch_size=5), DataLoader(
+            TensorDataset(x[5:], y[5:]), batch_size=4)
+        la.fit(first)
+        la.fit(second, override=False)
+        key = backend.__name__ + "-" + structure
+        results[key] = [la.log_marginal_likelihood(torch.tensor(0.7, dtype=torch.float64)).detach()]
+        if structure == "kron":
+            results[key] += [f for group in la.H_facs.kfacs for f in group]
+        else:
+            results[key].append(la.H)
+torch.save({"model": model.state_dict(), "results": results}, sys.argv[1])
+"""
+
+
+def test_stock_laplace_is_unchanged_by_this_package(tmp_path):
+    """What this package patches (ASDL's registry, KronLaplace's initialiser and fit,
+    ParametricLaplace's constructor) leaves stock models alone: the same fits, factors and
+    marginal likelihoods, bit for bit, as in a process that never imports the package
+    (accumulated fits included)."""
+    import subprocess
+    import sys
+
+    from laplace import Laplace
+    from torch.utils.data import DataLoader, TensorDataset
+
+    import laplace_equivariance  # noqa: F401  (installs every patch)
+
+    out = tmp_path / "stock.pt"
+    subprocess.run([sys.executable, "-c", STOCK_SCRIPT, str(out)], check=True)
+    saved = torch.load(out, weights_only=False)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 2, 3, padding=1),
+        torch.nn.Tanh(),
+        torch.nn.Flatten(),
+        torch.nn.Linear(2 * 4 * 4, 3),
+    ).double()
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, saved["model"][name])
+    x = torch.randn(12, 1, 4, 4, dtype=torch.float64)
+    y = torch.randint(0, 3, (12,))
+    for key, expected in saved["results"].items():
+        backend_name, structure = key.split("-")
+        la = Laplace(
+            model,
+            "classification",
+            subset_of_weights="all",
+            hessian_structure=structure,
+            backend=getattr(laplace.curvature, backend_name),
+        )
+        la.fit(DataLoader(TensorDataset(x[:5], y[:5]), batch_size=5))
+        la.fit(DataLoader(TensorDataset(x[5:], y[5:]), batch_size=4), override=False)
+        ours = [la.log_marginal_likelihood(torch.tensor(0.7, dtype=torch.float64)).detach()]
+        if structure == "kron":
+            ours += [f for group in la.H_facs.kfacs for f in group]
+        else:
+            ours.append(la.H)
+        assert len(ours) == len(expected), key
+        for a, b in zip(ours, expected, strict=True):
+            assert torch.equal(a, b), key
