@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(PY) examples/build_models.py
-	$(PY) examples/paper_tables.py table1 --alpha 4 --out runs/demo
+	$(PY) examples/paper_tables.py table1 --alpha 4 --out runs/demo --compare benchmarks/results/table1-20ep
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -28,11 +28,10 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
-from laplace_equivariance import cli
+from laplace_equivariance import cli, summary
 
 TABLE2_MODELS = ("fc", "conv", "fc+conv", "f-fc", "f-fc+conv", "s-fc", "s-conv", "s-fc+s-conv")
 PLANS: dict[str, list[tuple[str, str, str]]] = {
@@ -59,50 +58,6 @@ ALPHA = {"table1": 10, "table2": 10, "table3": 2}
 """The paper's channel multipliers (App. F.1)."""
 
 
-def _cell(folder: Path) -> dict | None:
-    """A run's results, or None if it has not finished."""
-    path = folder / "results.json"
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-def markdown(pairs: list[tuple[str, str, Path, Path]]) -> str:
-    """A README table: one row per (data set, model), MAP beside learned.
-
-    Args:
-        pairs: ``(dataset, model, map_folder, marglik_folder)``.
-
-    Returns:
-        The markdown table; runs without ``results.json`` read "not run".
-    """
-    lines = [
-        "| data | model | parameters | MAP acc % (NLL) | learned acc % (NLL) "
-        "| -log marglik / N | learned type, layers 1-8 | minutes (MAP / learned) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for dataset, model, map_folder, marglik_folder in pairs:
-        runs = [_cell(map_folder), _cell(marglik_folder)]
-        done = [r for r in runs if r is not None]
-        scores = [
-            "not run"
-            if r is None
-            else f"{100 * r['test']['accuracy']:.1f} ({r['test']['nll']:.2f})"
-            for r in runs
-        ]
-        learned = runs[1] or {}
-        margliks = learned.get("neg_log_marglik") or []
-        layers = " ".join(
-            row["learned"] for row in learned.get("symmetry", {}).get("layers", [])[:8]
-        )
-        minutes = " / ".join("-" if r is None else f"{r['train_seconds'] / 60:.1f}" for r in runs)
-        per_example = f"{margliks[-1] / learned['n_train']:.2f}" if margliks else "-"
-        parameters = done[0]["parameters"] if done else "-"
-        lines.append(
-            f"| {dataset} | {model} | {parameters} | {scores[0]} | {scores[1]} | {per_example} "
-            f"| {layers or '-'} | {minutes} |"
-        )
-    return "\n".join(lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("table", choices=sorted(PLANS))
@@ -121,7 +76,10 @@ def main() -> None:
     parser.add_argument(
         "--burnin", type=int, default=5, help="epochs before the first marginal-likelihood step"
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", default=[0], help="one run per seed (default: 0)"
+    )
+    parser.add_argument("--threads", type=int, help="CPU threads of every run")
     parser.add_argument(
         "--restore-best",
         action="store_true",
@@ -142,60 +100,64 @@ def main() -> None:
     parser.add_argument(
         "--markdown",
         action="store_true",
-        help="train nothing: print the README table of the runs already under --out",
+        help="train nothing: print the markdown table (mean ± std over seeds) of the runs "
+        "already under --out",
+    )
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        help="after training, print each run beside the mean ± std of the same experiment's "
+        "runs under this folder (the committed seeds), and whether it is within their spread",
     )
     args = parser.parse_args()
-    folders: list[Path] = []
-    runs: list[tuple[str, str, str]] = []
+    planned: list[tuple[str, str, str]] = []
     for dataset, model, method in PLANS[args.table]:
         if (args.models and model not in args.models) or (
             args.methods and method not in args.methods
         ):
             continue
         dataset = args.dataset or dataset
-        if (dataset, model, method) in runs:  # --dataset made two of the plan's runs one
-            continue
-        settings = dict(
-            cli.DEFAULTS,
-            dataset=dataset,
-            model=model,
-            method=method,
-            alpha=args.alpha or ALPHA[args.table],
-            epochs=args.epochs,
-            lr=args.lr,
-            burnin=args.burnin,
-            marglik_frequency=5,
-            hypersteps=20,
-            subset=args.subset,
-            test_subset=args.test_subset,
-            marglik_subset=args.marglik_subset,
-            seed=args.seed,
-            restore_best=args.restore_best,
-            lengthscale_mode=args.lengthscale_mode,
-            device=args.device,
-            data_dir=args.data_dir,
-        )
-        folder = args.out / f"{dataset}-{model}-{method}"
-        if args.lengthscale_mode != "learned":
-            folder = folder.with_name(f"{folder.name}-lengthscale-{args.lengthscale_mode}")
-        folders.append(folder)
-        runs.append((dataset, model, method))
-        if args.markdown:
-            continue
-        start = time.perf_counter()
-        cli.train(settings, folder)
-        print(f"{dataset} {model} {method}: {time.perf_counter() - start:.0f} s", flush=True)
-    if args.markdown:
-        by_run = {(dataset, model): {} for dataset, model, _ in runs}
-        for (dataset, model, method), folder in zip(runs, folders, strict=True):
-            by_run[(dataset, model)][method] = folder
-        pairs = [
-            (dataset, model, methods.get("map", Path("-")), methods.get("marglik", Path("-")))
-            for (dataset, model), methods in by_run.items()
-        ]
-        print(markdown(pairs))
-    else:
-        print(cli.report(folders))
+        if (dataset, model, method) not in planned:  # --dataset can make two runs one
+            planned.append((dataset, model, method))
+    folders: list[Path] = []
+    for seed in args.seeds:  # seed by seed, so that every finished seed is a whole table
+        for dataset, model, method in planned:
+            settings = dict(
+                cli.DEFAULTS,
+                dataset=dataset,
+                model=model,
+                method=method,
+                alpha=args.alpha or ALPHA[args.table],
+                epochs=args.epochs,
+                lr=args.lr,
+                burnin=args.burnin,
+                marglik_frequency=5,
+                hypersteps=20,
+                subset=args.subset,
+                test_subset=args.test_subset,
+                marglik_subset=args.marglik_subset,
+                seed=seed,
+                threads=args.threads,
+                restore_best=args.restore_best,
+                lengthscale_mode=args.lengthscale_mode,
+                device=args.device,
+                data_dir=args.data_dir,
+            )
+            name = f"{dataset}-{model}-{method}"
+            if args.lengthscale_mode != "learned":
+                name += f"-lengthscale-{args.lengthscale_mode}"
+            folder = args.out / f"{name}-seed{seed}"
+            folders.append(folder)
+            if args.markdown:
+                continue
+            start = time.perf_counter()
+            cli.train(settings, folder)
+            print(f"{folder.name}: {time.perf_counter() - start:.0f} s", flush=True)
+    done = [folder for folder in folders if (folder / "results.json").exists()]
+    print(summary.markdown(done) if args.markdown else cli.report(done))
+    if args.compare is not None:
+        reference = sorted(p.parent for p in args.compare.rglob("results.json"))
+        print(summary.compare(done, reference))
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ import torch
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from laplace_equivariance import __version__, models
+from laplace_equivariance import __version__, models, summary
 from laplace_equivariance.data import DATASETS, load_dataset
 from laplace_equivariance.diagnostics import plot_symmetry, symmetry_report
 from laplace_equivariance.invariance import (
@@ -90,6 +90,7 @@ DEFAULTS: dict[str, Any] = {
     "lengthscale_derivative": "total",
     "device": "cuda" if torch.cuda.is_available() else "cpu",
     "seed": 0,
+    "threads": None,
     "data_dir": None,
     "download": False,
     "invariance": "rotation",
@@ -158,6 +159,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--device")
     train.add_argument("--seed", type=int)
+    train.add_argument(
+        "--threads", type=int, help="CPU threads (torch.set_num_threads; default: torch's)"
+    )
     train.add_argument("--data-dir", dest="data_dir")
     train.add_argument("--download", action="store_true", default=None)
     train.add_argument("--invariance", choices=list(INVARIANCES), help=INVARIANT_WEIGHTS)
@@ -178,6 +182,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     report = commands.add_parser("report", help="print a table of runs")
     report.add_argument("runs", type=Path, nargs="+")
+    report.add_argument(
+        "--markdown",
+        action="store_true",
+        help="a markdown table with one row per experiment: mean ± std over its seeds, the "
+        "evaluated epoch, budget, device and threads",
+    )
     return parser
 
 
@@ -294,6 +304,8 @@ def train(settings: dict[str, Any], out: Path) -> dict[str, Any]:
         The results written to ``results.json``.
     """
     out.mkdir(parents=True, exist_ok=True)
+    if settings.get("threads"):
+        torch.set_num_threads(settings["threads"])
     torch.manual_seed(settings["seed"])
     data = load_dataset(
         settings["dataset"],
@@ -391,6 +403,7 @@ def train(settings: dict[str, Any], out: Path) -> dict[str, Any]:
         "device": torch.cuda.get_device_name()
         if device.startswith("cuda")
         else platform.processor() or "cpu",
+        "threads": torch.get_num_threads(),
         "data_source": data.source,
         "n_train": len(x),
         "n_test": len(data.x_test),
@@ -425,13 +438,6 @@ def train(settings: dict[str, Any], out: Path) -> dict[str, Any]:
     return results
 
 
-def _load_run(run: Path) -> dict[str, Any]:
-    path = run / "results.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: is {run} the --out folder of a train run?")
-    return json.loads(path.read_text())
-
-
 def evaluate(run: Path, split: str = "test") -> dict[str, float]:
     """Rebuild a trained run's model and data and evaluate it on one of its data splits.
 
@@ -447,7 +453,7 @@ def evaluate(run: Path, split: str = "test") -> dict[str, float]:
     """
     if split not in ("test", "train"):
         raise ValueError(f"split must be 'test' or 'train', not {split!r}")
-    settings = _load_run(run)["settings"]
+    settings = summary.load_run(run)["settings"]
     data = load_dataset(
         settings["dataset"],
         settings["data_dir"],
@@ -480,7 +486,7 @@ def report(runs: Sequence[Path]) -> str:
         "learned layers / eta"
     ]
     for run in runs:
-        results = _load_run(run)
+        results = summary.load_run(run)
         s, test = results["settings"], results["test"]
         learned = " ".join(
             row["learned"] for row in results.get("symmetry", {}).get("layers", [])[:8]
@@ -517,6 +523,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrote {args.out / 'results.json'}")
     elif args.command == "evaluate":
         print(json.dumps(evaluate(args.run, args.split)))
+    elif args.markdown:
+        print(summary.markdown(args.runs))
     else:
         print(report(args.runs))
     return 0

@@ -385,3 +385,31 @@ def test_regression_on_a_relaxed_model_learns_the_observation_noise():
     assert la.likelihood == "regression" and la.sigma_noise.item() == seen[-1]
     assert seen[0] == 1.0 and 0.05 < seen[-1] < 0.2
     assert margliks[-1] < margliks[0]
+
+
+@pytest.mark.parametrize("learns", [False, True], ids=["map", "marglik"])
+def test_two_runs_with_one_seed_on_one_machine_agree_exactly(learns):
+    """What repeats: the same seed, machine and thread count give the same run, bit for bit
+    (other machines round differently, README)."""
+    schedule = SCHEDULE if learns else dict(SCHEDULE, n_epochs_burnin=SCHEDULE["n_epochs"] + 1)
+    runs = []
+    for _ in range(2):
+        model, loader = setup(seed=0)
+        la, trained, margliks, losses = marglik_training(model, loader, **schedule)
+        weights = [p.detach().clone() for p in trained.parameters()]
+        runs.append((margliks, losses, weights, la.prior_precision.clone()))
+    (margliks, losses, weights, precision), again = runs
+    assert bool(margliks) == learns
+    assert margliks == again[0] and losses == again[1]
+    assert all(torch.equal(a, b) for a, b in zip(weights, again[2], strict=True))
+    assert torch.equal(precision, again[3])
+
+
+@pytest.mark.parametrize("learns, label", [(False, "MAP training"), (True, "marglik training")])
+def test_progress_bar_names_what_runs(capsys, learns, label):
+    model, loader = setup()
+    burnin = 1 if learns else 3
+    marglik_training(
+        model, loader, n_epochs=2, n_epochs_burnin=burnin, progress_bar=True, final_laplace=False
+    )
+    assert label in capsys.readouterr().err

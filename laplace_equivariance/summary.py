@@ -1,0 +1,192 @@
+"""Tables of training runs, as mean ± standard deviation over seeds.
+
+A run is the ``--out`` folder of ``laplace-equivariance train`` (its ``results.json``). Runs
+that differ only in their seed form one row; every row says how many seeds it has, which
+epoch was evaluated (the last, or the best marginal likelihood's), the budget, the device
+and the thread count, so that no figure depends on an undisclosed choice. Standard
+deviations are the sample standard deviation (``n - 1``) over seeds; a row of one seed shows
+``± -``. ``laplace-equivariance report --markdown RUN ...`` prints such a table, and
+``benchmarks/results_tables.py`` writes ``docs/results.md`` from the committed runs.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Row", "compare", "load_run", "markdown", "rows"]
+
+NOT_THE_EXPERIMENT = ("seed", "threads", "device", "data_dir", "download")
+"""Settings that do not make runs different experiments: runs equal in every other setting
+are seeds of one experiment (where they ran is shown per row, not grouped by)."""
+
+
+def load_run(run: Path) -> dict[str, Any]:
+    """The ``results.json`` of a run.
+
+    Raises:
+        FileNotFoundError: If ``run`` has no ``results.json``.
+    """
+    path = Path(run) / "results.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: is {run} the --out folder of a train run?")
+    return json.loads(path.read_text())
+
+
+def _mean_std(values: list[float], scale: float = 1.0, digits: int = 1) -> str:
+    if not values:
+        return "-"
+    mean = statistics.fmean(values) * scale
+    if len(values) < 2:
+        return f"{mean:.{digits}f} ± -"
+    return f"{mean:.{digits}f} ± {statistics.stdev(values) * scale:.{digits}f}"
+
+
+class Row:
+    """The runs of one experiment (equal settings but the seed).
+
+    Args:
+        results: Their ``results.json`` contents.
+    """
+
+    def __init__(self, results: list[dict[str, Any]]) -> None:
+        self.results = results
+        self.settings = results[0]["settings"]
+
+    def _values(self, *path: str) -> list[float]:
+        values = []
+        for result in self.results:
+            value: Any = result
+            for key in path:
+                value = value.get(key) if isinstance(value, dict) else None
+            if value is not None:
+                values.append(value)
+        return values
+
+    def accuracy(self, split: str = "test") -> list[float]:
+        """Accuracies in percent, one per seed."""
+        return [100 * a for a in self._values(split, "accuracy")]
+
+    def neg_log_marglik_per_example(self) -> list[float]:
+        """The last marginal-likelihood step's ``-log p(D) / N``, one per learned seed."""
+        return [
+            r["neg_log_marglik"][-1] / r["n_train"] for r in self.results if r["neg_log_marglik"]
+        ]
+
+    def evaluated(self) -> str:
+        """Which epoch the figures are of: ``"last (20)"`` or ``"best marglik (5, 10, 20)"``."""
+        epochs = sorted({r.get("evaluated_epoch") for r in self.results}, key=str)
+        if self.settings.get("restore_best"):
+            return "best marglik (" + ", ".join(map(str, epochs)) + ")"
+        if epochs == [None]:
+            return "not recorded"
+        return "last (" + ", ".join(map(str, epochs)) + ")"
+
+    def budget(self) -> str:
+        """Epochs, training examples and the marginal likelihood's subset."""
+        s = self.settings
+        parts = [f"{s['epochs']} ep", f"{self.results[0]['n_train']} ex", f"alpha {s['alpha']}"]
+        if s["method"] == "marglik":
+            parts.append(f"marglik on {s.get('marglik_subset') or self.results[0]['n_train']}")
+        return ", ".join(parts)
+
+    def machine(self) -> str:
+        """Device and threads, e.g. ``"Xeon, 2 threads"`` (every distinct one of the seeds)."""
+        machines = {f"{r['device']}, {r.get('threads', '?')} threads" for r in self.results}
+        return "; ".join(sorted(machines))
+
+    def cells(self) -> list[str]:
+        """The markdown cells of this row."""
+        s = self.settings
+        seeds = sorted(r["settings"]["seed"] for r in self.results)
+        minutes = [r["train_seconds"] / 60 for r in self.results]
+        return [
+            s["dataset"],
+            s["model"],
+            "learned" if s["method"] == "marglik" else s["method"].upper(),
+            ", ".join(map(str, seeds)),
+            _mean_std(self.accuracy("test")),
+            _mean_std(self._values("test", "nll"), digits=2),
+            _mean_std(self.accuracy("train")),
+            _mean_std(self.neg_log_marglik_per_example(), digits=2),
+            self.evaluated(),
+            self.budget(),
+            self.machine(),
+            _mean_std(minutes),
+        ]
+
+
+HEADER = (
+    "| data | model | method | seeds | test acc % | test NLL | train acc % | -log marglik / N "
+    "| evaluated epoch | budget | device | minutes |"
+)
+
+
+def _experiment(settings: dict[str, Any]) -> tuple:
+    """What makes runs one experiment: every setting but those in NOT_THE_EXPERIMENT."""
+    return tuple(sorted((k, repr(v)) for k, v in settings.items() if k not in NOT_THE_EXPERIMENT))
+
+
+def rows(runs: Sequence[Path]) -> list[Row]:
+    """Group runs into experiments, in the order of their first run.
+
+    Args:
+        runs: ``--out`` folders of ``train`` runs.
+
+    Returns:
+        One :class:`Row` per distinct setting (all seeds of it).
+    """
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for run in runs:
+        result = load_run(run)
+        key = _experiment(result["settings"])
+        groups.setdefault(key, []).append(result)
+    return [Row(results) for results in groups.values()]
+
+
+def markdown(runs: Sequence[Path]) -> str:
+    """A markdown table of the runs, mean ± standard deviation over seeds.
+
+    Args:
+        runs: ``--out`` folders of ``train`` runs.
+
+    Returns:
+        The table, one row per experiment.
+    """
+    lines = [HEADER, "|" + "---|" * HEADER.count(" | ") + "---|"]
+    lines += ["| " + " | ".join(row.cells()) + " |" for row in rows(runs)]
+    return "\n".join(lines)
+
+
+def compare(runs: Sequence[Path], reference: Sequence[Path]) -> str:
+    """Each run's test accuracy beside the reference runs' mean ± std of the same experiment.
+
+    A run is "within the seed spread" when its accuracy lies within two standard deviations
+    of the reference mean (about 95% of seeds, were they normal).
+
+    Args:
+        runs: ``--out`` folders of new runs (one seed each, say).
+        reference: ``--out`` folders of committed runs (several seeds per experiment).
+
+    Returns:
+        A plain-text table, one line per run.
+    """
+    known = {_experiment(row.settings): row for row in rows(reference)}
+    lines = [f"{'run':44} {'acc %':>6}  {'committed mean ± std (seeds)':30} verdict"]
+    for run in runs:
+        result = load_run(run)
+        accuracy = 100 * result["test"]["accuracy"]
+        row = known.get(_experiment(result["settings"]))
+        if row is None or len(row.accuracy()) < 2:
+            committed, verdict = "-", "no committed seeds to compare with"
+        else:
+            values = row.accuracy()
+            mean, std = statistics.fmean(values), statistics.stdev(values)
+            committed = f"{mean:.1f} ± {std:.1f} ({len(values)})"
+            inside = abs(accuracy - mean) <= 2 * std
+            verdict = "within the seed spread" if inside else "OUTSIDE the seed spread"
+        lines.append(f"{Path(run).name:44} {accuracy:6.1f}  {committed:30} {verdict}")
+    return "\n".join(lines)

@@ -1,0 +1,46 @@
+"""docs/results.md is what ``benchmarks/results_tables.py`` makes of the committed runs."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location(
+        "results_tables", ROOT / "benchmarks" / "results_tables.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_docs_results_are_generated_from_the_committed_runs():
+    script = load_script()
+    assert (ROOT / "docs" / "results.md").read_text() == script.render(), (
+        "docs/results.md is stale: run python benchmarks/results_tables.py"
+    )
+
+
+def test_claims_are_judged_by_the_seed_spread():
+    script = load_script()
+
+    class Row:
+        def __init__(self, model, method, accuracies):
+            self.settings = {"dataset": "d", "model": model, "method": method}
+            self._accuracies = accuracies
+
+        def accuracy(self):
+            return self._accuracies
+
+    claim = script.Claim("conv above fc", "d", ("conv", "map"), ("fc", "map"))
+    rows = [Row("conv", "map", [90.0, 91.0, 92.0]), Row("fc", "map", [80.0, 81.0, 82.0])]
+    assert claim.verdict(rows).startswith("reproduced")
+    rows = [Row("conv", "map", [80.0, 85.0, 90.0]), Row("fc", "map", [81.0, 86.0, 88.0])]
+    assert claim.verdict(rows).startswith("not distinguishable")
+    rows = [Row("conv", "map", [70.0, 71.0, 72.0]), Row("fc", "map", [80.0, 81.0, 82.0])]
+    assert "reversed" in claim.verdict(rows)
+    assert claim.verdict(rows[:1]) == "not run"
+    assert claim.verdict([Row("conv", "map", [90.0]), rows[1]]) == "one seed: no verdict"

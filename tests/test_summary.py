@@ -1,0 +1,89 @@
+import json
+import statistics
+
+import pytest
+
+from laplace_equivariance import cli, summary
+
+
+def write_run(folder, seed, accuracy, method="marglik", epochs=20, threads=2, **settings):
+    results = {
+        "settings": dict(
+            cli.DEFAULTS,
+            dataset="quadrant-mnist",
+            model="f-fc+conv",
+            method=method,
+            alpha=4,
+            epochs=epochs,
+            seed=seed,
+            threads=threads,
+            **settings,
+        ),
+        "device": "Xeon",
+        "threads": threads,
+        "n_train": 100,
+        "train_seconds": 60.0 * (seed + 1),
+        "neg_log_marglik": [250.0, 100.0 + seed] if method == "marglik" else [],
+        "test": {"accuracy": accuracy, "nll": 0.5},
+        "train": {"accuracy": 0.9, "nll": 0.2},
+        "evaluated_epoch": epochs,
+    }
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps(results))
+    return folder
+
+
+def test_seeds_of_one_experiment_form_one_row_with_mean_and_sample_std(tmp_path):
+    accuracies = [0.80, 0.84, 0.90]
+    runs = [write_run(tmp_path / f"s{i}", i, a) for i, a in enumerate(accuracies)]
+    runs.append(write_run(tmp_path / "map", 0, 0.7, method="map"))
+    table = summary.markdown(runs).splitlines()
+    assert len(table) == 2 + 2  # header, rule, learned (3 seeds), MAP (1 seed)
+    cells = [c.strip() for c in table[2].strip("|").split("|")]
+    mean = 100 * statistics.fmean(accuracies)
+    std = 100 * statistics.stdev(accuracies)
+    assert cells[2:5] == ["learned", "0, 1, 2", f"{mean:.1f} ± {std:.1f}"]
+    assert cells[7] == "1.01 ± 0.01"  # -log marglik / N of the last step: 100, 101, 102 / 100
+    assert cells[8] == "last (20)"
+    assert cells[10] == "Xeon, 2 threads"
+    single = [c.strip() for c in table[3].strip("|").split("|")]
+    assert single[4] == "70.0 ± -" and single[7] == "-"
+
+
+def test_other_settings_make_other_rows_and_the_best_epoch_is_disclosed(tmp_path):
+    runs = [
+        write_run(tmp_path / "a", 0, 0.8),
+        write_run(tmp_path / "b", 1, 0.8, epochs=60),
+        write_run(tmp_path / "c", 2, 0.8, restore_best=True),
+    ]
+    table = summary.markdown(runs).splitlines()[2:]
+    assert len(table) == 3
+    assert "best marglik (20)" in table[2]
+
+
+def test_machines_of_the_seeds_are_all_named(tmp_path):
+    runs = [write_run(tmp_path / "a", 0, 0.8), write_run(tmp_path / "b", 1, 0.8, threads=1)]
+    (row,) = summary.rows(runs)
+    assert row.machine() == "Xeon, 1 threads; Xeon, 2 threads"
+
+
+def test_a_folder_without_results_raises_saying_what_it_needs(tmp_path):
+    with pytest.raises(FileNotFoundError, match="--out folder of a train run"):
+        summary.markdown([tmp_path])
+
+
+def test_report_markdown_from_the_command_line(tmp_path, capsys):
+    run = write_run(tmp_path / "a", 0, 0.8)
+    assert cli.main(["report", "--markdown", str(run)]) == 0
+    assert capsys.readouterr().out.strip() == summary.markdown([run])
+
+
+def test_compare_says_whether_a_run_is_within_the_committed_seed_spread(tmp_path):
+    committed = [write_run(tmp_path / f"ref{i}", i, a) for i, a in enumerate([0.80, 0.82, 0.84])]
+    near = write_run(tmp_path / "near", 7, 0.83, threads=1)  # another machine's thread count
+    far = write_run(tmp_path / "far", 7, 0.95)
+    other = write_run(tmp_path / "other", 7, 0.83, epochs=60)
+    lines = summary.compare([near, far, other], committed).splitlines()[1:]
+    assert "82.0 ± 2.0 (3)" in lines[0] and lines[0].endswith("within the seed spread")
+    assert lines[1].endswith("OUTSIDE the seed spread")
+    assert lines[2].endswith("no committed seeds to compare with")
