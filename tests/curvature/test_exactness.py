@@ -85,29 +85,48 @@ def test_regression_fc_block_is_exact_for_one_example():
 
 
 GENERAL_CASES = {
-    # name: (module, input shape, bound on the relative Frobenius error of its weight blocks).
-    # Measured with seed 0, 8 examples, 3 classes (docs/curvature.md): fc 0.75, f-fc 0.72 and
-    # 0.83, s-fc 0.75 and 0.74, conv 0.78, gconv 0.56. KFAC drops cross-example (and, for
-    # F-FC, cross-channel) terms; with few examples and random weights the error is large.
-    "fc": (lambda: FullyConnected2d(2, 2, 2, 2), (2, 2, 2), 0.9),
-    "f-fc": (lambda: FactoredLinear2d(2, 2, 2, 2), (2, 2, 2), 0.9),
-    "s-fc": (lambda: SparseFactoredLinear2d(2, 2, 2, 2), (2, 2, 2), 0.9),
-    "conv": (lambda: CircularConv2d(2, 2, 3, size=2), (2, 2, 2), 0.9),
-    "gconv": (lambda: P4LiftingConv2d(2, 1, 3, size=2), (2, 2, 2), 0.9),
+    # name: (module, input shape, the relative Frobenius error of each inexact block).
+    # Seed 0, 8 examples drawn on the CPU, 3 classes; docs/curvature.md lists the same
+    # figures. KFAC drops cross-example (and, for F-FC, cross-channel) terms; with few examples
+    # and random weights the error is large. The errors are pinned to +-0.005, so a change of
+    # a factor (a factor of 2 in A moves them by more than 0.1) or of the approximation shows.
+    "fc": (lambda: FullyConnected2d(2, 2, 2, 2), (2, 2, 2), {"0.weight": 0.7534}),
+    "f-fc": (
+        lambda: FactoredLinear2d(2, 2, 2, 2),
+        (2, 2, 2),
+        {"0.input_map.weight": 0.7217, "0.output_map.weight": 0.8272},
+    ),
+    "s-fc": (
+        lambda: SparseFactoredLinear2d(2, 2, 2, 2),
+        (2, 2, 2),
+        {"0.input_map.weight": 0.7465, "0.output_map.weight": 0.7394},
+    ),
+    # the bias of a weight-shared layer is a sum over positions: KFAC-expand's bias block is
+    # not its exact GGN block either
+    "conv": (
+        lambda: CircularConv2d(2, 2, 3, size=2),
+        (2, 2, 2),
+        {"0.weight": 0.8474, "0.bias": 0.3888},
+    ),
+    "gconv": (
+        lambda: P4LiftingConv2d(2, 1, 3, size=2),
+        (2, 2, 2),
+        {"0.weight": 0.5584, "0.bias": 0.1254},
+    ),
 }
 
 
 @pytest.mark.parametrize("case", list(GENERAL_CASES))
-def test_kfac_error_in_general_cases_is_bounded(case, device):
-    make, in_shape, bound = GENERAL_CASES[case]
+def test_kfac_error_in_general_cases_is_the_documented_one(case, device):
+    make, in_shape, expected = GENERAL_CASES[case]
     layer = make()
     model = nn.Sequential(layer, nn.ReLU(), nn.Flatten()).to(device, torch.float64)
     with torch.no_grad():
         probe = torch.zeros(1, *in_shape, dtype=torch.float64, device=device)
         features = model(probe).shape[1]
     model.append(nn.Linear(features, K).to(device, torch.float64))
-    x = torch.randn(8, *in_shape, dtype=torch.float64, device=device)
-    y = torch.randint(0, K, (8,), device=device)
+    x = torch.randn(8, *in_shape, dtype=torch.float64).to(device)
+    y = torch.randint(0, K, (8,)).to(device)
     la = fit_kfac(model, x, y, "classification")
     exact = exact_ggn_torch_func(model, x, "classification")
     slices = parameter_slices(model)
@@ -115,8 +134,8 @@ def test_kfac_error_in_general_cases_is_bounded(case, device):
     for name, block in kron_blocks(model, la).items():
         s = slices[name]
         errors[name] = relative_error(block, exact[s, s])
-    weights = {n: e for n, e in errors.items() if n.startswith("0.") and "weight" in n}
-    assert weights and max(weights.values()) < bound, errors
+    for name, error in expected.items():
+        assert error == pytest.approx(errors[name], abs=0.005), (name, errors)
     exact_names = [n for n in errors if n.endswith(("_bias", "offsets", "lengthscale"))]
     assert all(errors[n] < 1e-8 for n in exact_names), errors
     # the head (a stock nn.Linear on the flattened features) is exact only for its bias
