@@ -1,21 +1,31 @@
-"""Write docs/results.md: every committed training run as mean ± std over seeds.
+"""Write docs/results.md, docs/speed.md and docs/models.md from the committed results files.
+
+docs/results.md: every committed training run as mean ± std over seeds.
 
 Each section is one folder of runs under benchmarks/results/ (``examples/paper_tables.py``
 writes them; the command is in the section), rendered by
 :func:`laplace_equivariance.summary.markdown`, followed by the paper's claims for that table
 checked on the rows: a claim "A above B" holds where the mean difference exceeds twice its
 standard error over seeds, is "not distinguishable" within it and "reversed" below it; with
-one seed no verdict is possible. Nothing in docs/results.md is typed by hand:
-``tests/test_results_tables.py`` regenerates it and compares.
+one seed no verdict is possible.
+
+docs/speed.md: the timing benchmarks' JSON files (each names its command, device and thread
+count) as tables, with the targets of the issues that set them.
+
+docs/models.md: every model's parameter count beside the reference code's and the paper's.
+
+No table in these files is typed by hand: ``tests/test_results_tables.py`` regenerates them
+and compares.
 
 Usage:
-    python benchmarks/results_tables.py            # writes docs/results.md
-    python benchmarks/results_tables.py --check    # exits 1 if docs/results.md is stale
+    python benchmarks/results_tables.py            # writes the three files
+    python benchmarks/results_tables.py --check    # exits 1 if either is stale
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import sys
@@ -25,10 +35,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from laplace_equivariance import summary  # noqa: E402
+import torch  # noqa: E402
+
+from laplace_equivariance import models, summary  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 DOCS = ROOT / "docs" / "results.md"
+SPEED_DOCS = ROOT / "docs" / "speed.md"
+MODELS_DOCS = ROOT / "docs" / "models.md"
 
 
 @dataclass(frozen=True)
@@ -197,18 +211,296 @@ def render() -> str:
     return HEADER + "\n" + "\n\n".join(section.render() for section in SECTIONS) + "\n"
 
 
+def _load(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text())
+
+
+def _machine(report: dict) -> str:
+    environment = report.get("environment", report)
+    return (
+        f"{environment['device']}, {environment['cpu_threads']} threads, "
+        f"torch {environment['torch']}"
+    )
+
+
+def _met(value: float, target: float) -> str:
+    return "yes" if value <= target else "**no**"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def _speed_section(title: str, reports: list[dict], about: str, table: str) -> str:
+    runs = [
+        f"`{report.get('environment', report)['command']}` ({_machine(report)})"
+        for report in reports
+    ]
+    return "\n".join([f"## {title}", "", about, "", "; ".join(runs), "", table])
+
+
+def render_speed() -> str:
+    """The whole of docs/speed.md."""
+    sections = []
+    rows = []
+    reports = [
+        _load(name)
+        for name in ("marglik_speed-cpu.json", "marglik_speed-cpu-marglik-batch-256.json")
+    ]
+    for r in reports:
+        rows.append(
+            [
+                str(r["arguments"]["marglik_batch_size"]),
+                f"{r['map_s']:.1f} s",
+                f"{r['exact_ggn_s']:.1f} s, {r['exact_over_map']:.2f}x",
+                _met(r["exact_over_map"], 2.2),
+                f"{r['mc_fisher_s']:.1f} s, {r['mc_over_map']:.2f}x",
+                _met(r["mc_over_map"], 1.5),
+            ]
+        )
+    sections.append(
+        _speed_section(
+            "Marginal-likelihood training against MAP training",
+            reports,
+            "F-FC+CONV at alpha 4, 2,048 random 1x32x32 inputs, 10 classes, 10 epochs, the "
+            "marginal likelihood every 5 epochs from epoch 5 (20 steps) on the whole training "
+            "set, against MAP training of the same model in the same run. Targets: exact GGN "
+            "<= 2.2x MAP, Monte-Carlo Fisher <= 1.5x. The fit does not depend on its batch "
+            "size (tested), only its time does.",
+            _table(
+                [
+                    "fit batch",
+                    "MAP",
+                    "exact GGN",
+                    "<= 2.2x",
+                    "Monte-Carlo Fisher",
+                    "<= 1.5x",
+                ],
+                rows,
+            ),
+        )
+    )
+    r = _load("kfac_speed-cpu.json")
+    conv, relaxed = r["conv"], r["f-fc+conv"]
+    decomposition = relaxed["decomposition"]
+    sections.append(
+        _speed_section(
+            "EquivariantKFAC fits",
+            [r],
+            f"Batch {r['batch']}, N = {r['n']} random 3x32x32 inputs, 10 classes, alpha "
+            f"{r['alpha']}, float32.",
+            _table(
+                ["measurement", "value", "target", "met"],
+                [
+                    [
+                        "CONV: fit, EquivariantKFAC / AsdlGGN",
+                        f"{conv['ratio_to_asdl_ggn']:.2f}x",
+                        "<= 1.1x",
+                        _met(conv["ratio_to_asdl_ggn"], 1.1),
+                    ],
+                    [
+                        "F-FC+CONV: exact-GGN fit / one epoch",
+                        f"{relaxed['exact_over_epoch']:.1f}x",
+                        "<= 5x",
+                        _met(relaxed["exact_over_epoch"], 5),
+                    ],
+                    [
+                        "F-FC+CONV: Monte-Carlo Fisher fit / one epoch",
+                        f"{relaxed['mc_over_epoch']:.1f}x",
+                        "<= 2x",
+                        _met(relaxed["mc_over_epoch"], 2),
+                    ],
+                    [
+                        "F-FC+CONV: eigendecomposition, dense / block-diagonal",
+                        f"{decomposition['speed_up']:.0f}x faster "
+                        f"({decomposition['dense']['seconds']:.1f} s / "
+                        f"{decomposition['block_diagonal']['seconds']:.2f} s)",
+                        ">= 10x",
+                        "yes" if decomposition["speed_up"] >= 10 else "**no**",
+                    ],
+                    [
+                        "F-FC+CONV: factors and eigenvectors, dense / block-diagonal",
+                        f"{decomposition['memory_ratio']:.0f}x smaller",
+                        ">= 10x",
+                        "yes" if decomposition["memory_ratio"] >= 10 else "**no**",
+                    ],
+                ],
+            ),
+        )
+    )
+    r = _load("layer_speed-cpu.json")
+    sections.append(
+        _speed_section(
+            "Forward and backward pass of the layers",
+            [r],
+            f"Table 2's models on a batch of {r['batch']} random {r['input']} inputs, median of "
+            "5 after a warm-up, each model in a fresh process. Target for F-FC+CONV: within 3x "
+            "of CONV.",
+            _table(
+                ["model", "parameters", "fwd+bwd", "ratio to CONV", "peak RSS"],
+                [
+                    [
+                        row["model"],
+                        f"{row['parameters']:,}",
+                        f"{row['median_s']:.3f} s",
+                        f"{row['ratio_to_conv']:.2f}",
+                        f"{row['peak_rss_mib']:.0f} MiB",
+                    ]
+                    for row in r["rows"]
+                ],
+            ),
+        )
+    )
+    r = _load("class_backward_passes-cpu.json")
+    sections.append(
+        _speed_section(
+            "The exact GGN's per-class backward passes",
+            [r],
+            f"The {r['arguments']['classes']} per-class backward passes of one batch of "
+            f"{r['arguments']['batch']} (F-FC+CONV, alpha {r['arguments']['alpha']}).",
+            _table(
+                ["graph", "time"],
+                [
+                    [
+                        "with the parameters' edges (ASDL)",
+                        f"{r['with_parameter_edges_s'] * 1e3:.0f} ms",
+                    ],
+                    [
+                        "activations only (EquivariantKFAC)",
+                        f"{r['activations_only_s'] * 1e3:.0f} ms",
+                    ],
+                    [
+                        "one pass batched over the classes",
+                        f"{r['batched_over_classes_s'] * 1e3:.0f} ms",
+                    ],
+                ],
+            ),
+        )
+    )
+    r = _load("conv_a_factor-cpu.json")
+    sections.append(
+        _speed_section(
+            "CONV's A factor: FFT cross-spectra against unfolded patches",
+            [r],
+            "Every map size of the paper's network; the relative difference is in float32.",
+            _table(
+                ["map", "unfold", "FFT", "speed-up", "relative difference"],
+                [
+                    [
+                        "x".join(map(str, m["map"])),
+                        f"{m['unfold_ms']:.2f} ms",
+                        f"{m['fft_ms']:.2f} ms",
+                        f"{m['speed_up']:.1f}x",
+                        f"{m['relative_difference']:.1e}",
+                    ]
+                    for m in r["maps"]
+                ],
+            ),
+        )
+    )
+    r = _load("lengthscale_gradient-cpu.json")
+    sections.append(
+        _speed_section(
+            "Lengthscale gradients: total and partial derivative",
+            [r],
+            "Gradient of the marginal likelihood in omega on one-layer float64 models, and the "
+            "cost of a hyperparameter step.",
+            _table(
+                ["case", "refit central difference", "total (autograd)", "partial"],
+                [
+                    [
+                        row["case"],
+                        f"{row['refit central difference']:.4f}",
+                        f"{row['total (autograd)']:.4f}",
+                        f"{row['partial']:.2f}",
+                    ]
+                    for row in r["rows"]
+                ],
+            )
+            + "\n\n"
+            + _table(
+                ["model", "alpha", "examples", "la.fit", "total: value + gradient", "partial"],
+                [
+                    [
+                        row["model"],
+                        str(row["alpha"]),
+                        str(row["examples"]),
+                        f"{row['la.fit seconds']:.2f} s",
+                        f"{row['total lml + gradient seconds']:.2f} s",
+                        f"{row['partial lml + gradient seconds']:.2f} s",
+                    ]
+                    for row in r["cost"]
+                ],
+            ),
+        )
+    )
+    header = (
+        "# Speed\n\nGenerated by `python benchmarks/results_tables.py` from the benchmarks' "
+        "JSON files under `benchmarks/results/`; do not edit by hand. Timings are ratios "
+        "measured in one run on an idle machine; on the 2-core CPU they move by 10-20% "
+        "between runs. No GPU figures: no GPU was lent to the sessions that ran them.\n"
+    )
+    return header + "\n" + "\n\n".join(sections) + "\n"
+
+
+MODELS_TEXT = """# Models and parameter counts
+
+Generated by `python benchmarks/results_tables.py` (counted on the meta device; `python
+examples/build_models.py` prints the same); do not edit by hand. `models.build(name, in_shape,
+n_classes, alpha)` builds the paper's architecture (App. F.1, Table 6) for every layer type.
+
+{table}
+
+Where the counts differ from the reference code, and why:
+- **S-layers** carry learnable anchor positions (2 per anchor) and a lengthscale per basis, as
+  the paper describes (Sec. 3.1), plus F-FC's position biases; the reference code keeps
+  positions fixed, counts only anchor values and channel biases, and interpolates with a kernel
+  solve instead of the paper's plain RBF sum. Our anchors are `M = ceil(P/2)` per basis (App.
+  F.4) starting on the grid's checkerboard; the reference draws them at random.
+- **F-FC+CONV+GCONV** uses the textbook p4 group convolution (filters rotated per output
+  rotation). The reference feeds its first layer's planar paths four rotated copies of the
+  image (4x the input channels); that is the whole difference. The paper prints 1.2M for every
+  Table 3 row.
+- **Polyphase subsampling** chooses the component of largest l2-norm for each example
+  separately (the reference picks one phase per batch), so an example's output never depends on
+  the rest of its batch.
+"""
+
+
+def render_models() -> str:
+    """The whole of docs/models.md: our parameter counts beside the reference's and paper's."""
+    rows = []
+    for (table, name), counts in models.PAPER_PARAMETER_COUNTS.items():
+        in_shape, n_classes, alpha, what = models.PAPER_INPUTS[table]
+        with torch.device("meta"):
+            n = models.count_parameters(models.build(name, in_shape, n_classes, alpha))
+        reference = f"{counts['reference']:,}" if counts["reference"] else "-"
+        rows.append([f"{table} ({what})", name, f"{n:,}", reference, counts["paper"]])
+    table = _table(["table", "model", "ours", "reference code", "paper"], rows)
+    return MODELS_TEXT.format(table=table)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare, do not write")
     args = parser.parse_args()
-    text = render()
-    if args.check:
-        stale = not DOCS.exists() or DOCS.read_text() != text
-        print(f"{DOCS} is {'stale' if stale else 'up to date'}")
-        return int(stale)
-    DOCS.write_text(text)
-    print(f"wrote {DOCS}")
-    return 0
+    stale = []
+    documents = (
+        (DOCS, render()),
+        (SPEED_DOCS, render_speed()),
+        (MODELS_DOCS, render_models()),
+    )
+    for path, text in documents:
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(path)
+        else:
+            path.write_text(text)
+            print(f"wrote {path}")
+    if stale:
+        print("stale: " + ", ".join(map(str, stale)) + "; run python benchmarks/results_tables.py")
+    return int(bool(stale))
 
 
 if __name__ == "__main__":

