@@ -19,8 +19,8 @@ coordinates (:math:`H s = -e_K`, :math:`H = H^\top = H^{-1}`). So
     L = D^{1/2} H_{:, :K-1}.
 
 The reflection is stable for every ``p`` (:math:`w^\top w = 2 + 2 s_K \ge 2`), including
-probabilities that underflow to zero. One backward pass fewer in ten is a tenth less of the
-exact fit's per-class work (``benchmarks/marglik_speed.py``).
+probabilities that underflow to zero. With ``K`` classes the exact fit runs ``K - 1`` backward
+passes instead of ``K``.
 """
 
 from __future__ import annotations

@@ -374,8 +374,8 @@ def circular_patch_covariance(x: torch.Tensor, kernel_size: int) -> torch.Tensor
 
     the circular cross-correlation of the channels, computed for all offsets at once by
     FFT (:math:`\hat R_{cc'} = \sum_n \overline{\hat x_{nc}}\, \hat x_{nc'}`). Equal to the
-    product of unfolded patches to a few float64 eps (tested); 1.7-20x faster than it on
-    the network's maps (2-core CPU, ``benchmarks/conv_a_factor.py``), and as accurate in
+    product of unfolded patches to a few float64 eps (tested), cheaper than it on every map
+    of the network (``benchmarks/conv_a_factor.py``, docs/speed.md), and as accurate in
     float32.
 
     Args:
@@ -389,8 +389,8 @@ def circular_patch_covariance(x: torch.Tensor, kernel_size: int) -> torch.Tensor
     n, c, h, w = x.shape
     spectra = torch.fft.rfft2(x)
     frequencies = spectra.shape[-1]
-    # one (C, N) matrix per frequency, contiguous: a batched product of small complex
-    # matrices over strided operands (einsum "nchw,ndhw->cdhw") was 3-6x slower
+    # one contiguous (C, N) matrix per frequency: a batched product over the strided
+    # spectra (einsum "nchw,ndhw->cdhw") runs a slow per-matrix loop
     per_frequency = spectra.permute(2, 3, 1, 0).reshape(h * frequencies, c, n).contiguous()
     cross = torch.bmm(per_frequency.conj(), per_frequency.transpose(1, 2))
     cross = cross.view(h, frequencies, c, c).permute(2, 3, 0, 1)
