@@ -116,8 +116,9 @@ class _CircularConvolution(torch.autograd.Function):
     so ``grad_x = F.conv2d(pad(g), flip(theta).transpose(0, 1))``, with no fold of the padded
     gradient. The exact GGN runs one such pass per class with frozen weights (only the input
     gradient), which this makes cheaper than autograd's transposed convolution onto the padded
-    map followed by the pad's backward pass. The weight gradient is ``torch.nn.grad.conv2d_weight`` of the padded input, the bias gradient
-    the sum of ``g`` over examples and positions. The backward pass is written with
+    map followed by the pad's backward pass. The weight gradient is
+    ``torch.nn.grad.conv2d_weight`` of the padded input, the bias gradient the sum of ``g``
+    over examples and positions. The backward pass is written with
     differentiable operations (double backward passes: the total lengthscale derivative);
     ``torch.func`` transforms work through ``setup_context``, a generated vmap rule and the
     forward-mode rule ``jvp``.
