@@ -81,6 +81,13 @@ def main() -> None:
     )
     parser.add_argument("--threads", type=int, help="CPU threads of every run")
     parser.add_argument(
+        "--kfac-approx",
+        choices=("expand", "reduce"),
+        default="expand",
+        dest="kfac_approx",
+        help="KFAC of the weight-shared layers; 'reduce' adds '-kfac-reduce' to the run folders",
+    )
+    parser.add_argument(
         "--restore-best",
         action="store_true",
         dest="restore_best",
@@ -138,6 +145,7 @@ def main() -> None:
                 marglik_subset=args.marglik_subset,
                 seed=seed,
                 threads=args.threads,
+                kfac_approx=args.kfac_approx,
                 restore_best=args.restore_best,
                 lengthscale_mode=args.lengthscale_mode,
                 device=args.device,
@@ -146,6 +154,8 @@ def main() -> None:
             name = f"{dataset}-{model}-{method}"
             if args.lengthscale_mode != "learned":
                 name += f"-lengthscale-{args.lengthscale_mode}"
+            if args.kfac_approx != "expand":
+                name += f"-kfac-{args.kfac_approx}"
             folder = args.out / f"{name}-seed{seed}"
             folders.append(folder)
             if args.markdown:

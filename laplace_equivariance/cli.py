@@ -84,6 +84,7 @@ DEFAULTS: dict[str, Any] = {
     "marglik_subset": None,
     "stochastic": False,
     "mc_samples": 1,
+    "kfac_approx": "expand",
     "restore_best": False,
     "prior_structure": "path",
     "lengthscale_mode": "learned",
@@ -156,6 +157,12 @@ def _parser() -> argparse.ArgumentParser:
         choices=list(DERIVATIVES),
         dest="lengthscale_derivative",
         help="gradient for hyperparameter lengthscales (docs/curvature.md)",
+    )
+    train.add_argument(
+        "--kfac-approx",
+        choices=["expand", "reduce"],
+        dest="kfac_approx",
+        help="KFAC for weights shared over positions (docs/curvature.md; default expand)",
     )
     train.add_argument("--device")
     train.add_argument("--seed", type=int)
@@ -374,6 +381,7 @@ def train(settings: dict[str, Any], out: Path) -> dict[str, Any]:
             marglik_loader=marglik_loader,
             stochastic=settings["stochastic"],
             n_mc_samples=settings["mc_samples"],
+            kfac_approx=settings.get("kfac_approx", "expand"),
             checkpoint=out / "checkpoint.pt",
             final_laplace=learns,
             lengthscale_derivative=settings["lengthscale_derivative"],

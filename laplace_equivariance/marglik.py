@@ -45,6 +45,7 @@ from torch.utils.data import DataLoader
 
 from laplace_equivariance.curvature import EquivariantKFAC
 from laplace_equivariance.curvature.monte_carlo import check_sample_count
+from laplace_equivariance.curvature.rules import KFAC_APPROXIMATIONS
 from laplace_equivariance.lengthscales import (
     DERIVATIVES,
     lengthscale_hyperparameters,
@@ -117,6 +118,7 @@ class _Options:
     marglik_loader: DataLoader | None
     stochastic: bool
     n_mc_samples: int
+    kfac_approx: str
     callback: Callable[[int, dict[str, Any]], None] | None
     checkpoint: str | os.PathLike | None
     final_laplace: bool
@@ -157,14 +159,26 @@ class _Options:
                 "Monte-Carlo Fisher: pass stochastic=True and backend=EquivariantKFAC."
             )
         check_sample_count(self.n_mc_samples, self.stochastic)
+        if self.kfac_approx not in KFAC_APPROXIMATIONS:
+            raise ValueError(
+                f"kfac_approx must be one of {KFAC_APPROXIMATIONS}, got {self.kfac_approx!r}."
+            )
+        if self.kfac_approx != "expand" and not is_equivariant:
+            raise ValueError(
+                f"kfac_approx={self.kfac_approx!r} is an option of EquivariantKFAC: pass "
+                "backend=EquivariantKFAC."
+            )
 
     def backend_kwargs(self) -> dict[str, Any] | None:
         """The Laplace backend's options (None: the backend's defaults, as laplace-torch)."""
-        if not self.stochastic:
-            return None
-        if self.n_mc_samples == 1:
-            return {"stochastic": True}
-        return {"stochastic": True, "n_mc_samples": self.n_mc_samples}
+        kwargs: dict[str, Any] = {}
+        if self.stochastic:
+            kwargs["stochastic"] = True
+        if self.n_mc_samples != 1:
+            kwargs["n_mc_samples"] = self.n_mc_samples
+        if self.kfac_approx != "expand":
+            kwargs["kfac_approx"] = self.kfac_approx
+        return kwargs or None
 
 
 @dataclass
@@ -535,6 +549,7 @@ def marglik_training(
     marglik_loader: DataLoader | None = None,
     stochastic: bool = False,
     n_mc_samples: int = 1,
+    kfac_approx: str = "expand",
     callback: Callable[[int, dict[str, Any]], None] | None = None,
     checkpoint: str | os.PathLike | None = None,
     final_laplace: bool = True,
@@ -592,6 +607,8 @@ def marglik_training(
         stochastic: Estimate the GGN with a Monte-Carlo Fisher.
         n_mc_samples: Targets sampled per example for the Monte-Carlo Fisher, which averages
             them (:class:`~laplace_equivariance.EquivariantKFAC`'s option).
+        kfac_approx: ``"expand"`` or ``"reduce"`` for the weights shared over positions
+            (:class:`~laplace_equivariance.EquivariantKFAC`'s option, docs/curvature.md).
         callback: Called after every epoch (after its checkpoint is written) as
             ``callback(epoch, info)`` with the epoch's ``loss``, ``accuracy`` (for regression
             the mean squared error), ``neg_log_marglik`` (None in epochs without a step),

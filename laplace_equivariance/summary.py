@@ -125,8 +125,16 @@ HEADER = (
 )
 
 
+LATER_OPTIONS = {"kfac_approx": "expand", "threads": None}
+"""Options added after runs were committed, with the value those runs had."""
+
+
 def _experiment(settings: dict[str, Any]) -> tuple:
-    """What makes runs one experiment: every setting but those in NOT_THE_EXPERIMENT."""
+    """What makes runs one experiment: every setting but those in NOT_THE_EXPERIMENT.
+
+    Options missing from older runs count as their :data:`LATER_OPTIONS` value.
+    """
+    settings = LATER_OPTIONS | settings
     return tuple(sorted((k, repr(v)) for k, v in settings.items() if k not in NOT_THE_EXPERIMENT))
 
 

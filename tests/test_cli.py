@@ -123,6 +123,14 @@ def test_monte_carlo_samples_reach_the_trainer(tmp_path, monkeypatch):
     assert json.loads((out / "results.json").read_text())["settings"]["mc_samples"] == 3
 
 
+def test_kfac_approx_reaches_the_trainer(tmp_path, monkeypatch):
+    out = tmp_path / "reduce"
+    args = ["train", "--kfac-approx", "reduce", "--out", str(out), *TINY]
+    passed = options_reaching_the_trainer(monkeypatch, args, "kfac_approx")
+    assert passed == [{"kfac_approx": "reduce"}]
+    assert json.loads((out / "results.json").read_text())["settings"]["kfac_approx"] == "reduce"
+
+
 @pytest.mark.parametrize(
     "options", [["--stochastic", "--mc-samples", "0"], ["--mc-samples", "2"]], ids=["zero", "exact"]
 )

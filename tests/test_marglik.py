@@ -296,6 +296,16 @@ def test_monte_carlo_samples_reach_the_backend():
     assert margliks[-1] < margliks[0]
 
 
+def test_kfac_reduce_reaches_the_backend_and_needs_it():
+    model, loader = setup(name="conv")
+    la, _, _, _ = marglik_training(model, loader, kfac_approx="reduce", **SCHEDULE)
+    assert la.backend.kfac_approx == "reduce"
+    with pytest.raises(ValueError, match="option of EquivariantKFAC"):
+        marglik_training(model, loader, kfac_approx="reduce", backend=AsdlGGN, **SCHEDULE)
+    with pytest.raises(ValueError, match="kfac_approx must be one of"):
+        marglik_training(model, loader, kfac_approx="reduced", **SCHEDULE)
+
+
 @pytest.mark.parametrize(
     "options",
     [{"n_mc_samples": 2}, {"stochastic": True, "n_mc_samples": 2, "backend": AsdlGGN}],

@@ -87,3 +87,14 @@ def test_compare_says_whether_a_run_is_within_the_committed_seed_spread(tmp_path
     assert "82.0 ± 2.0 (3)" in lines[0] and lines[0].endswith("within the seed spread")
     assert lines[1].endswith("OUTSIDE the seed spread")
     assert lines[2].endswith("no committed seeds to compare with")
+
+
+def test_runs_from_before_an_option_existed_group_with_its_default(tmp_path):
+    old = write_run(tmp_path / "old", 0, 0.8)
+    settings_path = old / "results.json"
+    results = json.loads(settings_path.read_text())
+    del results["settings"]["kfac_approx"]
+    settings_path.write_text(json.dumps(results))
+    new = write_run(tmp_path / "new", 1, 0.8)
+    reduced = write_run(tmp_path / "reduce", 2, 0.8, kfac_approx="reduce")
+    assert [len(row.results) for row in summary.rows([old, new, reduced])] == [2, 1]

@@ -29,7 +29,13 @@ from laplace_equivariance.curvature.registry import (
     install_kron_initialiser,
     register_with_asdl,
 )
-from laplace_equivariance.curvature.rules import EXTRA_BLOCKS_ATTR, RULES, UNPROJECTED_ATTR
+from laplace_equivariance.curvature.rules import (
+    EXTRA_BLOCKS_ATTR,
+    KFAC_APPROXIMATIONS,
+    RULES,
+    UNPROJECTED_ATTR,
+    kfac_approximation,
+)
 from laplace_equivariance.layers import AnchorBasis, LengthscaleMode, RelaxedLayer
 
 __all__ = ["EquivariantKFAC", "UnsupportedModuleError"]
@@ -174,7 +180,8 @@ class EquivariantKFAC(AsdlGGN):
         UnsupportedModuleError: If a module with trainable parameters has no KFAC rule
             (BatchNorm, an unknown custom layer, a circular or grouped ``nn.Conv2d``).
         ValueError: If ``n_mc_samples`` is not a positive integer, or above one without
-            ``stochastic=True``, or ``memory_limit`` is not positive.
+            ``stochastic=True``, ``memory_limit`` is not positive, or ``kfac_approx`` is
+            unknown or ``"reduce"`` on a model with a trainable stock ``nn.Conv2d``.
     """
 
     def __init__(
@@ -188,14 +195,28 @@ class EquivariantKFAC(AsdlGGN):
         stochastic: bool = False,
         n_mc_samples: int = 1,
         memory_limit: int = DEFAULT_MEMORY_LIMIT,
+        kfac_approx: str = "expand",
     ) -> None:
         check_sample_count(n_mc_samples, stochastic)
         if memory_limit <= 0:
             raise ValueError(
                 f"memory_limit must be a positive number of bytes, got {memory_limit}."
             )
+        if kfac_approx not in KFAC_APPROXIMATIONS:
+            raise ValueError(
+                f"kfac_approx must be one of {KFAC_APPROXIMATIONS}, got {kfac_approx!r}."
+            )
+        if kfac_approx == "reduce":
+            for name, module in model.named_modules():
+                if type(module) is nn.Conv2d and any(p.requires_grad for p in module.parameters()):
+                    raise ValueError(
+                        "kfac_approx='reduce' covers this package's weight-shared layers; the "
+                        f"stock nn.Conv2d {name!r} has ASDL's KFAC-expand rule only: use "
+                        "kfac_approx='expand', or a CircularConv2d."
+                    )
         self.n_mc_samples = n_mc_samples
         self.memory_limit = memory_limit
+        self.kfac_approx = kfac_approx
         super().__init__(
             model, likelihood, last_layer, subnetwork_indices, dict_key_x, dict_key_y, stochastic
         )
@@ -338,7 +359,11 @@ class EquivariantKFAC(AsdlGGN):
             and m.lengthscale_mode is LengthscaleMode.HYPERPARAMETER
             and m.lengthscale.requires_grad
         ]
-        with warnings.catch_warnings(), _activation_graph_only(self._model):
+        with (
+            warnings.catch_warnings(),
+            _activation_graph_only(self._model),
+            kfac_approximation(self._model, self.kfac_approx),
+        ):
             warnings.filterwarnings(
                 "ignore", message="Using a non-full backward hook", category=FutureWarning
             )

@@ -33,7 +33,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from laplace_equivariance.curvature.projection import project_factor
-from laplace_equivariance.curvature.rules import KroneckerRule, outer_sum
+from laplace_equivariance.curvature.rules import KroneckerRule, kfac_approximation, outer_sum
 from laplace_equivariance.layers.sparse import LengthscaleMode
 
 __all__ = ["batch_factors"]
@@ -133,10 +133,11 @@ def batch_factors(backend, x: torch.Tensor, n_data: int) -> list[list[torch.Tens
         )
         for k in range(logits.shape[1])
     ]
-    factors = {
-        owner: _module_factors(owner, *records[owner], [grads[i] for grads in per_class])
-        for i, owner in enumerate(owners)
-    }
+    with kfac_approximation(backend._model, backend.kfac_approx):
+        factors = {
+            owner: _module_factors(owner, *records[owner], [grads[i] for grads in per_class])
+            for i, owner in enumerate(owners)
+        }
     kfacs = []
     for _, name, owner in groups:
         b, a, extra = factors[owner]

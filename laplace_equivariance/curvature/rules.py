@@ -7,8 +7,13 @@ the Monte-Carlo Fisher). Summing over examples ``n`` and backward passes ``k``:
 
 - the weight's Kronecker factors ``[B, A]`` (``B`` on the weight's leading dimension, ``A`` on
   the rest, row-major), with ``A`` summed over the batch (laplace-torch divides it by the data
-  set size ``N``) and normalised by the number of positions the weight is shared over, the
-  KFAC-expand convention that ASDL's ``Conv2d`` rule uses;
+  set size ``N``). A weight shared over ``R`` places (CONV, S-CONV, GCONV) gets KFAC-expand by
+  default, as ASDL's ``Conv2d`` rule: ``A = (1/R) sum_{n,r} a a^T``, ``B = sum_{n,k,r} g g^T``;
+  or KFAC-reduce (Eschenhagen et al., NeurIPS 2023), ``A = sum_n abar abar^T`` with ``abar``
+  the mean of the ``R`` inputs and ``B = sum_{n,k} gbar gbar^T`` with ``gbar`` the sum of the
+  ``R`` output gradients, when the backend sets :data:`KFAC_APPROX_ATTR` to ``"reduce"``
+  (:func:`kfac_approximation`). FC and the factored maps share no weight (every slice of
+  their weights is used once per example), so the two coincide for them;
 - for the module's other parameters (factored biases, anchor positions, lengthscales) the
   exact GGN block :math:`\sum_{n,k} g_{nk} g_{nk}^\top` of their per-example gradients.
 
@@ -26,7 +31,8 @@ docs/curvature.md):
   circular cross-correlations (no unfolding), ``B = sum_{n,k,p} g g^T`` (``C' x C'``).
 - SparseCircularConv2d: the convolution rule on patches projected on the basis.
 - P4 lifting and pointwise convolutions: patches rotated back by each output rotation, ``A``
-  averaged over the ``4 XY`` uses of the filter, ``B`` summed.
+  averaged over the ``4 XY`` uses of the filter, ``B`` summed (reduce: the mean patch and
+  the summed gradient).
 
 When a sparse module's lengthscale is a hyperparameter (``LengthscaleMode.HYPERPARAMETER``),
 its rule also keeps the statistic ``S`` of the factor that the basis projects, before the
@@ -37,10 +43,13 @@ factor can be re-projected with ``phi(omega)`` under autograd
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import ClassVar
 
 import torch
 from asdl.operations import Operation
+from torch import nn
 from torch.nn import functional as F
 
 from laplace_equivariance.layers import (
@@ -58,7 +67,15 @@ from laplace_equivariance.layers import (
 from laplace_equivariance.layers.conv import circular_pad
 from laplace_equivariance.layers.sparse import AnchorBasis, LengthscaleMode
 
-__all__ = ["EXTRA_BLOCKS_ATTR", "RULES", "UNPROJECTED_ATTR", "KroneckerRule"]
+__all__ = [
+    "EXTRA_BLOCKS_ATTR",
+    "KFAC_APPROXIMATIONS",
+    "KFAC_APPROX_ATTR",
+    "RULES",
+    "UNPROJECTED_ATTR",
+    "KroneckerRule",
+    "kfac_approximation",
+]
 
 EXTRA_BLOCKS_ATTR = "_kfac_extra_blocks"
 """Module attribute where a rule accumulates the exact blocks of non-weight parameters
@@ -68,6 +85,44 @@ UNPROJECTED_ATTR = "_kfac_unprojected"
 """Module attribute where a sparse rule accumulates, during one ``kron`` call, the statistic
 ``S`` of its projected factor before projection (only for a hyperparameter lengthscale);
 the backend pops it."""
+
+
+KFAC_APPROX_ATTR = "_kfac_approx"
+"""Module attribute that selects KFAC-expand or KFAC-reduce in the rules of weight-shared
+layers while a backend computes factors (:func:`kfac_approximation`); absent: expand."""
+
+KFAC_APPROXIMATIONS = ("expand", "reduce")
+"""The approximations of a weight shared over several places."""
+
+
+@contextmanager
+def kfac_approximation(model: nn.Module, approximation: str) -> Iterator[None]:
+    """Let the rules of ``model``'s modules use ``approximation`` inside the block.
+
+    Args:
+        model: The network.
+        approximation: ``"expand"`` or ``"reduce"``.
+
+    Raises:
+        ValueError: For another approximation.
+    """
+    if approximation not in KFAC_APPROXIMATIONS:
+        raise ValueError(
+            f"kfac_approx must be one of {KFAC_APPROXIMATIONS}, got {approximation!r}."
+        )
+    modules = [m for m in model.modules() if type(m) in RULES]
+    for module in modules:
+        module.__dict__[KFAC_APPROX_ATTR] = approximation
+    try:
+        yield
+    finally:
+        for module in modules:
+            module.__dict__.pop(KFAC_APPROX_ATTR, None)
+
+
+def _reduces(module: nn.Module) -> bool:
+    """Whether ``module``'s rule runs KFAC-reduce now."""
+    return module.__dict__.get(KFAC_APPROX_ATTR) == "reduce"
 
 
 def outer_sum(rows: torch.Tensor) -> torch.Tensor:
@@ -404,12 +459,33 @@ def circular_patch_covariance(x: torch.Tensor, kernel_size: int) -> torch.Tensor
     return blocks.permute(0, 2, 3, 1, 4, 5).reshape(size, size) / (h * w)
 
 
-class CircularConv2dRule(KroneckerRule):
-    """CONV's ``weight (C', C, S, S)``: KFAC-expand over the ``XY`` output positions.
+def circular_patch_mean_covariance(x: torch.Tensor, kernel_size: int) -> torch.Tensor:
+    r"""KFAC-reduce's ``A`` of a circular convolution, :math:`\sum_n ar a_n ar a_n^	op`.
 
-    ``A`` by :func:`circular_patch_covariance` from the unpadded input; ``B`` sums the output
-    gradients over positions (ASDL's ``Conv2d`` rule on the padded map gives the same
-    factors).
+    Over all positions of a circularly padded map every tap sees every input position once,
+    so the mean patch is :math:`ar a_n(c, i, j) = ar x_n(c)`, the channel's mean, for
+    every tap: :math:`A = (\sum_n ar x_n ar x_n^	op) \otimes \mathbf{1}\mathbf{1}^	op`.
+
+    Args:
+        x: The unpadded maps, ``(N, C, X, Y)``.
+        kernel_size: Filter size ``S``.
+
+    Returns:
+        ``A`` of shape ``(C S^2, C S^2)`` in ``(c, i, j)`` order.
+    """
+    means = outer_sum(x.mean(dim=(2, 3)))
+    taps = kernel_size**2
+    return torch.kron(means, x.new_ones(taps, taps))
+
+
+class CircularConv2dRule(KroneckerRule):
+    """CONV's ``weight (C', C, S, S)``: KFAC-expand (or -reduce) over the ``XY`` positions.
+
+    Expand: ``A`` by :func:`circular_patch_covariance` from the unpadded input; ``B`` sums the
+    output gradients' outer products over positions (ASDL's ``Conv2d`` rule on the padded
+    map gives the same factors). Reduce: ``A`` by :func:`circular_patch_mean_covariance`,
+    ``B`` from the output gradients summed over positions, which is also the bias's exact
+    block.
     """
 
     @staticmethod
@@ -424,12 +500,24 @@ class CircularConv2dRule(KroneckerRule):
 
     @staticmethod
     def cov_kron_A(module, in_data):
-        r""":math:`\frac1{XY}\sum_{n,p} a_{np} a_{np}^\top` over the circular patches."""
+        r"""``A`` over the circular patches.
+
+        Expand :math:`\frac1{XY}\sum_{n,p} a_{np} a_{np}^\top`, reduce
+        :math:`\sum_n \bar a_n \bar a_n^\top`.
+        """
+        if _reduces(module):
+            return circular_patch_mean_covariance(in_data, module.kernel_size)
         return circular_patch_covariance(in_data, module.kernel_size)
 
     @staticmethod
     def cov_kron_B(module, out_grads):
-        r""":math:`\sum_{n,p} g_{np} g_{np}^\top`; also the bias's block."""
+        r"""``B``, also the bias's block.
+
+        Expand :math:`\sum_{n,p} g_{np} g_{np}^\top`, reduce
+        :math:`\sum_n (\sum_p g_{np}) (\sum_p g_{np})^\top`.
+        """
+        if _reduces(module):
+            return outer_sum(out_grads.sum(dim=2))
         return outer_sum(out_grads.transpose(1, 2).flatten(end_dim=1))
 
 
@@ -442,10 +530,11 @@ class SparseCircularConv2dRule(CircularConv2dRule):
     def unprojected_statistic(module, in_data: torch.Tensor) -> torch.Tensor:
         r"""``A`` of the raw patches, ``S`` of shape ``(C S^2, C S^2)``.
 
-        :math:`S = \frac1{XY}\sum_{n,p} a_{np} a_{np}^\top`; the rule's ``A`` is
+        :math:`S = \frac1{XY}\sum_{n,p} a_{np} a_{np}^\top` (reduce: :math:`\sum_n \bar a_n
+        \bar a_n^\top`); the rule's ``A`` is
         :math:`(I_C \otimes \phi)^\top S\, (I_C \otimes \phi)`.
         """
-        return circular_patch_covariance(in_data, module.kernel_size)
+        return CircularConv2dRule.cov_kron_A(module, in_data)
 
     @staticmethod
     def preprocess_in_data(module, in_data, out_data):
@@ -459,7 +548,13 @@ class SparseCircularConv2dRule(CircularConv2dRule):
 
     @staticmethod
     def cov_kron_A(module, in_data):
-        r""":math:`\frac1{XY}\sum_{n,p} \tilde a_{np} \tilde a_{np}^\top`."""
+        r"""``A`` of the projected patches.
+
+        Expand :math:`\frac1{XY}\sum_{n,p} \tilde a_{np} \tilde a_{np}^\top`, reduce the
+        same of the mean projected patch.
+        """
+        if _reduces(module):
+            return outer_sum(in_data.mean(dim=2))
         rows = in_data.transpose(1, 2).flatten(end_dim=1)
         return outer_sum(rows) / in_data.shape[2]
 
@@ -511,13 +606,25 @@ class P4ConvRule(KroneckerRule):
 
     @staticmethod
     def cov_kron_A(module, in_data):
-        r""":math:`\frac1{4XY}\sum_{n,s,p} a_{nsp} a_{nsp}^\top`."""
+        r"""``A`` of the back-rotated patches.
+
+        Expand :math:`\frac1{4XY}\sum_{n,s,p} a_{nsp} a_{nsp}^\top`, reduce
+        :math:`\sum_n \bar a_n \bar a_n^\top` of the mean patch.
+        """
+        if _reduces(module):
+            return outer_sum(in_data.mean(dim=(1, 3)))
         rows = in_data.permute(0, 1, 3, 2).flatten(end_dim=2)
         return outer_sum(rows) / (N_ROTATIONS * in_data.shape[-1])
 
     @staticmethod
     def cov_kron_B(module, out_grads):
-        r""":math:`\sum_{n,s,p} g_{nsp} g_{nsp}^\top`; also the bias's block."""
+        r"""``B``, also the bias's block.
+
+        Expand :math:`\sum_{n,s,p} g_{nsp} g_{nsp}^\top`, reduce the same of the gradient
+        summed over rotations and positions.
+        """
+        if _reduces(module):
+            return outer_sum(out_grads.sum(dim=(1, 3)))
         return outer_sum(out_grads.permute(0, 1, 3, 2).flatten(end_dim=2))
 
 
