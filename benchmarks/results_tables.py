@@ -130,6 +130,33 @@ class Section:
         return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class StructureSection:
+    """Learned runs from several folders, with the structure they learned."""
+
+    title: str
+    folders: tuple[str, ...]
+    command: str
+    about: str
+
+    def render(self) -> str:
+        runs = sorted(
+            p.parent
+            for folder in self.folders
+            for p in (RESULTS / folder).rglob("results.json")
+            if "-marglik" in p.parent.name
+        )
+        lines = [f"## {self.title}", "", self.about, "", f"`{self.command}`", ""]
+        return "\n".join(lines + [summary.structure_markdown(runs)])
+
+
+REDUCE_CONCLUSION = (
+    "The same learned F-FC+CONV, its weight-shared CONV paths' curvature by KFAC-expand (the "
+    "default) or KFAC-reduce (docs/curvature.md); FC share: the FC path's relative effective "
+    "parameters per layer (1 - the CONV path's), paths off: paths under 1% of their layer's "
+    "share."
+)
+
 SECTIONS = [
     Section(
         "Table 1: quadrant MNIST, 20 epochs, three seeds",
@@ -141,6 +168,14 @@ SECTIONS = [
         "annealing, marginal likelihood on 1,000 training images every 5 epochs after 5 (20 "
         "steps each), last epoch evaluated. `make demo` runs seed 0 of this table.",
         TABLE1_CLAIMS,
+    ),
+    StructureSection(
+        "KFAC-expand against KFAC-reduce: Table 1's learned model, 20 epochs, three seeds",
+        ("table1-20ep", "table1-20ep-reduce"),
+        "python examples/paper_tables.py table1 --alpha 4 --models f-fc+conv --methods marglik "
+        "--seeds 0 1 2 --threads 1 --kfac-approx reduce --out benchmarks/results/table1-20ep-reduce"
+        " (expand: the runs of the first table)",
+        REDUCE_CONCLUSION,
     ),
     Section(
         "Table 1, 20 epochs, learned F-FC+CONV, three seeds (older code)",

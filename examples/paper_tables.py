@@ -12,16 +12,21 @@
   what the learned priors do from what the relaxed architecture does at the budget. ``make
   demo`` runs it at alpha=4 (about 10 minutes on 2 CPU cores).
 
-Every run writes its ``results.json`` and plots under ``--out/<run>`` and resumes from its
-checkpoint (delete the folder to start over); the script prints ``laplace-equivariance
-report`` for the table. Budgets are options (``--alpha --epochs --subset --test-subset
---marglik-subset --burnin --lr``; defaults: the paper's alpha, 20 epochs, Adam at lr 0.003
-because the paper's 0.01 trains small budgets worse, marginal likelihood on 1,000 training
-examples every 5 epochs after 5 (the paper: after 10), 20 steps each); the README lists the
-budgets that were run, with the machine.
+Every run writes its ``results.json`` and plots under ``--out/<data>-<model>-<method>-seed<k>``
+and resumes from its checkpoint (delete the folder to start over); ``--seeds`` runs the table
+once per seed, seed after seed. The script prints ``laplace-equivariance report`` for the
+runs, ``--markdown`` their mean ± std over seeds, and ``--compare DIR`` each run beside the
+committed runs of the same experiment under ``DIR`` (``make demo`` compares with
+``benchmarks/results/table1-20ep``). Budgets are options (``--alpha --epochs --subset
+--test-subset --marglik-subset --burnin --lr``; defaults: the paper's alpha, 20 epochs, Adam at
+lr 0.003 because the paper's 0.01 trains small budgets worse, marginal likelihood on 1,000
+training examples every 5 epochs after 5 (the paper: after 10), 20 steps each);
+``benchmarks/results_tables.py`` tabulates the committed runs in docs/results.md.
 
 Usage:
-    python examples/paper_tables.py table1 --alpha 4 --out runs/table1
+    python examples/paper_tables.py table1 --alpha 4 --seeds 0 1 2 --out runs/table1
+    python examples/paper_tables.py table1 --alpha 4 --out runs/demo \
+        --compare benchmarks/results/table1-20ep
     python examples/paper_tables.py table3 --subset 4000 --out runs/table3
 """
 

@@ -570,6 +570,9 @@ def marglik_training(
     by ``lengthscale_derivative`` (``"total"`` refits before every step after the first).
     At the end the model and hyperparameters at which the best marginal likelihood was
     evaluated are restored (unless ``restore_best=False``) and a Laplace approximation is fitted.
+    One difference from laplace-torch 0.3: every epoch trains in ``model.train()`` mode, where
+    laplace-torch keeps training in the eval mode its first Laplace fit leaves behind; the two
+    differ only for modules such as dropout and batch norm.
 
     Args:
         model: The network (logits for classification).

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Row", "compare", "load_run", "markdown", "rows"]
+__all__ = ["Row", "compare", "load_run", "markdown", "rows", "structure_markdown"]
 
 NOT_THE_EXPERIMENT = ("seed", "threads", "device", "data_dir", "download")
 """Settings that do not make runs different experiments: runs equal in every other setting
@@ -97,6 +97,38 @@ class Row:
         """Device and threads, e.g. ``"Xeon, 2 threads"`` (every distinct one of the seeds)."""
         machines = {f"{r['device']}, {r.get('threads', '?')} threads" for r in self.results}
         return "; ".join(sorted(machines))
+
+    def path_shares(self, path: str = "fc") -> list[float]:
+        """Per relaxed layer, ``path``'s relative effective parameters, mean over seeds.
+
+        Returns:
+            One value per layer (empty for runs without a symmetry report).
+        """
+        reports = [r["symmetry"]["layers"] for r in self.results if "symmetry" in r]
+        if not reports:
+            return []
+        return [
+            statistics.fmean(
+                layers[i]["paths"].get(path, {}).get("relative", 0.0) for layers in reports
+            )
+            for i in range(len(reports[0]))
+        ]
+
+    def paths_off(self, threshold: float = 0.01) -> list[int]:
+        """Per seed, how many paths of multi-path layers are switched off.
+
+        A path is off when its relative effective parameters are under ``threshold``.
+        """
+        return [
+            sum(
+                entry["relative"] < threshold
+                for layer in r["symmetry"]["layers"]
+                if len(layer["paths"]) > 1
+                for entry in layer["paths"].values()
+            )
+            for r in self.results
+            if "symmetry" in r
+        ]
 
     def cells(self) -> list[str]:
         """The markdown cells of this row."""
@@ -197,4 +229,42 @@ def compare(runs: Sequence[Path], reference: Sequence[Path]) -> str:
             inside = abs(accuracy - mean) <= 2 * std
             verdict = "within the seed spread" if inside else "OUTSIDE the seed spread"
         lines.append(f"{Path(run).name:44} {accuracy:6.1f}  {committed:30} {verdict}")
+    return "\n".join(lines)
+
+
+STRUCTURE_HEADER = (
+    "| data | model | KFAC | seeds | test acc % | test NLL | -log marglik / N "
+    "| FC share per layer (mean over seeds) | paths off per seed |"
+)
+
+
+def structure_markdown(runs: Sequence[Path]) -> str:
+    """The learned runs' accuracy beside the structure they learned, one row per experiment.
+
+    The FC share of a layer is the FC path's relative effective number of parameters (App. D),
+    averaged over seeds; a path is off when its share is under 1%.
+
+    Args:
+        runs: ``--out`` folders of learned (``marglik``) runs.
+
+    Returns:
+        The markdown table.
+    """
+    lines = [STRUCTURE_HEADER, "|" + "---|" * STRUCTURE_HEADER.count(" | ") + "---|"]
+    for row in rows(runs):
+        s = LATER_OPTIONS | row.settings
+        seeds = sorted(r["settings"]["seed"] for r in row.results)
+        shares = " ".join(f"{share:.2f}" for share in row.path_shares("fc")) or "-"
+        cells = [
+            s["dataset"],
+            s["model"],
+            s["kfac_approx"],
+            ", ".join(map(str, seeds)),
+            _mean_std(row.accuracy("test")),
+            _mean_std(row._values("test", "nll"), digits=2),
+            _mean_std(row.neg_log_marglik_per_example(), digits=2),
+            shares,
+            ", ".join(map(str, row.paths_off())) or "-",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

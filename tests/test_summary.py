@@ -98,3 +98,21 @@ def test_runs_from_before_an_option_existed_group_with_its_default(tmp_path):
     new = write_run(tmp_path / "new", 1, 0.8)
     reduced = write_run(tmp_path / "reduce", 2, 0.8, kfac_approx="reduce")
     assert [len(row.results) for row in summary.rows([old, new, reduced])] == [2, 1]
+
+
+def test_structure_table_gives_mean_fc_share_per_layer_and_paths_off(tmp_path):
+    runs = []
+    for seed, share in enumerate([0.2, 0.004]):
+        run = write_run(tmp_path / f"s{seed}", seed, 0.8)
+        results = json.loads((run / "results.json").read_text())
+        results["symmetry"] = {
+            "layers": [
+                {"paths": {"fc": {"relative": share}, "conv": {"relative": 1 - share}}},
+                {"paths": {"fc": {"relative": 0.5}, "conv": {"relative": 0.5}}},
+            ]
+        }
+        (run / "results.json").write_text(json.dumps(results))
+        runs.append(run)
+    row = summary.structure_markdown(runs).splitlines()[2]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2] == "expand" and cells[7] == "0.10 0.50" and cells[8] == "0, 1"
