@@ -33,7 +33,9 @@ the KFAC GGN of :class:`~laplace_equivariance.EquivariantKFAC` at :math:`\theta_
   refitted approximation; it needs no refit between steps. On small models it is far from the
   total derivative, even in sign (``benchmarks/lengthscale_gradient.py``).
 
-At the fitted :math:`\omega` both values equal ``la.log_marginal_likelihood``.
+At the fitted :math:`\omega` both values equal ``la.log_marginal_likelihood``. With a loader
+sharded over the ranks of a process group (:mod:`laplace_equivariance.distributed`), the data
+fit and the lengthscale gradients are summed over the ranks.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from torch.func import functional_call
 from torch.nn import functional as F
 from torch.utils.data import DataLoader
 
+from laplace_equivariance import distributed
 from laplace_equivariance.curvature import EquivariantKFAC
 from laplace_equivariance.curvature.differentiable import batch_factors
 from laplace_equivariance.curvature.kron import BlockDiagonalKron
@@ -113,6 +116,7 @@ def _log_likelihood(
                 if grad is not None:
                     total_grad += grad
         total = total + nll.detach()
+    distributed.all_reduce_sum([total, *grads])  # a sharded loader: sum over the ranks
     return -scale * (total + _linear(grads, tracked))
 
 
@@ -145,6 +149,7 @@ def _log_det_gradient(la: KronLaplace, loader: DataLoader, tracked: list[torch.T
         for total, grad in zip(grads, batch_grads, strict=True):
             if grad is not None:
                 total += grad
+    distributed.all_reduce_sum(grads)  # a sharded loader: sum over the ranks
     return grads
 
 

@@ -4,8 +4,8 @@ from laplace_equivariance.curvature.backend import EquivariantKFAC, UnsupportedM
 from laplace_equivariance.curvature.kron import BlockDiagonalKron, BlockDiagonalKronDecomposed
 from laplace_equivariance.curvature.registry import (
     UnsupportedBackendError,
-    install_accumulating_fit,
     install_construction_check,
+    install_fit_hook,
     install_kron_initialiser,
     register_with_asdl,
 )
@@ -19,7 +19,7 @@ __all__ = [
     "KroneckerRule",
     "UnsupportedBackendError",
     "UnsupportedModuleError",
-    "install_accumulating_fit",
+    "install_fit_hook",
     "install_construction_check",
     "install_kron_initialiser",
     "register_with_asdl",

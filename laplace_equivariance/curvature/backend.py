@@ -10,11 +10,12 @@ import torch
 from asdl.fisher import FisherConfig, get_fisher_maker
 from asdl.grad_maker import LOSS_CROSS_ENTROPY, LOSS_MSE
 from asdl.matrices import FISHER_EXACT, FISHER_MC, SHAPE_KRON
-from laplace.baselaplace import FullLaplace
+from laplace.baselaplace import FullLaplace, KronLaplace
 from laplace.curvature import AsdlGGN
 from laplace.curvature.curvature import CurvatureInterface, GGNInterface
 from torch import nn
 
+from laplace_equivariance import distributed
 from laplace_equivariance.curvature.cross_entropy import ReducedRankCrossEntropyGGN
 from laplace_equivariance.curvature.kron import BlockDiagonalKron
 from laplace_equivariance.curvature.monte_carlo import (
@@ -24,8 +25,8 @@ from laplace_equivariance.curvature.monte_carlo import (
 )
 from laplace_equivariance.curvature.projection import ProjectedFactor
 from laplace_equivariance.curvature.registry import (
-    install_accumulating_fit,
     install_construction_check,
+    install_fit_hook,
     install_kron_initialiser,
     register_with_asdl,
 )
@@ -43,7 +44,7 @@ __all__ = ["EquivariantKFAC", "UnsupportedModuleError"]
 # At import, before any Laplace object exists: KronLaplace allocates its factors in __init__.
 register_with_asdl()
 install_kron_initialiser()
-install_accumulating_fit()
+install_fit_hook()
 install_construction_check()
 
 DEFAULT_MEMORY_LIMIT = 2**31
@@ -172,6 +173,8 @@ class EquivariantKFAC(AsdlGGN):
             GGN. ``kron(..., n_mc_samples=S)`` overrides it for one batch.
 
     Attributes:
+        examples_seen: Examples of the current fit so far (this rank's shard in a process
+            group).
         projected_factors: Parameter group -> its factor projected on a basis whose
             lengthscale is a hyperparameter, with the statistic summed over the batches
             since the last :meth:`init_kron`.
@@ -231,6 +234,7 @@ class EquivariantKFAC(AsdlGGN):
             )
         self._check_supported(self._model)
         self.projected_factors: dict[int, ProjectedFactor] = {}
+        self.examples_seen = 0
 
     @staticmethod
     def _check_supported(model: nn.Module) -> None:
@@ -275,6 +279,7 @@ class EquivariantKFAC(AsdlGGN):
             A :class:`BlockDiagonalKron` of zeros, one group per trainable parameter.
         """
         self.projected_factors = {}
+        self.examples_seen = 0
         zeros = functools.partial(torch.zeros, device=device, dtype=dtype)
         kfacs = []
         for p, name, module in self._parameter_groups():
@@ -375,6 +380,7 @@ class EquivariantKFAC(AsdlGGN):
                 for omega in hyperparameters:
                     omega.requires_grad_(True)
         self._accumulate_projected_factors(N)
+        self.examples_seen += len(y)
         return loss, kron
 
     def _asdl_kron(self, x, y, N: int, **kwargs) -> tuple[torch.Tensor, BlockDiagonalKron]:
@@ -425,6 +431,38 @@ class EquivariantKFAC(AsdlGGN):
                 self.projected_factors[index] = ProjectedFactor(
                     index, side, module.basis, statistic, module.basis.lengthscale.detach().clone()
                 )
+
+    def after_fit(self, la: KronLaplace, previous: tuple[dict, int] | None, n_new: int) -> None:
+        """Finish a ``KronLaplace.fit``: sum a sharded fit over the ranks, merge accumulated fits.
+
+        Called by the wrapper of ``KronLaplace.fit``
+        (:func:`~laplace_equivariance.curvature.registry.install_fit_hook`).
+
+        Args:
+            la: The Laplace approximation just fitted.
+            previous: ``(projected_factors, n_data)`` of the earlier fit(s) when this fit was
+                accumulated onto them (``override=False``), else None.
+            n_new: Examples in this fit's data set.
+
+        Raises:
+            ValueError: In a process group of several ranks, if the shards do not cover the
+                data set exactly once or the fit accumulates onto an earlier one.
+        """
+        if distributed.world_size() > 1:
+            if previous is not None:
+                raise ValueError(
+                    "Accumulating fits (override=False) is not supported across ranks: fit "
+                    "once over the sharded data."
+                )
+            distributed.check_shards(self.examples_seen, n_new, la._device)
+            loss = torch.as_tensor(la.loss, device=la._device, dtype=la._dtype).clone()
+            factors = [f for group in la.H_facs.kfacs for f in group]
+            statistics = [record.statistic for record in self.projected_factors.values()]
+            distributed.all_reduce_sum([loss, *factors, *statistics])
+            la.loss = loss
+            la.H = la.H_facs.decompose(damping=la.damping)
+        if previous is not None:
+            self.merge_projected_factors(*previous, n_new)
 
     def merge_projected_factors(
         self, previous: dict[int, ProjectedFactor], n_previous: int, n_new: int

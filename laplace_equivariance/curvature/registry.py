@@ -11,10 +11,11 @@ factors is gigabytes. :func:`install_kron_initialiser` wraps it, once, so that a
 an ``init_kron`` method (:class:`~laplace_equivariance.EquivariantKFAC`) allocates its own
 block-diagonal zeros; every other backend gets laplace-torch's behaviour unchanged.
 
-``KronLaplace.fit(loader, override=False)`` adds a fit to an earlier one by rescaling the
-Kronecker factors; :func:`install_accumulating_fit` wraps it, once, so that a backend with
-``merge_projected_factors`` (the statistics of lengthscale hyperparameters) combines its own
-statistics the same way instead of keeping only the last fit's.
+``KronLaplace.fit`` knows neither the statistics of lengthscale hyperparameters nor process
+groups; :func:`install_fit_hook` wraps it, once, so that a backend with ``after_fit``
+finishes each fit: ``EquivariantKFAC`` combines accumulated fits' statistics
+(``override=False``) as laplace-torch combines the factors, and sums a sharded fit over the
+ranks (:mod:`laplace_equivariance.distributed`).
 
 laplace-torch builds a Laplace approximation with any backend; on this package's layers only
 :class:`~laplace_equivariance.EquivariantKFAC` knows the curvature (ASDL's stock operations,
@@ -44,7 +45,7 @@ from laplace_equivariance.curvature.rules import RULES
 
 __all__ = [
     "UnsupportedBackendError",
-    "install_accumulating_fit",
+    "install_fit_hook",
     "install_construction_check",
     "install_kron_initialiser",
     "register_with_asdl",
@@ -125,10 +126,12 @@ def install_kron_initialiser() -> None:
     _wrap_once(KronLaplace, "_init_H", make_wrapper)
 
 
-def install_accumulating_fit() -> None:
-    """Let a backend with ``merge_projected_factors`` accumulate over ``override=False`` fits.
+def install_fit_hook() -> None:
+    """Let a backend with ``after_fit`` finish every ``KronLaplace.fit``. Idempotent.
 
-    Idempotent.
+    The backend's ``after_fit(la, previous, n_new)`` runs after laplace-torch's fit, with
+    ``previous`` the backend's projected statistics and example count of the earlier fit(s)
+    when the fit accumulates (``override=False``), else None.
 
     Raises:
         RuntimeError: If ``KronLaplace.fit`` does not exist.
@@ -136,12 +139,12 @@ def install_accumulating_fit() -> None:
 
     def make_wrapper(original):
         def fit(self, train_loader, override: bool = True, progress_bar: bool = False) -> None:
-            merges = hasattr(self._backend_cls, "merge_projected_factors")
-            if override or not merges or getattr(self, "H_facs", None) is None:
+            if not hasattr(self._backend_cls, "after_fit"):
                 return original(self, train_loader, override=override, progress_bar=progress_bar)
-            previous, n_previous = self.backend.projected_factors, self.n_data
+            accumulates = not override and getattr(self, "H_facs", None) is not None
+            previous = (self.backend.projected_factors, self.n_data) if accumulates else None
             original(self, train_loader, override=override, progress_bar=progress_bar)
-            self.backend.merge_projected_factors(previous, n_previous, len(train_loader.dataset))
+            self.backend.after_fit(self, previous, len(train_loader.dataset))
             return None
 
         return fit

@@ -10,8 +10,8 @@ from laplace.baselaplace import KronLaplace, ParametricLaplace
 
 from laplace_equivariance.curvature import (
     RULES,
-    install_accumulating_fit,
     install_construction_check,
+    install_fit_hook,
     install_kron_initialiser,
     register_with_asdl,
 )
@@ -45,7 +45,7 @@ def test_kron_initialiser_is_installed_once():
 
 def test_accumulating_fit_and_construction_check_are_installed_once():
     for install, owner, attribute in [
-        (install_accumulating_fit, KronLaplace, "fit"),
+        (install_fit_hook, KronLaplace, "fit"),
         (install_construction_check, ParametricLaplace, "__init__"),
     ]:
         install()

@@ -1,0 +1,107 @@
+"""A Laplace fit sharded over two gloo processes equals the single-process fit (float64).
+
+Every Kronecker factor is a sum over examples, so summing the ranks' factors, projected
+lengthscale statistics and losses must give the single-process fit up to the order of the
+additions (float64: 1e-10 relative). The log marginal likelihood and its gradients in the
+prior precisions (and, for lengthscale hyperparameters, the total derivative in omega) must
+agree as well, on both ranks. Shards that count an example twice are refused on every rank.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from laplace import Laplace
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+from laplace_equivariance import EquivariantKFAC, models
+from laplace_equivariance.lengthscales import lengthscale_hyperparameters, log_marginal_likelihood
+
+K = 3
+HYPER = {"sparse_options": {"lengthscale_mode": "hyperparameter"}}
+CASES = {
+    "conv": ("conv", {}),
+    "f-fc+conv": ("f-fc+conv", {}),
+    "s-fc+s-conv-omega": ("s-fc+s-conv", HYPER),
+    "gconv": ("gconv", {}),
+}
+
+
+def build(case: str) -> torch.nn.Module:
+    name, options = CASES[case]
+    torch.manual_seed(0)
+    return models.build(name, (1, 32, 32), K, alpha=1, **options).double()
+
+
+def dataset(n: int) -> TensorDataset:
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(n, 1, 32, 32, generator=g, dtype=torch.float64)
+    return TensorDataset(x, torch.randint(0, K, (n,), generator=g))
+
+
+def fit_and_measure(model: torch.nn.Module, loader: DataLoader) -> dict:
+    """Factors, loss, log marginal likelihood and its gradients of one fit."""
+    la = Laplace(
+        model,
+        "classification",
+        subset_of_weights="all",
+        hessian_structure="kron",
+        backend=EquivariantKFAC,
+    )
+    la.fit(loader)
+    n_tensors = len(la.H_facs.kfacs)
+    prior = torch.linspace(0.5, 2.0, n_tensors, dtype=torch.float64, requires_grad=True)
+    omegas = list(lengthscale_hyperparameters(model).values())
+    value = log_marginal_likelihood(la, loader, prior, "total")
+    value.backward()
+    return {
+        "factors": [f.detach().clone() for group in la.H_facs.kfacs for f in group],
+        "loss": torch.as_tensor(la.loss).detach().clone(),
+        "log_marglik": value.detach(),
+        "prior_gradient": prior.grad.clone(),
+        "omega_gradients": [omega.grad.clone() for omega in omegas],
+    }
+
+
+def sharded_fit(rank: int, world: int, init_file: str, case: str, n: int, out: str) -> None:
+    """One rank: its shard of the data, the fit, the measurements saved to ``out``."""
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        data = dataset(n)
+        sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=False)
+        loader = DataLoader(data, batch_size=3, sampler=sampler)
+        torch.save(fit_and_measure(build(case), loader), f"{out}/rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def assert_same(actual, expected, what: str) -> None:
+    if isinstance(expected, list):
+        assert len(actual) == len(expected), what
+        for i, (a, b) in enumerate(zip(actual, expected, strict=True)):
+            assert_same(a, b, f"{what}[{i}]")
+        return
+    scale = expected.abs().max().item() if expected.numel() else 1.0
+    torch.testing.assert_close(actual, expected, rtol=1e-10, atol=1e-12 * scale, msg=what)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_two_ranks_equal_one_process(case, tmp_path):
+    mp.spawn(sharded_fit, args=(2, str(tmp_path / "init"), case, 8, str(tmp_path)), nprocs=2)
+    single = fit_and_measure(build(case), DataLoader(dataset(8), batch_size=4))
+    if case.endswith("omega"):
+        # layer 8's output map (on the 1x1 grid) has no lengthscale gradient; the 23 others do
+        assert sum(bool(g.abs().sum() > 0) for g in single["omega_gradients"]) == 23
+    for rank in range(2):
+        sharded = torch.load(tmp_path / f"rank{rank}.pt", weights_only=False)
+        for key, expected in single.items():
+            assert_same(sharded[key], expected, f"rank {rank}: {key}")
+
+
+def test_shards_that_repeat_an_example_are_refused_on_every_rank(tmp_path):
+    """Seven examples on two ranks: DistributedSampler pads one rank with a repeat."""
+    with pytest.raises(Exception, match="fitted 8 examples in all, but the data set has 7"):
+        mp.spawn(sharded_fit, args=(2, str(tmp_path / "init"), "conv", 7, str(tmp_path)), nprocs=2)
