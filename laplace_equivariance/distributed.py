@@ -13,6 +13,13 @@ sum is the single-process fit and every rank ends with the same approximation.
 its lengthscale gradients across the ranks too. Without a process group, or with one rank,
 nothing changes.
 
+:func:`laplace_equivariance.marglik_training` in a process group trains the weights with
+``DistributedDataParallel`` (gradients averaged over the ranks' equal-sized batches, so a
+step is that of the global batch), fits every Laplace approximation over the shards as
+above, so that the marginal likelihood and the hyperparameter steps are the same on every
+rank, sums the epoch's loss and accuracy over the ranks, writes checkpoints from rank 0 only
+(every rank resumes from them) and shows the progress bar on rank 0.
+
 What is refused, with a ``ValueError`` on every rank: shards that do not cover the data set
 exactly once (a ``DistributedSampler`` pads an uneven data set with repeated examples, which
 would count them twice), and accumulating fits (``override=False``) across ranks.
@@ -25,7 +32,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-__all__ = ["all_reduce_sum", "check_shards", "world_size"]
+__all__ = ["all_reduce_sum", "barrier", "check_shards", "rank", "world_size"]
 
 
 def world_size() -> int:
@@ -33,6 +40,17 @@ def world_size() -> int:
     if dist.is_available() and dist.is_initialized():
         return dist.get_world_size()
     return 1
+
+
+def rank() -> int:
+    """This process's rank in the default group, 0 without one."""
+    return dist.get_rank() if world_size() > 1 else 0
+
+
+def barrier() -> None:
+    """Wait for every rank (nothing to do on one rank)."""
+    if world_size() > 1:
+        dist.barrier()
 
 
 def all_reduce_sum(tensors: list[torch.Tensor]) -> None:

@@ -11,6 +11,10 @@ priors per layer and path (``prior_structure="path"``), a separate (unaugmented,
 the same state, a per-epoch callback, S-layer lengthscales as hyperparameters (Eq. 9 in
 both), and the choice of the returned epoch (``restore_best``).
 
+In a ``torch.distributed`` process group with a sharded loader (``DistributedSampler``) the
+weights train through ``DistributedDataParallel`` and every Laplace fit is summed over the
+ranks (:mod:`laplace_equivariance.distributed`).
+
 The paper's schedule (App. F.6: Adam lr 0.01 cosine-annealed to 0, hyperparameters lr 0.1,
 10 burn-in epochs, marginal likelihood every 5 epochs) is :func:`paper_schedule`, a set of
 keyword arguments, not a change of defaults::
@@ -38,11 +42,13 @@ from laplace import Laplace
 from laplace.baselaplace import BaseLaplace
 from laplace.curvature.curvature import CurvatureInterface
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 from torch.nn.utils import parameters_to_vector
 from torch.optim import Adam, Optimizer
 from torch.optim.lr_scheduler import CosineAnnealingLR, LRScheduler
 from torch.utils.data import DataLoader
 
+from laplace_equivariance import distributed
 from laplace_equivariance.curvature import EquivariantKFAC
 from laplace_equivariance.curvature.monte_carlo import check_sample_count
 from laplace_equivariance.curvature.rules import KFAC_APPROXIMATIONS
@@ -271,6 +277,9 @@ class _Trainer:
             self.criterion = nn.MSELoss(reduction="mean")
         self.progress = _Progress()
         self.path = Path(options.checkpoint) if options.checkpoint is not None else None
+        # in a process group the weights train through DDP (gradients averaged over ranks);
+        # the Laplace fits use the model itself on each rank's shard and sum over the ranks
+        self.network = DistributedDataParallel(model) if distributed.world_size() > 1 else model
 
     def sigma_noise(self) -> float | torch.Tensor:
         """The observation noise (1 for classification; differentiable when learned)."""
@@ -314,6 +323,8 @@ class _Trainer:
         self.model.train()
         total_loss, performance = 0.0, 0.0
         trainable = [p for p in self.model.parameters() if p.requires_grad]
+        if hasattr(self.train_loader.sampler, "set_epoch"):  # DistributedSampler's shuffle
+            self.train_loader.sampler.set_epoch(epoch)
         for batch in self.train_loader:
             x, y = _split_batch(batch, o.dict_key_y, self.device)
             self.optimizer.zero_grad()
@@ -324,7 +335,7 @@ class _Trainer:
                 scale = o.temperature / (2 * sigma_noise**2)
             delta = self.groups.per_parameter(self.log_prior_prec.detach().exp())
             theta = parameters_to_vector(trainable)
-            f = self.model(x)
+            f = self.network(x)
             loss = self.criterion(f, y) + (0.5 * (delta * theta) @ theta) / self.n_data / scale
             if not torch.isfinite(loss):
                 raise FloatingPointError(
@@ -340,6 +351,9 @@ class _Trainer:
                 performance += (f.detach().argmax(-1) == y).sum().item()
             if self.scheduler is not None:
                 self.scheduler.step()
+        totals = torch.tensor([total_loss, performance], dtype=torch.float64, device=self.device)
+        distributed.all_reduce_sum([totals])  # a sharded loader: sum over the ranks
+        total_loss, performance = totals.tolist()
         self.progress.losses.append(total_loss / self.n_data)
         return performance / self.n_data
 
@@ -444,8 +458,11 @@ class _Trainer:
         }
 
     def save(self) -> None:
-        """Write the whole training state to the checkpoint file (if any)."""
+        """Write the whole training state to the checkpoint file (if any), from rank 0."""
         if self.path is None:
+            return
+        if distributed.rank() != 0:
+            distributed.barrier()
             return
         state = {
             "model": self.model.state_dict(),
@@ -460,6 +477,7 @@ class _Trainer:
             "state": vars(self.progress),
         }
         _save_atomically(state, self.path)
+        distributed.barrier()
 
     def resume(self) -> None:
         """Load the checkpoint file if it exists.
@@ -651,7 +669,7 @@ def marglik_training(
     epochs = tqdm.trange(
         trainer.progress.epoch + 1,
         n_epochs + 1,
-        disable=not progress_bar,
+        disable=not progress_bar or distributed.rank() != 0,
         desc="marglik training" if learns else "MAP training",
     )
     for epoch in epochs:

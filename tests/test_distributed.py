@@ -5,6 +5,8 @@ lengthscale statistics and losses must give the single-process fit up to the ord
 additions (float64: 1e-10 relative). The log marginal likelihood and its gradients in the
 prior precisions (and, for lengthscale hyperparameters, the total derivative in omega) must
 agree as well, on both ranks. Shards that count an example twice are refused on every rank.
+A few epochs of ``marglik_training`` on two ranks (weights through DDP) equal one process
+that sees the same global batches, to 1e-6.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import torch.multiprocessing as mp
 from laplace import Laplace
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from laplace_equivariance import EquivariantKFAC, models
+from laplace_equivariance import EquivariantKFAC, marglik_training, models
 from laplace_equivariance.lengthscales import lengthscale_hyperparameters, log_marginal_likelihood
 
 K = 3
@@ -105,3 +107,51 @@ def test_shards_that_repeat_an_example_are_refused_on_every_rank(tmp_path):
     """Seven examples on two ranks: DistributedSampler pads one rank with a repeat."""
     with pytest.raises(Exception, match="fitted 8 examples in all, but the data set has 7"):
         mp.spawn(sharded_fit, args=(2, str(tmp_path / "init"), "conv", 7, str(tmp_path)), nprocs=2)
+
+
+SCHEDULE = dict(
+    n_epochs=3, n_epochs_burnin=1, marglik_frequency=1, n_hypersteps=2, prior_structure="path"
+)
+
+
+def trained(model: torch.nn.Module, loader: DataLoader, checkpoint=None) -> dict:
+    """A short marglik_training run and what it learned."""
+    la, model, margliks, losses = marglik_training(
+        model, loader, optimizer_kwargs={"lr": 1e-2}, checkpoint=checkpoint, **SCHEDULE
+    )
+    return {
+        "margliks": torch.tensor(margliks),
+        "losses": torch.tensor(losses),
+        "prior_precision": la.prior_precision.detach().clone(),
+        "weights": [p.detach().clone() for p in model.parameters()],
+    }
+
+
+def sharded_training(rank: int, world: int, init_file: str, out: str) -> None:
+    """One rank of marglik_training: batches of 4 per rank, its shard, checkpoints."""
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        data = dataset(16)
+        sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=False)
+        loader = DataLoader(data, batch_size=4, sampler=sampler)
+        result = trained(build("f-fc+conv"), loader, checkpoint=f"{out}/run.pt")
+        torch.save(result, f"{out}/trained{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_marglik_training_on_two_ranks_equals_one_process_with_the_global_batches(tmp_path):
+    """DDP averages the ranks' gradients of equal batches of 4: the steps of batches of 8."""
+    mp.spawn(sharded_training, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2)
+    single = trained(build("f-fc+conv"), DataLoader(dataset(16), batch_size=8))
+    assert len(single["margliks"]) == 3 * 2
+    for rank in range(2):
+        sharded = torch.load(tmp_path / f"trained{rank}.pt", weights_only=False)
+        for key, expected in single.items():
+            expected = expected if isinstance(expected, list) else [expected]
+            actual = sharded[key] if isinstance(sharded[key], list) else [sharded[key]]
+            for a, b in zip(actual, expected, strict=True):
+                torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-9, msg=f"rank {rank}: {key}")
+    saved = torch.load(tmp_path / "run.pt", weights_only=False)  # written by rank 0
+    assert saved["state"]["epoch"] == 3
