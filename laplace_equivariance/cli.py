@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
 import json
+import os
 import platform
 import sys
 import time
@@ -33,10 +35,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch.nn import functional as F
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from laplace_equivariance import __version__, models, summary
+from laplace_equivariance import __version__, distributed, models, summary
 from laplace_equivariance.data import DATASETS, load_dataset
 from laplace_equivariance.diagnostics import plot_symmetry, symmetry_report
 from laplace_equivariance.invariance import (
@@ -92,6 +95,7 @@ DEFAULTS: dict[str, Any] = {
     "device": "cuda" if torch.cuda.is_available() else "cpu",
     "seed": 0,
     "threads": None,
+    "timeout": 600,
     "data_dir": None,
     "download": False,
     "invariance": "rotation",
@@ -168,6 +172,11 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int)
     train.add_argument(
         "--threads", type=int, help="CPU threads (torch.set_num_threads; default: torch's)"
+    )
+    train.add_argument(
+        "--timeout",
+        type=float,
+        help="under torchrun: seconds a rank waits for the others before the run stops (600)",
     )
     train.add_argument("--data-dir", dest="data_dir")
     train.add_argument("--download", action="store_true", default=None)
@@ -300,16 +309,71 @@ def _plot_eta(eta: list[list[float]], names: Sequence[str], path: Path) -> None:
     plt.close(figure)
 
 
-def train(settings: dict[str, Any], out: Path) -> dict[str, Any]:
+def _join_process_group(settings: dict[str, Any]) -> int:
+    """Under ``torchrun`` (``WORLD_SIZE`` > 1), join its process group; the world size.
+
+    gloo on the CPU, NCCL on GPUs (each rank on the GPU of its ``LOCAL_RANK``); a rank that
+    waits longer than ``settings["timeout"]`` seconds for the others raises.
+    """
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and not dist.is_initialized():
+        cuda = settings["device"].startswith("cuda")
+        if cuda:
+            settings["device"] = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+            torch.cuda.set_device(settings["device"])
+        dist.init_process_group(
+            "nccl" if cuda else "gloo",
+            timeout=datetime.timedelta(seconds=settings["timeout"]),
+        )
+    return distributed.world_size()
+
+
+def _loaders(
+    settings: dict[str, Any], train_set: TensorDataset, marglik_set: TensorDataset
+) -> tuple[DataLoader, DataLoader]:
+    """The training loader (shuffled) and the marginal likelihood's (in order).
+
+    In a process group of ``W`` ranks each rank gets a shard through a ``DistributedSampler``
+    and batches of ``batch_size / W`` (the global batch stays ``batch_size``); the marginal
+    likelihood's examples must split evenly, since every one is counted once.
+    """
+    batch_size, world = settings["batch_size"], distributed.world_size()
+    if world == 1:
+        return (
+            DataLoader(train_set, batch_size=batch_size, shuffle=True),
+            DataLoader(marglik_set, batch_size=batch_size),
+        )
+    if batch_size % world or len(marglik_set) % world:
+        raise SystemExit(
+            f"With {world} processes the batch size ({batch_size}) and the marginal "
+            f"likelihood's examples ({len(marglik_set)}; --marglik-subset) must be multiples "
+            f"of {world}."
+        )
+    per_rank = batch_size // world
+    shuffled = DistributedSampler(train_set, shuffle=True, seed=settings["seed"])
+    in_order = DistributedSampler(marglik_set, shuffle=False)
+    return (
+        DataLoader(train_set, batch_size=per_rank, sampler=shuffled),
+        DataLoader(marglik_set, batch_size=per_rank, sampler=in_order),
+    )
+
+
+def train(settings: dict[str, Any], out: Path) -> dict[str, Any] | None:
     """Train as ``settings`` say and write the run's files to ``out``.
+
+    Under ``torchrun --nproc-per-node W`` the ranks train one model together
+    (:mod:`laplace_equivariance.distributed`) and rank 0 writes the files.
 
     Args:
         settings: The run's settings (:data:`DEFAULTS` keys).
         out: Folder for ``results.json``, ``model.pt`` and plots.
 
     Returns:
-        The results written to ``results.json``.
+        The results written to ``results.json`` (None on ranks other than 0).
     """
+    world = _join_process_group(settings)
+    if world > 1 and settings["model"] == INVARIANT_WEIGHTS:
+        raise SystemExit(f"--model {INVARIANT_WEIGHTS} trains in one process, not under torchrun.")
     out.mkdir(parents=True, exist_ok=True)
     if settings.get("threads"):
         torch.set_num_threads(settings["threads"])
@@ -325,12 +389,11 @@ def train(settings: dict[str, Any], out: Path) -> dict[str, Any]:
     device = settings["device"]
     model = build_model(settings, data.in_shape, data.n_classes).to(device)
     x, y = data.x_train.to(device), data.y_train.to(device)
-    loader = DataLoader(TensorDataset(x, y), batch_size=settings["batch_size"], shuffle=True)
     invariant = settings["model"] == INVARIANT_WEIGHTS
     default_subset = min(len(x), INVARIANT_MARGLIK_SUBSET) if invariant else len(x)
     n_marglik = settings["marglik_subset"] or default_subset
-    marglik_loader = DataLoader(
-        TensorDataset(x[:n_marglik], y[:n_marglik]), batch_size=settings["batch_size"]
+    loader, marglik_loader = _loaders(
+        settings, TensorDataset(x, y), TensorDataset(x[:n_marglik], y[:n_marglik])
     )
     learns = settings["method"] == "marglik"
     start = time.perf_counter()
@@ -400,6 +463,8 @@ def train(settings: dict[str, Any], out: Path) -> dict[str, Any]:
         # the epoch whose model the test metrics are of
         extra = {"evaluated_epoch": epochs_done["evaluated_epoch"]}
     seconds = time.perf_counter() - start
+    if distributed.rank() != 0:
+        return None
     torch.save(model.state_dict(), out / "model.pt")
     results: dict[str, Any] = {
         "settings": settings,
@@ -412,6 +477,7 @@ def train(settings: dict[str, Any], out: Path) -> dict[str, Any]:
         if device.startswith("cuda")
         else platform.processor() or "cpu",
         "threads": torch.get_num_threads(),
+        "world_size": world,
         "data_source": data.source,
         "n_train": len(x),
         "n_test": len(data.x_test),
@@ -527,8 +593,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "train":
         results = train(_settings(args), args.out)
-        print(json.dumps(results["test"]))
-        print(f"wrote {args.out / 'results.json'}")
+        if results is not None:  # rank 0 (or the only process)
+            print(json.dumps(results["test"]))
+            print(f"wrote {args.out / 'results.json'}")
     elif args.command == "evaluate":
         print(json.dumps(evaluate(args.run, args.split)))
     elif args.markdown:

@@ -19,7 +19,7 @@ from typing import Any
 
 __all__ = ["Row", "compare", "load_run", "markdown", "rows", "structure_markdown"]
 
-NOT_THE_EXPERIMENT = ("seed", "threads", "device", "data_dir", "download")
+NOT_THE_EXPERIMENT = ("seed", "threads", "timeout", "device", "data_dir", "download")
 """Settings that do not make runs different experiments: runs equal in every other setting
 are seeds of one experiment (where they ran is shown per row, not grouped by)."""
 
@@ -157,7 +157,7 @@ HEADER = (
 )
 
 
-LATER_OPTIONS = {"kfac_approx": "expand", "threads": None}
+LATER_OPTIONS = {"kfac_approx": "expand", "threads": None, "timeout": 600}
 """Options added after runs were committed, with the value those runs had."""
 
 

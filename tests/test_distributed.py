@@ -11,6 +11,8 @@ that sees the same global batches, to 1e-6.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -155,3 +157,53 @@ def test_marglik_training_on_two_ranks_equals_one_process_with_the_global_batche
                 torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-9, msg=f"rank {rank}: {key}")
     saved = torch.load(tmp_path / "run.pt", weights_only=False)  # written by rank 0
     assert saved["state"]["epoch"] == 3
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun_rank(rank: int, world: int, port: int, args: list[str]) -> None:
+    """What ``torchrun --nproc-per-node 2 laplace-equivariance ...`` gives each rank."""
+    import os
+
+    from laplace_equivariance import cli
+
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+    torch.set_num_threads(1)
+    try:
+        cli.main(args)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+TINY_RUN = ["--subset", "64", "--test-subset", "32", "--epochs", "2", "--alpha", "1"]
+TINY_RUN += ["--burnin", "1", "--marglik-frequency", "1", "--hypersteps", "2"]
+TINY_RUN += ["--batch-size", "16", "--dataset", "quadrant-mnist", "--model", "f-fc+conv"]
+
+
+def test_command_line_under_torchrun_trains_one_model_and_rank_0_writes_it(tmp_path):
+    out = tmp_path / "run"
+    args = ["train", *TINY_RUN, "--out", str(out)]
+    mp.spawn(torchrun_rank, args=(2, free_port(), args), nprocs=2)
+    results = json.loads((out / "results.json").read_text())
+    assert results["world_size"] == 2 and len(results["neg_log_marglik"]) == 2 * 2
+    assert results["evaluated_epoch"] == 2 and (out / "model.pt").exists()
+
+
+def test_command_line_under_torchrun_refuses_a_marglik_subset_that_does_not_split(tmp_path, capfd):
+    args = ["train", *TINY_RUN, "--marglik-subset", "33", "--out", str(tmp_path / "run")]
+    with pytest.raises(Exception, match="terminated with exit code 1"):
+        mp.spawn(torchrun_rank, args=(2, free_port(), args), nprocs=2)
+    assert "must be multiples of 2" in capfd.readouterr().err
