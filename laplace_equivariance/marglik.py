@@ -475,6 +475,7 @@ class _Trainer:
             else self.log_sigma_noise.detach().clone(),
             "rng": torch.get_rng_state(),
             "state": vars(self.progress),
+            "world_size": distributed.world_size(),
         }
         _save_atomically(state, self.path)
         distributed.barrier()
@@ -510,6 +511,14 @@ class _Trainer:
             self.scheduler.load_state_dict(saved["scheduler"])
         self.hyper_optimizer.load_state_dict(saved["hyper_optimizer"])
         torch.set_rng_state(saved["rng"])
+        written_by = saved.get("world_size", 1)
+        if written_by != distributed.world_size():
+            warnings.warn(
+                f"Checkpoint {self.path} was written by {written_by} process(es) and resumes in "
+                f"{distributed.world_size()}: weights, optimisers and hyperparameters carry "
+                "over, but the data order (and so the digits) differs from an uninterrupted run.",
+                stacklevel=3,
+            )
         state = dict(saved["state"])
         if "seconds" not in state:
             warnings.warn(

@@ -447,3 +447,16 @@ def test_progress_bar_names_what_runs(capsys, learns, label):
         model, loader, n_epochs=2, n_epochs_burnin=burnin, progress_bar=True, final_laplace=False
     )
     assert label in capsys.readouterr().err
+
+
+def test_a_checkpoint_from_another_world_size_resumes_with_a_warning(tmp_path):
+    checkpoint = tmp_path / "run.pt"
+    model, loader = setup()
+    marglik_training(model, loader, checkpoint=checkpoint, **SCHEDULE | {"n_epochs": 2})
+    saved = torch.load(checkpoint, weights_only=False)
+    assert saved["world_size"] == 1
+    saved["world_size"] = 2  # as two ranks under torchrun write it
+    torch.save(saved, checkpoint)
+    with pytest.warns(UserWarning, match="written by 2 process"):
+        _, _, _, losses = marglik_training(model, loader, checkpoint=checkpoint, **SCHEDULE)
+    assert len(losses) == SCHEDULE["n_epochs"]
