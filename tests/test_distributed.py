@@ -11,6 +11,7 @@ that sees the same global batches, to 1e-6.
 
 from __future__ import annotations
 
+import datetime
 import json
 
 import pytest
@@ -207,3 +208,40 @@ def test_command_line_under_torchrun_refuses_a_marglik_subset_that_does_not_spli
     with pytest.raises(Exception, match="terminated with exit code 1"):
         mp.spawn(torchrun_rank, args=(2, free_port(), args), nprocs=2)
     assert "must be multiples of 2" in capfd.readouterr().err
+
+
+def dying_rank(rank: int, world: int, init_file: str) -> None:
+    """marglik_training on two ranks; rank 1 dies after its first epoch."""
+    import os
+    import time
+
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo",
+        init_method=f"file://{init_file}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=30),
+    )
+    data = dataset(16)
+    loader = DataLoader(
+        data, batch_size=4, sampler=DistributedSampler(data, world, rank, shuffle=False)
+    )
+
+    def die(epoch, info):
+        if rank == 1:
+            time.sleep(1.0)  # rank 0 is waiting in the next epoch's first all-reduce
+            os._exit(3)
+
+    marglik_training(build("conv"), loader, callback=die, **SCHEDULE)
+
+
+def test_a_rank_that_dies_stops_the_run_with_its_rank_named(tmp_path):
+    """Rank 0 waits in DDP's all-reduce; the dead peer ends it quickly, and the launcher
+    reports which rank died (well within the 30-second timeout)."""
+    import time
+
+    start = time.perf_counter()
+    with pytest.raises(mp.ProcessExitedException, match="process 1 terminated with exit code 3"):
+        mp.spawn(dying_rank, args=(2, str(tmp_path / "init")), nprocs=2)
+    assert time.perf_counter() - start < 30
