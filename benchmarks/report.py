@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 import time
 from collections.abc import Callable
@@ -12,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from laplace_equivariance.cli import device_name
 
 
 def benchmark_parser(doc: str) -> argparse.ArgumentParser:
@@ -29,18 +30,11 @@ def benchmark_parser(doc: str) -> argparse.ArgumentParser:
     return arguments
 
 
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.machine()
-
-
 def environment(script: str, device: str) -> dict[str, Any]:
     """The command that reproduces the run, the machine and the versions."""
     return {
         "command": " ".join(["python", script, *sys.argv[1:]]),
-        "device": torch.cuda.get_device_name() if device == "cuda" else cpu_name(),
+        "device": device_name(device),
         "cpu_threads": torch.get_num_threads(),
         "torch": torch.__version__,
     }

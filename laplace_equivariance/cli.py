@@ -309,6 +309,18 @@ def _plot_eta(eta: list[list[float]], names: Sequence[str], path: Path) -> None:
     plt.close(figure)
 
 
+def device_name(device: str) -> str:
+    """The GPU's name for a CUDA device, else the CPU's model name (``/proc/cpuinfo``)."""
+    if device.startswith("cuda"):
+        return torch.cuda.get_device_name(device)
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine() or "cpu"
+
+
 def _join_process_group(settings: dict[str, Any]) -> int:
     """Under ``torchrun`` (``WORLD_SIZE`` > 1), join its process group; the world size.
 
@@ -473,9 +485,7 @@ def train(settings: dict[str, Any], out: Path) -> dict[str, Any] | None:
             "torch": torch.__version__,
             "python": platform.python_version(),
         },
-        "device": torch.cuda.get_device_name()
-        if device.startswith("cuda")
-        else platform.processor() or "cpu",
+        "device": device_name(device),
         "threads": torch.get_num_threads(),
         "world_size": world,
         "data_source": data.source,
