@@ -34,10 +34,17 @@ def stock_model() -> nn.Module:
     ).double()
 
 
-def kron_laplace(model: nn.Module, likelihood="classification", backend=EquivariantKFAC):
+def kron_laplace(
+    model: nn.Module, likelihood="classification", backend=EquivariantKFAC, **kwargs
+) -> Laplace:
     """An unfitted all-weights KFAC Laplace approximation, as users write it."""
     return Laplace(
-        model, likelihood, subset_of_weights="all", hessian_structure="kron", backend=backend
+        model,
+        likelihood,
+        subset_of_weights="all",
+        hessian_structure="kron",
+        backend=backend,
+        **kwargs,
     )
 
 
@@ -228,13 +235,7 @@ def test_block_diagonal_factors_are_never_dense():
 def test_modules_without_a_rule_raise_naming_the_module(module, message):
     model = nn.Sequential(module, nn.Flatten(), nn.Linear(2 * 16, K)).double()
     with pytest.raises(UnsupportedModuleError, match=rf"'0' \({message}\)"):
-        Laplace(
-            model,
-            "classification",
-            subset_of_weights="all",
-            hessian_structure="kron",
-            backend=EquivariantKFAC,
-        )
+        kron_laplace(model)
 
 
 def test_frozen_unsupported_module_is_accepted():

@@ -21,11 +21,9 @@ from __future__ import annotations
 import pytest
 import torch
 from curvlinops import KFACLinearOperator
-from laplace import Laplace
 from torch import nn
 from torch.nn import functional as F
 
-from laplace_equivariance import EquivariantKFAC
 from laplace_equivariance.curvature.differentiable import batch_factors
 from laplace_equivariance.layers import (
     CircularConv2d,
@@ -35,6 +33,7 @@ from laplace_equivariance.layers import (
     SparseCircularConv2d,
 )
 from tests.curvature.reference import capture, exact_ggn_torch_func, fit_kfac, parameter_slices
+from tests.curvature.test_backend import kron_laplace
 from tests.curvature.test_exactness import kron_blocks
 
 N, K = 6, 3
@@ -240,11 +239,5 @@ def test_unknown_approximation_and_reduce_with_a_stock_conv_are_refused():
     model = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.Flatten(), nn.Linear(32, K))
     for approximation, message in [("reduced", "one of"), ("reduce", "stock nn.Conv2d '0'")]:
         with pytest.raises(ValueError, match=message):
-            Laplace(
-                model,
-                "classification",
-                subset_of_weights="all",
-                hessian_structure="kron",
-                backend=EquivariantKFAC,
-                backend_kwargs={"kfac_approx": approximation},
-            ).fit([(torch.randn(2, 1, 4, 4), torch.randint(0, K, (2,)))])
+            la = kron_laplace(model, backend_kwargs={"kfac_approx": approximation})
+            la.fit([(torch.randn(2, 1, 4, 4), torch.randint(0, K, (2,)))])
