@@ -34,6 +34,7 @@ from typing import Any
 import torch
 from laplace.baselaplace import KronLaplace
 
+from laplace_equivariance.curvature.registry import likelihood_scale, require_fitted
 from laplace_equivariance.priors import parameter_paths
 
 __all__ = ["effective_parameters", "plot_symmetry", "symmetry_report"]
@@ -54,8 +55,8 @@ def effective_parameters(la: KronLaplace) -> list[float]:
     """
     if not isinstance(la, KronLaplace):
         raise TypeError(f"effective_parameters needs a KronLaplace, got {type(la).__name__}.")
-    la._check_H_init()
-    scaled = la.H * la._H_factor
+    require_fitted(la)
+    scaled = la.H * likelihood_scale(la)
     deltas = la.prior_precision.detach().expand(len(scaled.eigenvalues))
     gammas = []
     with torch.no_grad():

@@ -52,6 +52,7 @@ from laplace_equivariance.curvature import EquivariantKFAC
 from laplace_equivariance.curvature.differentiable import batch_factors
 from laplace_equivariance.curvature.kron import BlockDiagonalKron
 from laplace_equivariance.curvature.projection import reproject
+from laplace_equivariance.curvature.registry import likelihood_scale
 from laplace_equivariance.layers.sparse import AnchorBasis, LengthscaleMode
 
 __all__ = ["DERIVATIVES", "lengthscale_hyperparameters", "log_marginal_likelihood"]
@@ -137,7 +138,7 @@ def _log_det_gradient(la: KronLaplace, loader: DataLoader, tracked: list[torch.T
     flat = [f for group in leaves for f in group]
     with torch.enable_grad():
         posterior = BlockDiagonalKron(leaves).decompose(damping=la.damping)
-        posterior = posterior * la._H_factor + la.prior_precision.detach()
+        posterior = posterior * likelihood_scale(la) + la.prior_precision.detach()
         adjoints = torch.autograd.grad(-0.5 * posterior.logdet(), flat)
     device = flat[0].device
     grads = [torch.zeros_like(w) for w in tracked]
@@ -209,7 +210,7 @@ def log_marginal_likelihood(
         )
     if not bases:
         return la.log_marginal_likelihood()
-    scale = la._H_factor
+    scale = likelihood_scale(la)
     lengthscales = [basis.lengthscale for basis in bases.values()]
     log_likelihood = _log_likelihood(la.model, loader, lengthscales, scale)
     if derivative == "partial":

@@ -25,6 +25,7 @@ from laplace_equivariance.curvature.monte_carlo import (
 )
 from laplace_equivariance.curvature.projection import ProjectedFactor
 from laplace_equivariance.curvature.registry import (
+    device_and_dtype,
     install_construction_check,
     install_fit_hook,
     install_kron_initialiser,
@@ -454,8 +455,9 @@ class EquivariantKFAC(AsdlGGN):
                     "Accumulating fits (override=False) is not supported across ranks: fit "
                     "once over the sharded data."
                 )
-            distributed.check_shards(self.examples_seen, n_new, la._device)
-            loss = torch.as_tensor(la.loss, device=la._device, dtype=la._dtype).clone()
+            device, dtype = device_and_dtype(la)
+            distributed.check_shards(self.examples_seen, n_new, device)
+            loss = torch.as_tensor(la.loss, device=device, dtype=dtype).clone()
             factors = [f for group in la.H_facs.kfacs for f in group]
             statistics = [record.statistic for record in self.projected_factors.values()]
             distributed.all_reduce_sum([loss, *factors, *statistics])

@@ -27,12 +27,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import asdl.core
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from laplace_equivariance.curvature.projection import project_factor
+from laplace_equivariance.curvature.registry import operation_of
 from laplace_equivariance.curvature.rules import KroneckerRule, kfac_approximation, outer_sum
 from laplace_equivariance.layers.sparse import LengthscaleMode
 
@@ -63,7 +63,7 @@ def _module_factors(
     module: nn.Module, in_data: torch.Tensor, out_data: torch.Tensor, grads: Sequence[torch.Tensor]
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
     """``(B, A, extra blocks)`` of one module from its input and per-class output gradients."""
-    rule = asdl.core.get_op_class(module)
+    rule = operation_of(module)
     side = _projected_side(module, rule)
     if side == 1:
         a = project_factor(rule.unprojected_statistic(module, in_data), module.basis())

@@ -26,6 +26,10 @@ allocation, naming the module; a backend with a ``vet_laplace`` class method is 
 the approximation instead (``EquivariantKFAC`` refuses a dense Hessian beyond its memory
 limit there). Models without this package's layers are untouched.
 
+The few private attributes of laplace-torch's approximations that this package reads are
+read here too (:func:`likelihood_scale`, :func:`device_and_dtype`, :func:`require_fitted`),
+and ASDL's operation lookup (:func:`operation_of`).
+
 All check that the internals they extend exist and raise :class:`RuntimeError` naming the
 version otherwise (tests/curvature/test_registry.py fails loudly when they change).
 """
@@ -37,6 +41,7 @@ import inspect
 
 import asdl
 import asdl.core
+import torch
 from laplace.baselaplace import KronLaplace, ParametricLaplace
 from laplace.lllaplace import LLLaplace
 from torch import nn
@@ -45,6 +50,10 @@ from laplace_equivariance.curvature.rules import RULES
 
 __all__ = [
     "UnsupportedBackendError",
+    "device_and_dtype",
+    "likelihood_scale",
+    "operation_of",
+    "require_fitted",
     "install_fit_hook",
     "install_construction_check",
     "install_kron_initialiser",
@@ -90,6 +99,26 @@ def register_with_asdl() -> None:
 
     setattr(get_op_class, _MARKER, True)
     asdl.core.get_op_class = get_op_class
+
+
+def likelihood_scale(la) -> torch.Tensor:
+    """laplace-torch's factor on the curvature, ``1 / (sigma^2 T)`` (``la._H_factor``)."""
+    return la._H_factor
+
+
+def device_and_dtype(la) -> tuple[torch.device, torch.dtype]:
+    """The device and dtype laplace-torch allocates the approximation with."""
+    return la._device, la._dtype
+
+
+def require_fitted(la) -> None:
+    """Raise laplace-torch's ``AttributeError`` if ``la`` has not been fitted."""
+    la._check_H_init()
+
+
+def operation_of(module: nn.Module) -> type:
+    """The ASDL operation class (KFAC rule) that covers ``module``."""
+    return asdl.core.get_op_class(module)
 
 
 def _wrap_once(owner: type, attribute: str, make_wrapper) -> None:

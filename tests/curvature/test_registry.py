@@ -134,3 +134,31 @@ def test_stock_laplace_is_unchanged_by_this_package(tmp_path):
         assert len(ours) == len(expected), key
         for a, b in zip(ours, expected, strict=True):
             assert torch.equal(a, b), key
+
+
+def test_the_private_attributes_we_read_exist_on_a_stock_fit():
+    """laplace-torch's ``_H_factor``, ``_device``, ``_dtype`` and ``_check_H_init``, read only
+    through registry.py, on a fitted stock approximation."""
+    from laplace import Laplace
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from laplace_equivariance.curvature.registry import (
+        device_and_dtype,
+        likelihood_scale,
+        require_fitted,
+    )
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2)).double()
+    la = Laplace(
+        model, "regression", subset_of_weights="all", hessian_structure="kron", sigma_noise=2.0
+    )
+    try:
+        require_fitted(la)
+        raise AssertionError("an unfitted approximation passed require_fitted")
+    except AttributeError:
+        pass
+    x = torch.randn(4, 3, dtype=torch.float64)
+    la.fit(DataLoader(TensorDataset(x, torch.randn(4, 2, dtype=torch.float64)), batch_size=4))
+    require_fitted(la)
+    assert float(likelihood_scale(la)) == 1 / 4  # 1 / (sigma^2 T)
+    assert device_and_dtype(la) == (torch.device("cpu"), torch.float64)
