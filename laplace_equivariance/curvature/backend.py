@@ -13,6 +13,7 @@ from asdl.matrices import FISHER_EXACT, FISHER_MC, SHAPE_KRON
 from laplace.baselaplace import FullLaplace, KronLaplace
 from laplace.curvature import AsdlGGN
 from laplace.curvature.curvature import CurvatureInterface, GGNInterface
+from laplace.utils.matrix import Kron
 from torch import nn
 
 from laplace_equivariance import distributed
@@ -267,8 +268,15 @@ class EquivariantKFAC(AsdlGGN):
                 owners[p] = (pname, owner)
         return [(p, *owners[p]) for p in self.params]
 
-    def init_kron(self, device: torch.device, dtype: torch.dtype) -> BlockDiagonalKron:
+    def init_kron(self, device: torch.device, dtype: torch.dtype) -> Kron:
         """Zero factors with the structure :meth:`kron` returns (block-diagonal where due).
+
+        The container is laplace-torch's own :class:`~laplace.utils.matrix.Kron`, as its own
+        initialiser's: ``KronLaplace`` reads ``type(la.H) is Kron`` as "not fitted yet" and
+        falls back to the prior (``log_prob``, ``log_det_posterior_precision``,
+        ``log_marginal_likelihood`` of an unfitted approximation). The first batch's
+        :class:`BlockDiagonalKron` added to it (``BlockDiagonalKron.__radd__``, which Python
+        prefers for a subclass) makes the sum a :class:`BlockDiagonalKron`.
 
         Also empties :attr:`projected_factors`: ``KronLaplace.fit`` calls it before its batches.
 
@@ -277,7 +285,7 @@ class EquivariantKFAC(AsdlGGN):
             dtype: Their dtype.
 
         Returns:
-            A :class:`BlockDiagonalKron` of zeros, one group per trainable parameter.
+            A ``Kron`` of zeros, one group per trainable parameter.
         """
         self.projected_factors = {}
         self.examples_seen = 0
@@ -295,7 +303,7 @@ class EquivariantKFAC(AsdlGGN):
                 else zeros(blocks, rest // blocks, rest // blocks)
             )
             kfacs.append([zeros(b, b), a])
-        return BlockDiagonalKron(kfacs)
+        return Kron(kfacs)
 
     def _get_kron_factors(self, M: int) -> BlockDiagonalKron:
         """Collect ASDL's factors and the rules' extra blocks, in parameter order."""

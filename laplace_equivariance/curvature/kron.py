@@ -142,8 +142,15 @@ class BlockDiagonalKron(Kron):
 
     __rmul__ = __mul__
 
-    def decompose(self, damping: bool = False) -> BlockDiagonalKronDecomposed:
+    def decompose(self, damping: bool = False) -> KronDecomposed:
         """Eigendecompose every factor; block-diagonal ones with one batched ``eigh``.
+
+        Without any block-diagonal factor (a model of stock layers, or relaxed layers whose
+        factors are all dense) the result is laplace-torch's own
+        :class:`~laplace.utils.matrix.KronDecomposed`, so that the approximation is stock
+        laplace-torch's in type and behaviour (``type(la.H) is KronDecomposed``, and its
+        ``*`` and ``+``, which drop ``damping``); otherwise a
+        :class:`BlockDiagonalKronDecomposed`.
 
         Args:
             damping: Use laplace-torch's damped combination of prior and curvature.
@@ -164,7 +171,9 @@ class BlockDiagonalKron(Kron):
                 vectors.append(evecs)
             eigenvectors.append(vectors)
             eigenvalues.append(values)
-        return BlockDiagonalKronDecomposed(eigenvectors, eigenvalues, damping=damping)
+        blocks = any(factor.ndim == 3 for factors in self.kfacs for factor in factors)
+        cls = BlockDiagonalKronDecomposed if blocks else KronDecomposed
+        return cls(eigenvectors, eigenvalues, damping=damping)
 
     def _bmm(self, W: torch.Tensor) -> torch.Tensor:
         """``H @ W`` for ``W`` of shape ``(batch, classes, params)``, via the decomposition."""

@@ -7,7 +7,9 @@ import torch
 from laplace import Laplace
 from laplace.curvature import AsdlGGN
 from laplace.utils import expand_prior_precision
+from laplace.utils.matrix import Kron, KronDecomposed
 from torch import nn
+from torch.nn.utils import parameters_to_vector
 from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance import EquivariantKFAC, UnsupportedModuleError, models
@@ -260,6 +262,47 @@ def test_stock_backends_keep_laplace_torch_initialisation():
     assert type(la.H).__name__ == "Kron"
 
 
+def unfitted_terms(la: Laplace, model: nn.Module) -> list[torch.Tensor]:
+    """What laplace-torch evaluates before ``fit``: the prior alone, as a Gaussian at the mean."""
+    la.mean = parameters_to_vector(model.parameters()).detach()  # fit() would set it
+    theta = la.mean + 0.1
+    return [la.log_det_posterior_precision, la.log_prob(theta), la.log_marginal_likelihood()]
+
+
+def test_unfitted_approximation_is_the_prior_as_with_stock_backends():
+    """Before ``fit``, laplace-torch falls back to the prior (``type(la.H) is Kron``)."""
+    model = stock_model()
+    stock, ours = (
+        kron_laplace(model, backend=b, prior_precision=0.7) for b in (AsdlGGN, EquivariantKFAC)
+    )
+    for mine, theirs in zip(unfitted_terms(ours, model), unfitted_terms(stock, model), strict=True):
+        torch.testing.assert_close(mine, theirs, rtol=1e-12, atol=0)
+    relaxed = kron_laplace(models.build("f-fc+conv", (1, 32, 32), K, alpha=1).double())
+    prior_log_det = relaxed.prior_precision_diag.log().sum()
+    torch.testing.assert_close(relaxed.log_det_posterior_precision, prior_log_det)
+
+
+def test_accumulated_fits_on_stock_layers_are_laplace_torch_objects_and_values():
+    """``fit`` then ``fit(override=False)`` twice, as laplace-torch's online-fit test does."""
+    x, y = data(6, (2, 4, 4), "regression")
+    loader = DataLoader(TensorDataset(x, y), batch_size=3)
+    model, fitted = stock_model(), []
+    for backend in (AsdlGGN, EquivariantKFAC):
+        la = kron_laplace(model, "regression", backend, sigma_noise=0.3, prior_precision=0.7)
+        la.fit(loader)
+        assert type(la.H) is KronDecomposed
+        for _ in range(2):
+            la.fit(loader, override=False)
+        fitted.append(la)
+    stock, ours = fitted
+    assert type(ours.H) is KronDecomposed and ours.n_data == stock.n_data == 18
+    torch.testing.assert_close(ours.H.to_matrix(), stock.H.to_matrix(), rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(ours.loss, stock.loss, rtol=1e-12, atol=0)
+    torch.testing.assert_close(
+        ours.log_marginal_likelihood(), stock.log_marginal_likelihood(), rtol=1e-10, atol=0
+    )
+
+
 @pytest.mark.parametrize("name", ["f-fc+conv", "s-fc+s-conv"])
 def test_marginal_likelihood_gradient_in_log_precisions_matches_finite_differences(name):
     torch.manual_seed(1)
@@ -286,10 +329,11 @@ def test_factors_are_allocated_block_diagonal_from_construction_and_refits_work(
     model = models.build("f-fc+conv", (1, 32, 32), K, alpha=1).double()
     la = kron_laplace(model)
     names = [n for n, _ in model.named_parameters()]
-    assert isinstance(la.H, BlockDiagonalKron)
+    assert type(la.H) is Kron  # laplace-torch's mark of an unfitted approximation
     assert dict(zip(names, la.H.kfacs, strict=True))["layer1.fc.input_map.weight"][1].ndim == 3
     loader = DataLoader(TensorDataset(*data(4, (1, 32, 32))), batch_size=2)
     la.fit(loader)
+    assert isinstance(la.H_facs, BlockDiagonalKron)
     first = la.log_marginal_likelihood().item()
     la.fit(loader)
     assert la.log_marginal_likelihood().item() == pytest.approx(first, rel=1e-10)

@@ -78,3 +78,13 @@ def test_in_place_addition_accumulates_into_the_same_tensors(pair):
     blocks += BlockDiagonalKron([[f.clone() for f in g] for g in blocks.kfacs])
     assert blocks.kfacs[0][1] is first
     torch.testing.assert_close(blocks.to_matrix(), expected)
+
+
+def test_decomposition_without_blocks_is_laplace_torchs_own_class():
+    """Dense and diagonal factors only: the approximation is stock laplace-torch's."""
+    groups = [[spd(3, 3), spd(4, 4)], [spd(5, 5)], [torch.rand(2, dtype=torch.float64) + 0.1]]
+    ours = BlockDiagonalKron(groups).decompose()
+    reference = Kron(groups).decompose()
+    assert type(ours) is KronDecomposed
+    torch.testing.assert_close(ours.to_matrix(), reference.to_matrix())
+    torch.testing.assert_close(ours.logdet(), reference.logdet())
