@@ -116,9 +116,10 @@ GENERAL_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(GENERAL_CASES))
-def test_kfac_error_in_general_cases_is_the_documented_one(case, device):
-    make, in_shape, expected = GENERAL_CASES[case]
+def general_case_errors(case: str, device, doubled: str | None = None) -> dict[str, float]:
+    """Relative Frobenius error of every Kron block of ``case``; ``doubled``: that block's
+    first factor times 2 (its Kronecker product doubles), to show the pinned check catches it."""
+    make, in_shape, _ = GENERAL_CASES[case]
     layer = make()
     model = nn.Sequential(layer, nn.ReLU(), nn.Flatten()).to(device, torch.float64)
     with torch.no_grad():
@@ -128,15 +129,35 @@ def test_kfac_error_in_general_cases_is_the_documented_one(case, device):
     x = torch.randn(8, *in_shape, dtype=torch.float64).to(device)
     y = torch.randint(0, K, (8,)).to(device)
     la = fit_kfac(model, x, y, "classification")
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    if doubled is not None:
+        la.H_facs.kfacs[names.index(doubled)][0].mul_(2)
     exact = exact_ggn_torch_func(model, x, "classification")
     slices = parameter_slices(model)
-    errors = {}
-    for name, block in kron_blocks(model, la).items():
-        s = slices[name]
-        errors[name] = relative_error(block, exact[s, s])
-    for name, error in expected.items():
+    return {
+        name: relative_error(block, exact[slices[name], slices[name]])
+        for name, block in kron_blocks(model, la).items()
+    }
+
+
+def assert_pinned_errors(case: str, errors: dict[str, float]) -> None:
+    """Each inexact block's error is the documented one (+-0.005); the exact blocks exact."""
+    for name, error in GENERAL_CASES[case][2].items():
         assert error == pytest.approx(errors[name], abs=0.005), (name, errors)
     exact_names = [n for n in errors if n.endswith(("_bias", "offsets", "lengthscale"))]
     assert all(errors[n] < 1e-8 for n in exact_names), errors
-    # the head (a stock nn.Linear on the flattened features) is exact only for its bias
-    assert errors[f"{len(model) - 1}.bias"] < 1e-10
+
+
+@pytest.mark.parametrize("case", list(GENERAL_CASES))
+def test_kfac_error_in_general_cases_is_the_documented_one(case, device):
+    assert_pinned_errors(case, general_case_errors(case, device))
+
+
+@pytest.mark.parametrize(
+    ("case", "block"), [(c, b) for c, (_, _, pinned) in GENERAL_CASES.items() for b in pinned]
+)
+def test_a_block_off_by_a_factor_of_two_fails_the_pinned_check(case, block):
+    """The bound is tight enough to catch a wrong factor: ``B`` (or ``A``) times 2."""
+    errors = general_case_errors(case, torch.device("cpu"), doubled=block)
+    with pytest.raises(AssertionError):
+        assert_pinned_errors(case, errors)
