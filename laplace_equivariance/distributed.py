@@ -22,7 +22,10 @@ rank, sums the epoch's loss and accuracy over the ranks, writes checkpoints from
 
 What is refused, with a ``ValueError`` on every rank: shards that do not cover the data set
 exactly once (a ``DistributedSampler`` pads an uneven data set with repeated examples, which
-would count them twice), and accumulating fits (``override=False``) across ranks.
+would count them twice), accumulating fits (``override=False``) across ranks, and
+:func:`~laplace_equivariance.marglik_training` with a structure or backend whose fits are not
+summed (anything but ``hessian_structure="kron"`` with ``EquivariantKFAC``), under which each
+rank would learn hyperparameters of its own.
 Stock backends (``AsdlGGN``) keep laplace-torch's per-process fits; on stock layers
 ``EquivariantKFAC`` gives the same factors and sums them.
 """

@@ -147,6 +147,16 @@ class _Options:
                 f"Lengthscale hyperparameters ({list(lengthscales)}) are learned through the "
                 "KFAC curvature only: use hessian_structure='kron' and backend=EquivariantKFAC."
             )
+        if distributed.world_size() > 1 and (
+            self.hessian_structure != "kron" or not is_equivariant
+        ):
+            raise ValueError(
+                "In a process group only the 'kron' fits of EquivariantKFAC are summed over the "
+                f"ranks; with hessian_structure={self.hessian_structure!r} and "
+                f"backend={self.backend.__name__} each rank would learn its own "
+                "hyperparameters: use hessian_structure='kron' and backend=EquivariantKFAC (on "
+                "stock layers it gives AsdlGGN's factors), or train in one process."
+            )
         if lengthscales and self.likelihood != "classification":
             raise ValueError("Lengthscale hyperparameters are implemented for classification only.")
         if self.lengthscale_derivative not in DERIVATIVES:

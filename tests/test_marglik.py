@@ -460,3 +460,14 @@ def test_a_checkpoint_from_another_world_size_resumes_with_a_warning(tmp_path):
     with pytest.warns(UserWarning, match="written by 2 process"):
         _, _, _, losses = marglik_training(model, loader, checkpoint=checkpoint, **SCHEDULE)
     assert len(losses) == SCHEDULE["n_epochs"]
+
+
+@pytest.mark.parametrize(
+    "options", [{"backend": AsdlGGN}, {"hessian_structure": "diag"}], ids=["asdl-ggn", "diag"]
+)
+def test_a_process_group_refuses_fits_that_are_not_summed_over_the_ranks(monkeypatch, options):
+    """Ranks would learn different hyperparameters: refused before training, saying what to use."""
+    model, loader = setup()
+    monkeypatch.setattr(marglik_module.distributed, "world_size", lambda: 2)
+    with pytest.raises(ValueError, match="In a process group .* backend=EquivariantKFAC"):
+        marglik_training(model, loader, **(SCHEDULE | options))
