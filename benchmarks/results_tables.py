@@ -177,7 +177,7 @@ def kfac_differences(rows: list[summary.Row]) -> list[str]:
         terms = []
         for name, values, digits in (
             ("test accuracy", lambda r: r.accuracy(), 1),
-            ("test NLL", lambda r: r._values("test", "nll"), 3),
+            ("test NLL", lambda r: r.nll(), 3),
             ("-log marglik / N", lambda r: r.neg_log_marglik_per_example(), 2),
         ):
             diff, error = difference(values(reduce), values(expand))

@@ -70,6 +70,10 @@ class Row:
         """Accuracies in percent, one per seed."""
         return [100 * a for a in self._values(split, "accuracy")]
 
+    def nll(self, split: str = "test") -> list[float]:
+        """Negative log-likelihoods per example, one per seed."""
+        return self._values(split, "nll")
+
     def neg_log_marglik_per_example(self) -> list[float]:
         """The last marginal-likelihood step's ``-log p(D) / N``, one per learned seed."""
         return [
@@ -141,7 +145,7 @@ class Row:
             "learned" if s["method"] == "marglik" else s["method"].upper(),
             ", ".join(map(str, seeds)),
             _mean_std(self.accuracy("test")),
-            _mean_std(self._values("test", "nll"), digits=2),
+            _mean_std(self.nll(), digits=2),
             _mean_std(self.accuracy("train")),
             _mean_std(self.neg_log_marglik_per_example(), digits=2),
             self.evaluated(),
@@ -261,7 +265,7 @@ def structure_markdown(runs: Sequence[Path]) -> str:
             s["kfac_approx"],
             ", ".join(map(str, seeds)),
             _mean_std(row.accuracy("test")),
-            _mean_std(row._values("test", "nll"), digits=2),
+            _mean_std(row.nll(), digits=2),
             _mean_std(row.neg_log_marglik_per_example(), digits=2),
             shares,
             ", ".join(map(str, row.paths_off())) or "-",
