@@ -7,7 +7,11 @@ likelihood, and by plain maximum likelihood (the paper's Sec. 4.3 control), and 
 rotation fixed at 5, 90 and 175 degrees (ELBO), and records test accuracy, NLL, the final
 ELBO or log marginal likelihood per example and the learned angle ``eta`` (in degrees).
 
-    python benchmarks/invariant_weights_rotation.py --out benchmarks/results/invariant-weights
+    python benchmarks/invariant_weights_rotation.py --seed S \
+        --out benchmarks/results/invariant-weights
+
+writes ``rotation-seed<S>.json`` under ``--out`` (every run's last epoch is evaluated);
+``python benchmarks/results_tables.py`` renders the seeds' mean and standard deviation.
 """
 
 from __future__ import annotations
@@ -139,7 +143,7 @@ def main() -> None:
                     "environment": environment("benchmarks/invariant_weights_rotation.py", "cpu"),
                     "rows": rows,
                 },
-                args.out / "rotation.json",
+                args.out / f"rotation-seed{args.seed}.json",
             )
 
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Row", "compare", "load_run", "markdown", "rows", "structure_markdown"]
+__all__ = ["Row", "compare", "load_run", "markdown", "mean_std", "rows", "structure_markdown"]
 
 NOT_THE_EXPERIMENT = ("seed", "threads", "timeout", "device", "data_dir", "download")
 """Settings that do not make runs different experiments: runs equal in every other setting
@@ -36,7 +36,8 @@ def load_run(run: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def _mean_std(values: list[float], scale: float = 1.0, digits: int = 1) -> str:
+def mean_std(values: list[float], scale: float = 1.0, digits: int = 1) -> str:
+    """``"mean ± std"`` of ``values`` times ``scale`` (sample std; ``"± -"`` for one value)."""
     if not values:
         return "-"
     mean = statistics.fmean(values) * scale
@@ -144,14 +145,14 @@ class Row:
             s["model"],
             "learned" if s["method"] == "marglik" else s["method"].upper(),
             ", ".join(map(str, seeds)),
-            _mean_std(self.accuracy("test")),
-            _mean_std(self.nll(), digits=2),
-            _mean_std(self.accuracy("train")),
-            _mean_std(self.neg_log_marglik_per_example(), digits=2),
+            mean_std(self.accuracy("test")),
+            mean_std(self.nll(), digits=2),
+            mean_std(self.accuracy("train")),
+            mean_std(self.neg_log_marglik_per_example(), digits=2),
             self.evaluated(),
             self.budget(),
             self.machine(),
-            _mean_std(minutes),
+            mean_std(minutes),
         ]
 
 
@@ -264,9 +265,9 @@ def structure_markdown(runs: Sequence[Path]) -> str:
             s["model"],
             s["kfac_approx"],
             ", ".join(map(str, seeds)),
-            _mean_std(row.accuracy("test")),
-            _mean_std(row.nll(), digits=2),
-            _mean_std(row.neg_log_marglik_per_example(), digits=2),
+            mean_std(row.accuracy("test")),
+            mean_std(row.nll(), digits=2),
+            mean_std(row.neg_log_marglik_per_example(), digits=2),
             shares,
             ", ".join(map(str, row.paths_off())) or "-",
         ]

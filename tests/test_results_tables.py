@@ -51,3 +51,26 @@ def test_claims_are_judged_by_the_seed_spread():
     assert "reversed" in claim.verdict(rows)
     assert claim.verdict(rows[:1]) == "not run"
     assert claim.verdict([Row("conv", "map", [90.0]), rows[1]]) == "one seed: no verdict"
+
+
+def test_invariant_weights_claims_compare_learned_angles_over_seeds():
+    script = load_script()
+
+    def learned(dataset, objective, degrees):
+        return {
+            (dataset, objective, "learned"): [
+                {"eta_degrees": d, "dataset": dataset, "objective": objective} for d in degrees
+            ]
+        }
+
+    experiments = (
+        learned("rotated-mnist", "elbo", [150.0, 160.0, -170.0])  # the sign of eta is free
+        | learned("partially-rotated-mnist", "elbo", [60.0, 70.0, 80.0])
+        | learned("mnist", "elbo", [60.0, 75.0, 90.0])
+        | learned("mnist", "likelihood", [1.0, 2.0, 3.0])
+    )
+    claims = script.InvariantWeightsSection.claims(experiments)
+    assert claims[0].endswith("reproduced (difference +90.0 degrees, standard error 8.2)")
+    assert "not distinguishable" in claims[1]
+    assert all(line.endswith("one seed: no verdict") for line in claims[2:4])
+    assert "reproduced" in claims[-1]
