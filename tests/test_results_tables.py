@@ -74,3 +74,26 @@ def test_invariant_weights_claims_compare_learned_angles_over_seeds():
     assert "not distinguishable" in claims[1]
     assert all(line.endswith("one seed: no verdict") for line in claims[2:4])
     assert "reproduced" in claims[-1]
+
+
+def test_kfac_differences_need_two_seeds_of_each_mode():
+    script = load_script()
+
+    class Row:
+        def __init__(self, mode, accuracies):
+            self.settings = {"dataset": "d", "kfac_approx": mode}
+            self._accuracies = accuracies
+
+        def accuracy(self):
+            return self._accuracies
+
+        def nll(self):
+            return [a / 100 for a in self._accuracies]
+
+        def neg_log_marglik_per_example(self):
+            return [a / 10 for a in self._accuracies]
+
+    one_seed = script.kfac_differences([Row("expand", [80.0, 82.0]), Row("reduce", [81.0])])
+    assert one_seed == ["- d: one seed of a mode: no difference judged"]
+    (line,) = script.kfac_differences([Row("expand", [80.0, 82.0]), Row("reduce", [83.0, 85.0])])
+    assert line.startswith("- d: test accuracy +3.0 (standard error 1.4)")

@@ -1,0 +1,73 @@
+"""The Kron fit's cost in training epochs, per model and data set size (issue 20's targets).
+
+For each model and each N, on random 3x32x32 inputs with 10 classes (speed does not depend on
+the data) at the paper's width (alpha=10 unless ``--alpha`` says otherwise), in one process:
+
+1. one training epoch (forward, backward) over the N examples, after a warm-up batch;
+2. ``Laplace.fit`` with EquivariantKFAC's exact GGN over the same N, twice, the second timed
+   (the first pays one-time allocations), and the eigendecomposition inside it timed apart;
+3. the same with the Monte-Carlo Fisher (one sample).
+
+Targets: exact-GGN fit <= 5 epochs, Monte-Carlo Fisher fit <= 2 epochs, at N=512 already.
+
+Usage:
+    python benchmarks/fit_over_epoch.py [--device cpu|cuda] [--n 512 2048] [--batch 128]
+        [--models f-fc+conv f-fc+conv+gconv] [--out benchmarks/results/fit_over_epoch-cpu.json]
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from kfac_speed import epoch_seconds, fit_seconds, loader, synchronise
+from report import benchmark_parser, environment, write
+
+from laplace_equivariance import EquivariantKFAC, models
+
+TARGETS = {"exact": 5.0, "mc": 2.0}
+"""Fit time over epoch time that issue 20 asks for, per curvature."""
+
+
+def second_fit(model, data, device: str, **backend_kwargs) -> dict:
+    """Seconds of the second of two fits, and of the eigendecomposition within it."""
+    fit_seconds(model, data, EquivariantKFAC, device, **backend_kwargs)
+    seconds, la = fit_seconds(model, data, EquivariantKFAC, device, **backend_kwargs)
+    synchronise(device)
+    start = time.perf_counter()
+    la.H_facs.decompose(damping=la.damping)
+    synchronise(device)
+    return {"fit_s": seconds, "eigendecomposition_s": time.perf_counter() - start}
+
+
+def main() -> None:
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--n", type=int, nargs="+", default=[512, 2048])
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--alpha", type=int, default=10)
+    parser.add_argument("--models", nargs="+", default=["f-fc+conv", "f-fc+conv+gconv"])
+    args = parser.parse_args()
+    report = {**environment("benchmarks/fit_over_epoch.py", args.device), "rows": []}
+    report |= {"batch": args.batch, "alpha": args.alpha, "targets": TARGETS}
+    for name in args.models:
+        for n in args.n:
+            torch.manual_seed(0)
+            model = models.build(name, (3, 32, 32), 10, args.alpha).to(args.device)
+            data = loader(n, args.batch, args.device)
+            row = {"model": name, "n": n, "epoch_s": epoch_seconds(model, data, args.device)}
+            for curvature, kwargs in (("exact", {}), ("mc", {"stochastic": True})):
+                fit = second_fit(model, data, args.device, **kwargs)
+                row[curvature] = fit | {"fit_over_epoch": fit["fit_s"] / row["epoch_s"]}
+            report["rows"].append(row)
+            exact, mc = row["exact"], row["mc"]
+            print(
+                f"{name} N={n}: epoch {row['epoch_s']:.2f} s, exact fit "
+                f"{exact['fit_over_epoch']:.1f}x (eigh {exact['eigendecomposition_s']:.2f} s), "
+                f"MC fit {mc['fit_over_epoch']:.1f}x",
+                flush=True,
+            )
+            write(report, args.out)
+
+
+if __name__ == "__main__":
+    main()
