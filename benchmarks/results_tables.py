@@ -80,6 +80,8 @@ def judge(
     x: list[float], y: list[float], unit: str, not_below: bool = False, digits: int = 1
 ) -> str:
     """Verdict on "``x`` above ``y``" (or "not below" with ``not_below``) by the seed spread."""
+    if not x or not y:
+        return "not run"
     if len(x) < 2 or len(y) < 2:
         return "one seed: no verdict"
     diff, error = difference(x, y)
@@ -218,12 +220,12 @@ INVARIANT_WEIGHTS_DATA = {
 }
 """The invariant-weights benchmark's data sets, most rotated first."""
 
-OWN_FIXED_ANGLE = {
-    "rotated-mnist": "fixed 175°",
-    "partially-rotated-mnist": "fixed 90°",
-    "mnist": "fixed 5°",
-}
-"""Per data set, the benchmark's fixed angle nearest to the data's own rotation."""
+OWN_FIXED_ANGLE = {"rotated-mnist": 175.0, "partially-rotated-mnist": 90.0, "mnist": 5.0}
+"""Per data set, the benchmark's fixed angle (degrees) nearest to the data's own rotation."""
+
+
+def _eta_label(fixed: float | None) -> str:
+    return "learned" if fixed is None else f"fixed {fixed:.0f}°"
 
 
 @dataclass(frozen=True)
@@ -235,13 +237,14 @@ class InvariantWeightsSection:
     command: str
     about: str
 
-    def experiments(self) -> dict[tuple[str, str, str], list[dict]]:
-        """(data set, objective, eta) -> that configuration's row of every seed."""
-        found: dict[tuple[str, str, str], list[dict]] = {}
+    def experiments(self) -> dict[tuple[str, str, float | None], list[dict]]:
+        """(data set, objective, fixed angle in degrees or None if learned) -> every seed's row."""
+        found: dict[tuple[str, str, float | None], list[dict]] = {}
         for path in sorted((RESULTS / self.folder).glob("rotation-seed*.json")):
             for row in json.loads(path.read_text())["rows"]:
-                eta = "learned" if row["eta"] == "learned" else f"fixed {row['eta_degrees']:.0f}°"
-                found.setdefault((row["dataset"], row["objective"], eta), []).append(row)
+                # a fixed angle is held in float32 radians: 175 comes back as 175.000006
+                fixed = None if row["eta"] == "learned" else round(row["eta_degrees"], 1)
+                found.setdefault((row["dataset"], row["objective"], fixed), []).append(row)
         return found
 
     def render(self) -> str:
@@ -249,13 +252,13 @@ class InvariantWeightsSection:
         header = ["data", "objective", "eta", "abs(eta) (deg)", "test acc %", "test NLL"]
         header += ["ELBO or log marglik / N", "seeds"]
         table = []
-        for (dataset, objective, eta), runs in experiments.items():
+        for (dataset, objective, fixed), runs in experiments.items():
             objectives = [r["final_objective_per_example"] for r in runs]
             table.append(
                 [
                     INVARIANT_WEIGHTS_DATA[dataset],
                     objective,
-                    eta,
+                    _eta_label(fixed),
                     summary.mean_std([abs(r["eta_degrees"]) for r in runs]),
                     summary.mean_std([r["test_accuracy"] for r in runs], scale=100),
                     summary.mean_std([r["test_nll"] for r in runs], digits=2),
@@ -268,14 +271,12 @@ class InvariantWeightsSection:
         return "\n".join(lines + self.claims(experiments))
 
     @staticmethod
-    def claims(experiments: dict[tuple[str, str, str], list[dict]]) -> list[str]:
+    def claims(experiments: dict[tuple[str, str, float | None], list[dict]]) -> list[str]:
         """More rotation learned on more rotated data; among fixed angles the ELBO is highest at
         the data's own rotation; maximum likelihood learns less rotation than the ELBO."""
 
         def angles(dataset: str, objective: str) -> list[float]:
-            return [
-                abs(r["eta_degrees"]) for r in experiments.get((dataset, objective, "learned"), [])
-            ]
+            return [abs(r["eta_degrees"]) for r in experiments.get((dataset, objective, None), [])]
 
         lines = []
         ordered = list(INVARIANT_WEIGHTS_DATA)
@@ -288,14 +289,14 @@ class InvariantWeightsSection:
                 )
         for dataset, own in OWN_FIXED_ANGLE.items():
             elbo = {
-                eta: [r["final_objective_per_example"] for r in runs]
-                for (d, objective, eta), runs in experiments.items()
-                if d == dataset and objective == "elbo" and eta.startswith("fixed")
+                fixed: [r["final_objective_per_example"] for r in runs]
+                for (d, objective, fixed), runs in experiments.items()
+                if d == dataset and objective == "elbo" and fixed is not None
             }
             for other in sorted(set(elbo) - {own}):
                 lines.append(
-                    f"- {INVARIANT_WEIGHTS_DATA[dataset]} digits: the ELBO at {own} (the data's "
-                    f"rotation) above the ELBO at {other}: "
+                    f"- {INVARIANT_WEIGHTS_DATA[dataset]} digits: the ELBO at {_eta_label(own)} "
+                    f"(the data's rotation) above the ELBO at {_eta_label(other)}: "
                     + judge(elbo.get(own, []), elbo[other], "per example", digits=3)
                 )
         for dataset in ordered:
