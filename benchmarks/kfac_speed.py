@@ -82,11 +82,13 @@ def decomposition(la, device: str, dense: bool) -> dict:
     synchronise(device)
     start = time.perf_counter()
     decomposed = kron.decompose()
+    # every eigenvector, as the dense side computes them (fit itself leaves them for later)
+    vectors = [decomposed.eigenvectors[group] for group in range(len(decomposed.eigenvectors))]
     synchronise(device)
     ours = {
         "seconds": time.perf_counter() - start,
         "factor_mib": factor_bytes(kron.kfacs) / 2**20,
-        "eigenvector_mib": factor_bytes(decomposed.eigenvectors) / 2**20,
+        "eigenvector_mib": factor_bytes(vectors) / 2**20,
     }
     result = {"block_diagonal": ours}
     if dense:

@@ -20,7 +20,9 @@ import torch
 from laplace.utils.matrix import Kron, KronDecomposed
 from laplace.utils.utils import block_diag, kron
 
-__all__ = ["BlockDiagonalKron", "BlockDiagonalKronDecomposed", "densify", "symmetric_eigh"]
+from laplace_equivariance.curvature.eigen import LazyEigenvectors, symmetric_eigvalsh
+
+__all__ = ["BlockDiagonalKron", "BlockDiagonalKronDecomposed", "densify"]
 
 
 def densify(factor: torch.Tensor) -> torch.Tensor:
@@ -37,36 +39,6 @@ def densify(factor: torch.Tensor) -> torch.Tensor:
     if factor.ndim == 1:
         return torch.diag(factor)
     return factor
-
-
-def symmetric_eigh(factor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Eigendecompose a dense ``(d, d)`` or batched ``(n, b, b)`` PSD factor robustly.
-
-    As laplace-torch's ``symeig``: if ``eigh`` does not converge, retry on ``factor + I`` and
-    subtract 1; eigenvalues are clamped at 0.
-
-    Args:
-        factor: Symmetric positive semi-definite matrix or batch of matrices.
-
-    Returns:
-        ``(eigenvalues, eigenvectors)`` with the batch shape of ``factor``.
-
-    Raises:
-        FloatingPointError: If ``eigh`` fails even with the jitter (e.g. NaN entries).
-    """
-    try:
-        values, vectors = torch.linalg.eigh(factor)
-    except torch.linalg.LinAlgError:
-        eye = torch.eye(factor.shape[-1], dtype=factor.dtype, device=factor.device)
-        try:
-            values, vectors = torch.linalg.eigh(factor + eye)
-        except torch.linalg.LinAlgError as error:
-            raise FloatingPointError(
-                f"Eigendecomposition of a Kronecker factor of shape {tuple(factor.shape)} failed "
-                "even with unit jitter; check it for NaN or inf entries."
-            ) from error
-        values = values - 1.0
-    return torch.nan_to_num(values.clamp(min=0.0)), torch.nan_to_num(vectors)
 
 
 class BlockDiagonalKron(Kron):
@@ -143,14 +115,18 @@ class BlockDiagonalKron(Kron):
     __rmul__ = __mul__
 
     def decompose(self, damping: bool = False) -> KronDecomposed:
-        """Eigendecompose every factor; block-diagonal ones with one batched ``eigh``.
+        """Eigendecompose every factor: eigenvalues now, eigenvectors on first use.
 
         Without any block-diagonal factor (a model of stock layers, or relaxed layers whose
-        factors are all dense) the result is laplace-torch's own
-        :class:`~laplace.utils.matrix.KronDecomposed`, so that the approximation is stock
-        laplace-torch's in type and behaviour (``type(la.H) is KronDecomposed``, and its
-        ``*`` and ``+``, which drop ``damping``); otherwise a
-        :class:`BlockDiagonalKronDecomposed`.
+        factors are all dense) this is laplace-torch's own ``Kron.decompose``, so that the
+        approximation is stock laplace-torch's in type and behaviour (``type(la.H) is
+        KronDecomposed``, eigenvectors computed at once, and its ``*`` and ``+``, which drop
+        ``damping``). Otherwise the result is a :class:`BlockDiagonalKronDecomposed` whose
+        eigenvalues come from ``eigvalsh`` (one batched call per block-diagonal factor) and
+        whose eigenvectors are a :class:`~laplace_equivariance.curvature.eigen.
+        LazyEigenvectors`: the marginal likelihood needs only the eigenvalues, and ``eigh``
+        with vectors costs two to three times as much (:mod:`~laplace_equivariance.
+        curvature.eigen`).
 
         Args:
             damping: Use laplace-torch's damped combination of prior and curvature.
@@ -158,22 +134,15 @@ class BlockDiagonalKron(Kron):
         Returns:
             The decomposition.
         """
-        eigenvectors, eigenvalues = [], []
-        for factors in self.kfacs:
-            vectors, values = [], []
-            for factor in factors:
-                if factor.ndim == 1:
-                    values.append(factor)
-                    vectors.append(torch.eye(len(factor), dtype=factor.dtype, device=factor.device))
-                    continue
-                evals, evecs = symmetric_eigh(factor)
-                values.append(evals.flatten())
-                vectors.append(evecs)
-            eigenvectors.append(vectors)
-            eigenvalues.append(values)
-        blocks = any(factor.ndim == 3 for factors in self.kfacs for factor in factors)
-        cls = BlockDiagonalKronDecomposed if blocks else KronDecomposed
-        return cls(eigenvectors, eigenvalues, damping=damping)
+        if not any(factor.ndim == 3 for factors in self.kfacs for factor in factors):
+            return super().decompose(damping=damping)
+        eigenvalues = [
+            [symmetric_eigvalsh(f).flatten() if f.ndim > 1 else f for f in factors]
+            for factors in self.kfacs
+        ]
+        return BlockDiagonalKronDecomposed(
+            LazyEigenvectors(self.kfacs), eigenvalues, damping=damping
+        )
 
     def _bmm(self, W: torch.Tensor) -> torch.Tensor:
         """``H @ W`` for ``W`` of shape ``(batch, classes, params)``, via the decomposition."""
@@ -206,7 +175,32 @@ class BlockDiagonalKronDecomposed(KronDecomposed):
     A block-diagonal factor's eigenvectors are stored as ``(n, b, b)`` and its eigenvalues
     flattened, ``(n * b,)``. Adding prior precisions (``deltas``), scaling, log-determinants,
     products with Jacobians (the GLM predictive) and diagonals work as in the parent.
+    ``eigenvectors`` may be a :class:`~laplace_equivariance.curvature.eigen.LazyEigenvectors`
+    (as :meth:`BlockDiagonalKron.decompose` makes it): ``*``, ``+`` and ``logdet`` then never
+    compute them, and everything derived by ``*`` and ``+`` shares them.
+
+    Args:
+        eigenvectors: Per parameter group, the eigenvector factors (or a lazy sequence).
+        eigenvalues: Per parameter group, the eigenvalues of each factor (flattened).
+        deltas: Prior precision per group (or one); zeros if None.
+        damping: Use laplace-torch's damped combination of prior and curvature.
     """
+
+    def __init__(
+        self,
+        eigenvectors: list[list[torch.Tensor]] | LazyEigenvectors,
+        eigenvalues: list[list[torch.Tensor]],
+        deltas: torch.Tensor | None = None,
+        damping: bool = False,
+    ) -> None:
+        self.eigenvectors = eigenvectors
+        self.eigenvalues = eigenvalues
+        first = eigenvalues[0][0]  # not eigenvectors[0][0], which would compute them
+        if deltas is None:
+            deltas = torch.zeros(len(eigenvalues), device=first.device, dtype=first.dtype)
+        self._check_deltas(deltas)
+        self.deltas = deltas
+        self.damping = damping
 
     def __add__(self, deltas: torch.Tensor) -> BlockDiagonalKronDecomposed:
         """Add a prior precision per group (or one for all).
@@ -231,11 +225,22 @@ class BlockDiagonalKronDecomposed(KronDecomposed):
             scalar: A python or 0-d torch scalar.
 
         Returns:
-            The scaled decomposition.
+            The scaled decomposition (the eigenvectors shared, not computed).
+
+        Raises:
+            ValueError: If ``scalar`` is not a real number or a one-element tensor.
         """
-        scaled = super().__mul__(scalar)
+        if (
+            isinstance(scalar, torch.Tensor)
+            and scalar.numel() != 1
+            or not isinstance(scalar, (int, float, torch.Tensor))
+        ):
+            raise ValueError("Invalid argument, can only multiply Kron with scalar.")
+        eigenvalues = [
+            [pow(scalar, 1 / len(values)) * v for v in values] for values in self.eigenvalues
+        ]
         return BlockDiagonalKronDecomposed(
-            self.eigenvectors, scaled.eigenvalues, self.deltas, self.damping
+            self.eigenvectors, eigenvalues, self.deltas, self.damping
         )
 
     __rmul__ = __mul__

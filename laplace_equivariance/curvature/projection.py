@@ -18,7 +18,7 @@ is a hyperparameter, and :class:`~laplace_equivariance.EquivariantKFAC` collects
 these factors evaluated at the bases' current ``omega``, differentiably: with
 :math:`\dot\Phi = \partial\Phi/\partial\omega = -2\omega\, D \circ \Phi`,
 :math:`\dot F = \dot\Phi^\top S \Phi + \Phi^\top S \dot\Phi`, and autograd differentiates the
-factor's ``eigh``; only eigenvalues enter the log-determinant, whose derivative
+factor's ``eigvalsh``; only eigenvalues enter the log-determinant, whose derivative
 :math:`\dot\lambda_k = v_k^\top \dot F v_k` is well defined also for repeated eigenvalues.
 """
 
@@ -30,7 +30,8 @@ from dataclasses import dataclass
 import torch
 from laplace.utils.matrix import KronDecomposed
 
-from laplace_equivariance.curvature.kron import BlockDiagonalKronDecomposed, symmetric_eigh
+from laplace_equivariance.curvature.eigen import LazyEigenvectors, symmetric_eigvalsh
+from laplace_equivariance.curvature.kron import BlockDiagonalKronDecomposed
 from laplace_equivariance.layers.sparse import AnchorBasis
 
 __all__ = ["ProjectedFactor", "project_factor", "reproject"]
@@ -91,7 +92,8 @@ def reproject(
     """The decomposed curvature with the projected factors at their bases' current ``omega``.
 
     Every other factor keeps its eigendecomposition from ``decomposed``; every projected
-    factor is recomputed and eigendecomposed under autograd.
+    factor is recomputed and its eigenvalues computed under autograd (its eigenvectors only
+    if something asks for them).
 
     Args:
         decomposed: The curvature as ``KronLaplace.fit`` decomposed it (``la.H``).
@@ -100,10 +102,10 @@ def reproject(
     Returns:
         A :class:`BlockDiagonalKronDecomposed` with ``decomposed``'s deltas and damping.
     """
-    vectors = [list(group) for group in decomposed.eigenvectors]
+    vectors = LazyEigenvectors.wrap(decomposed.eigenvectors)
     values = [list(group) for group in decomposed.eigenvalues]
     for record in projected:
-        eigenvalues, eigenvectors = symmetric_eigh(record.factor())
-        vectors[record.index][record.side] = eigenvectors
-        values[record.index][record.side] = eigenvalues.flatten()
+        factor = record.factor()
+        vectors = vectors.replaced(record.index, record.side, factor)
+        values[record.index][record.side] = symmetric_eigvalsh(factor).flatten()
     return BlockDiagonalKronDecomposed(vectors, values, decomposed.deltas, decomposed.damping)

@@ -1,0 +1,172 @@
+"""Eigenvalues without eigenvectors, and eigenvectors only on demand (float64)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from laplace import Laplace
+from laplace.utils.matrix import Kron
+from torch.utils.data import DataLoader, TensorDataset
+
+from laplace_equivariance import EquivariantKFAC, models
+from laplace_equivariance.curvature.eigen import (
+    LazyEigenvectors,
+    symmetric_eigh,
+    symmetric_eigvalsh,
+)
+from laplace_equivariance.curvature.kron import (
+    BlockDiagonalKron,
+    BlockDiagonalKronDecomposed,
+    densify,
+)
+from laplace_equivariance.curvature.projection import reproject
+
+
+def spd(*shape):
+    m = torch.randn(*shape, dtype=torch.float64)
+    return m @ m.transpose(-1, -2) + 0.1 * torch.eye(shape[-1], dtype=torch.float64)
+
+
+def count_eigh_calls(monkeypatch) -> list[tuple]:
+    """Record the shape of every ``torch.linalg.eigh`` input (eigenvector computations)."""
+    calls, eigh = [], torch.linalg.eigh
+
+    def counting(factor, *args, **kwargs):
+        calls.append(tuple(factor.shape))
+        return eigh(factor, *args, **kwargs)
+
+    monkeypatch.setattr(torch.linalg, "eigh", counting)
+    return calls
+
+
+@pytest.mark.parametrize("shape", [(6, 6), (3, 5, 5)], ids=["dense", "blocks"])
+def test_eigenvalues_alone_equal_those_of_the_full_decomposition(shape):
+    factor = spd(*shape)
+    values, _ = symmetric_eigh(factor)
+    torch.testing.assert_close(symmetric_eigvalsh(factor), values, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("decomposition", [symmetric_eigh, symmetric_eigvalsh])
+def test_a_lapack_failure_is_retried_on_the_jittered_factor_and_shifted_back(
+    monkeypatch, decomposition
+):
+    """As laplace-torch's ``symeig``: eig(F + I) - 1 when LAPACK does not converge on F."""
+    factor = spd(4, 4)
+    expected = torch.linalg.eigvalsh(factor)
+    name = "eigh" if decomposition is symmetric_eigh else "eigvalsh"
+    original, calls = getattr(torch.linalg, name), []
+
+    def fails_on_the_raw_factor(matrix):
+        calls.append(matrix)
+        if torch.equal(matrix, factor):
+            raise torch.linalg.LinAlgError("did not converge")
+        return original(matrix)
+
+    monkeypatch.setattr(torch.linalg, name, fails_on_the_raw_factor)
+    result = decomposition(factor)
+    values = result[0] if decomposition is symmetric_eigh else result
+    assert len(calls) == 2
+    torch.testing.assert_close(values, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("decomposition", [symmetric_eigh, symmetric_eigvalsh])
+def test_a_factor_that_fails_even_with_jitter_raises_floating_point_error(
+    monkeypatch, decomposition
+):
+    name = "eigh" if decomposition is symmetric_eigh else "eigvalsh"
+
+    def never_converges(matrix):
+        raise torch.linalg.LinAlgError("did not converge")
+
+    monkeypatch.setattr(torch.linalg, name, never_converges)
+    with pytest.raises(FloatingPointError, match="NaN or inf"):
+        decomposition(spd(3, 3))
+
+
+def test_decompose_scale_add_and_logdet_compute_no_eigenvectors(monkeypatch):
+    """What marglik training calls: ``(H * s + delta).logdet()``."""
+    diagonal = torch.rand(3, dtype=torch.float64) + 0.1
+    groups = [[spd(3, 3), spd(2, 4, 4)], [spd(5, 5)], [spd(2, 2), diagonal]]
+    calls = count_eigh_calls(monkeypatch)
+    decomposed = BlockDiagonalKron(groups).decompose()
+    posterior = decomposed * 0.7 + torch.tensor([0.5, 1.5, 2.0], dtype=torch.float64)
+    log_det = posterior.logdet()
+    assert calls == []
+    assert not decomposed.eigenvectors.computed()
+    reference = Kron([[densify(f) for f in g] for g in groups]).decompose() * 0.7
+    reference = reference + torch.tensor([0.5, 1.5, 2.0], dtype=torch.float64)
+    torch.testing.assert_close(log_det, reference.logdet(), rtol=1e-12, atol=1e-12)
+
+
+def test_eigenvectors_are_computed_once_per_factor_and_shared_by_derived_objects(monkeypatch):
+    groups = [[spd(3, 3), spd(2, 4, 4)], [spd(5, 5)]]
+    calls = count_eigh_calls(monkeypatch)
+    decomposed = BlockDiagonalKron(groups).decompose()
+    posterior = decomposed * 2.0 + torch.tensor(1.0, dtype=torch.float64)
+    W = torch.randn(2, 3, 3 * 8 + 5, dtype=torch.float64)
+    first = posterior.bmm(W, exponent=-1)
+    assert sorted(calls) == sorted([(3, 3), (2, 4, 4), (5, 5)])
+    assert decomposed.eigenvectors.computed()
+    second = (decomposed * 2.0 + torch.tensor(1.0, dtype=torch.float64)).bmm(W, exponent=-1)
+    assert len(calls) == 3
+    torch.testing.assert_close(first, second, rtol=0, atol=0)
+    dense = BlockDiagonalKron(groups).to_matrix() * 2.0 + torch.eye(29, dtype=torch.float64)
+    expected = torch.linalg.solve(dense, W.reshape(6, 29).T).T.reshape(W.shape)
+    torch.testing.assert_close(first, expected, rtol=1e-10, atol=1e-12)
+
+
+def test_a_factor_changed_in_place_after_decomposition_refuses_stale_eigenvectors():
+    factors = BlockDiagonalKron([[spd(3, 3), spd(2, 4, 4)]])
+    decomposed = factors.decompose()
+    factors.kfacs[0][1].mul_(2.0)
+    with pytest.raises(RuntimeError, match="modified in place"):
+        decomposed.eigenvectors[0]
+
+
+def test_reprojection_keeps_eager_eigenvectors_and_replaces_one_factor_lazily():
+    """reproject on laplace-torch's own (eager) decomposition: a lazy view of its vectors."""
+    b, a, c, new_a = spd(3, 3), spd(4, 4), spd(2, 2), spd(4, 4)
+    eager = Kron([[b, a], [c]]).decompose()
+
+    class Record:
+        index, side = 0, 1
+
+        @staticmethod
+        def factor():
+            return new_a
+
+    rebuilt = reproject(eager, [Record()])
+    assert isinstance(rebuilt.eigenvectors, LazyEigenvectors)
+    assert rebuilt.eigenvectors[1][0] is eager.eigenvectors[1][0]
+    expected = Kron([[b, new_a], [c]]).to_matrix()
+    torch.testing.assert_close(rebuilt.to_matrix(), expected, rtol=1e-10, atol=1e-10)
+
+
+def test_fitted_relaxed_model_gives_marginal_likelihood_without_eigenvectors(monkeypatch):
+    """``Laplace.fit`` + ``log_marginal_likelihood`` on F-FC+CONV compute eigenvalues only;
+    the GLM predictive's products then compute the eigenvectors and equal those of an
+    eager decomposition of the same factors."""
+    model = models.build("f-fc+conv", (1, 32, 32), 3, alpha=1).double()
+    x = torch.randn(6, 1, 32, 32, dtype=torch.float64)
+    y = torch.randint(0, 3, (6,))
+    la = Laplace(
+        model,
+        "classification",
+        subset_of_weights="all",
+        hessian_structure="kron",
+        backend=EquivariantKFAC,
+    )
+    calls = count_eigh_calls(monkeypatch)
+    la.fit(DataLoader(TensorDataset(x, y), batch_size=3))
+    la.log_marginal_likelihood(torch.tensor(2.0, dtype=torch.float64))
+    assert calls == []
+    J = torch.randn(2, 3, la.n_params, dtype=torch.float64)
+    lazy = la.functional_variance(J)
+    assert calls, "the GLM predictive needs the eigenvectors"
+    vectors, values = [], []
+    for group in la.H_facs.kfacs:
+        pairs = [symmetric_eigh(f) if f.ndim > 1 else (f, torch.eye(len(f))) for f in group]
+        values.append([v.flatten() for v, _ in pairs])
+        vectors.append([q for _, q in pairs])
+    la.H = BlockDiagonalKronDecomposed(vectors, values, damping=la.damping)
+    torch.testing.assert_close(lazy, la.functional_variance(J), rtol=1e-8, atol=1e-10)
