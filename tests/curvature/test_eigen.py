@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from laplace import Laplace
 from laplace.utils.matrix import Kron
 from torch.utils.data import DataLoader, TensorDataset
 
-from laplace_equivariance import EquivariantKFAC, models
+from laplace_equivariance import models
 from laplace_equivariance.curvature.eigen import (
     LazyEigenvectors,
     symmetric_eigh,
@@ -20,11 +19,8 @@ from laplace_equivariance.curvature.kron import (
     densify,
 )
 from laplace_equivariance.curvature.projection import reproject
-
-
-def spd(*shape):
-    m = torch.randn(*shape, dtype=torch.float64)
-    return m @ m.transpose(-1, -2) + 0.1 * torch.eye(shape[-1], dtype=torch.float64)
+from tests.curvature.test_backend import kron_laplace
+from tests.curvature.test_kron import spd
 
 
 def count_eigh_calls(monkeypatch) -> list[tuple]:
@@ -149,13 +145,7 @@ def test_fitted_relaxed_model_gives_marginal_likelihood_without_eigenvectors(mon
     model = models.build("f-fc+conv", (1, 32, 32), 3, alpha=1).double()
     x = torch.randn(6, 1, 32, 32, dtype=torch.float64)
     y = torch.randint(0, 3, (6,))
-    la = Laplace(
-        model,
-        "classification",
-        subset_of_weights="all",
-        hessian_structure="kron",
-        backend=EquivariantKFAC,
-    )
+    la = kron_laplace(model)
     calls = count_eigh_calls(monkeypatch)
     la.fit(DataLoader(TensorDataset(x, y), batch_size=3))
     la.log_marginal_likelihood(torch.tensor(2.0, dtype=torch.float64))
