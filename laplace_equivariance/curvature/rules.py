@@ -461,11 +461,11 @@ def circular_patch_covariance(x: torch.Tensor, kernel_size: int) -> torch.Tensor
 
 
 def circular_patch_mean_covariance(x: torch.Tensor, kernel_size: int) -> torch.Tensor:
-    r"""KFAC-reduce's ``A`` of a circular convolution, :math:`\sum_n ar a_n ar a_n^	op`.
+    r"""KFAC-reduce's ``A`` of a circular convolution, :math:`\sum_n \bar a_n \bar a_n^\top`.
 
     Over all positions of a circularly padded map every tap sees every input position once,
-    so the mean patch is :math:`ar a_n(c, i, j) = ar x_n(c)`, the channel's mean, for
-    every tap: :math:`A = (\sum_n ar x_n ar x_n^	op) \otimes \mathbf{1}\mathbf{1}^	op`.
+    so the mean patch is :math:`\bar a_n(c, i, j) = \bar x_n(c)`, the channel's mean, for
+    every tap: :math:`A = (\sum_n \bar x_n \bar x_n^\top) \otimes \mathbf{1}\mathbf{1}^\top`.
 
     Args:
         x: The unpadded maps, ``(N, C, X, Y)``.
