@@ -10,7 +10,7 @@
   6.1): the digit task is translation invariant, the (digit, quadrant) task is not. MAP
   F-FC+CONV (unit priors, as the reference code's toy-problem scripts also run) separates
   what the learned priors do from what the relaxed architecture does at the budget. ``make
-  demo`` runs it at alpha=4 (15 minutes on 2 CPU cores).
+  demo`` runs it at alpha=4 (15 to 17 minutes on 2 CPU cores).
 
 Every run writes its ``results.json`` and plots under ``--out/<data>-<model>-<method>-seed<k>``
 and resumes from its checkpoint (delete the folder to start over); ``--seeds`` runs the table
