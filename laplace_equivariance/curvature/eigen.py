@@ -6,8 +6,8 @@ need only the eigenvalues of every factor: for ``B (x) A`` with eigenvalues
 :math:`\lambda^B_i, \lambda^A_j`, :math:`\log\det(B \otimes A + \delta I) = \sum_{ij}
 \log(\lambda^B_i \lambda^A_j + \delta)`. The predictive, sampling and the diagonal also need
 the eigenvectors. LAPACK computes eigenvalues alone in :math:`\tfrac43 d^3` flops (the
-tridiagonal reduction); the eigenvectors add the back-transformation and the divide-and-conquer
-vectors, two to three times that (measured in ``benchmarks/fit_over_epoch.py``). So a
+tridiagonal reduction); the eigenvectors add the divide-and-conquer vectors and the
+back-transformation (their cost beside the eigenvalues': ``benchmarks/fit_over_epoch.py``). So a
 decomposition computes eigenvalues at once and the eigenvectors of a factor the first time
 something asks for them (:class:`LazyEigenvectors`), once for every object derived from it by
 ``*`` and ``+``.

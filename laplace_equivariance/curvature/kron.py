@@ -125,8 +125,8 @@ class BlockDiagonalKron(Kron):
         eigenvalues come from ``eigvalsh`` (one batched call per block-diagonal factor) and
         whose eigenvectors are a :class:`~laplace_equivariance.curvature.eigen.
         LazyEigenvectors`: the marginal likelihood needs only the eigenvalues, and ``eigh``
-        with vectors costs two to three times as much (:mod:`~laplace_equivariance.
-        curvature.eigen`).
+        with vectors costs more (:mod:`~laplace_equivariance.curvature.eigen`; measured in
+        docs/speed.md).
 
         Args:
             damping: Use laplace-torch's damped combination of prior and curvature.
