@@ -126,6 +126,13 @@ class LazyEigenvectors(Sequence):
         self._entries = [[_FactorEigenvectors(factor) for factor in group] for group in kfacs]
 
     @classmethod
+    def _of_entries(cls, entries: list[list[_FactorEigenvectors]]) -> LazyEigenvectors:
+        """A sequence over given entries (shared with their other owners, not copied)."""
+        lazy = cls.__new__(cls)
+        lazy._entries = entries
+        return lazy
+
+    @classmethod
     def wrap(cls, eigenvectors: Sequence[Sequence[torch.Tensor]]) -> LazyEigenvectors:
         """``eigenvectors`` itself if lazy, else a lazy view of eigenvectors already computed.
 
@@ -137,11 +144,9 @@ class LazyEigenvectors(Sequence):
         """
         if isinstance(eigenvectors, LazyEigenvectors):
             return eigenvectors
-        wrapped = cls([])
-        wrapped._entries = [
-            [_FactorEigenvectors(vectors=v) for v in group] for group in eigenvectors
-        ]
-        return wrapped
+        return cls._of_entries(
+            [[_FactorEigenvectors(vectors=v) for v in group] for group in eigenvectors]
+        )
 
     def replaced(self, group: int, side: int, factor: torch.Tensor) -> LazyEigenvectors:
         """A copy in which the factor ``side`` of ``group`` is ``factor`` (decomposed lazily).
@@ -154,10 +159,9 @@ class LazyEigenvectors(Sequence):
         Returns:
             A new :class:`LazyEigenvectors` sharing every other entry with this one.
         """
-        copy = LazyEigenvectors([])
-        copy._entries = [list(entries) for entries in self._entries]
-        copy._entries[group][side] = _FactorEigenvectors(factor)
-        return copy
+        entries = [list(group_entries) for group_entries in self._entries]
+        entries[group][side] = _FactorEigenvectors(factor)
+        return self._of_entries(entries)
 
     def __getitem__(self, group: int) -> list[torch.Tensor]:
         return [entry() for entry in self._entries[group]]

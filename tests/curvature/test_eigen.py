@@ -155,7 +155,10 @@ def test_fitted_relaxed_model_gives_marginal_likelihood_without_eigenvectors(mon
     assert calls, "the GLM predictive needs the eigenvectors"
     vectors, values = [], []
     for group in la.H_facs.kfacs:
-        pairs = [symmetric_eigh(f) if f.ndim > 1 else (f, torch.eye(len(f))) for f in group]
+        pairs = [
+            symmetric_eigh(f) if f.ndim > 1 else (f, torch.eye(len(f), dtype=f.dtype))
+            for f in group
+        ]
         values.append([v.flatten() for v, _ in pairs])
         vectors.append([q for _, q in pairs])
     la.H = BlockDiagonalKronDecomposed(vectors, values, damping=la.damping)
