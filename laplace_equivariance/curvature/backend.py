@@ -18,6 +18,7 @@ from torch import nn
 
 from laplace_equivariance import distributed
 from laplace_equivariance.curvature.cross_entropy import ReducedRankCrossEntropyGGN
+from laplace_equivariance.curvature.factor_rows import FactorRows
 from laplace_equivariance.curvature.kron import BlockDiagonalKron
 from laplace_equivariance.curvature.monte_carlo import (
     MonteCarloCrossEntropyFisher,
@@ -33,6 +34,7 @@ from laplace_equivariance.curvature.registry import (
     register_with_asdl,
 )
 from laplace_equivariance.curvature.rules import (
+    A_ROWS_ATTR,
     EXTRA_BLOCKS_ATTR,
     KFAC_APPROXIMATIONS,
     RULES,
@@ -305,9 +307,15 @@ class EquivariantKFAC(AsdlGGN):
             kfacs.append([zeros(b, b), a])
         return Kron(kfacs)
 
-    def _get_kron_factors(self, M: int) -> BlockDiagonalKron:
-        """Collect ASDL's factors and the rules' extra blocks, in parameter order."""
-        kfacs = []
+    def _get_kron_factors(self, N: int) -> BlockDiagonalKron:
+        """Collect ASDL's factors and the rules' extra blocks, in parameter order, ``A / N``.
+
+        ``A`` factors are divided by the data set size ``N`` as laplace-torch's
+        ``_rescale_kron_factors`` divides them; the rows that rules leave for block-diagonal
+        ``A`` factors (:data:`~laplace_equivariance.curvature.rules.A_ROWS_ATTR`) by
+        :math:`\sqrt N`.
+        """
+        kfacs, rows = [], []
         for _, name, module in self._parameter_groups():
             stats = getattr(module, "fisher", None)
             if stats is None:
@@ -316,13 +324,19 @@ class EquivariantKFAC(AsdlGGN):
                     "used by the model's forward pass?"
                 )
             if name == "weight":
-                kfacs.append([stats.kron.B, stats.kron.A])
+                a_rows = module.__dict__.get(A_ROWS_ATTR)
+                A = stats.kron.A.mul_(1 / N)  # in place, as laplace-torch's rescaling
+                kfacs.append([stats.kron.B, A])
+                rows.append([None, None if a_rows is None else FactorRows.of(a_rows * N**-0.5, A)])
             elif name in self._bias_names(module):
                 kfacs.append([stats.kron.B.clone()])
+                rows.append([None])
             else:
                 kfacs.append([getattr(module, EXTRA_BLOCKS_ATTR)[name]])
+                rows.append([None])
         for module in self._model.modules():
             module.__dict__.pop(EXTRA_BLOCKS_ATTR, None)
+            module.__dict__.pop(A_ROWS_ATTR, None)
         names = [n for n, p in self._model.named_parameters() if p.requires_grad]
         for name, factors in zip(names, kfacs, strict=True):
             # a NaN or inf entry makes the sum non-finite: one reduction per factor
@@ -331,7 +345,7 @@ class EquivariantKFAC(AsdlGGN):
                     f"Non-finite Kronecker factor for parameter {name!r}: check that layer's "
                     "weights, the model's outputs and the data."
                 )
-        return BlockDiagonalKron(kfacs)
+        return BlockDiagonalKron(kfacs, rows)
 
     @staticmethod
     def _bias_names(module: nn.Module) -> tuple[str, ...]:
@@ -420,7 +434,7 @@ class EquivariantKFAC(AsdlGGN):
         if self.loss_type == LOSS_CROSS_ENTROPY:
             f, y = f.view(-1, f.size(-1)), y.view(-1)
         loss = self.lossfunc(f.detach(), y)
-        kron = self._rescale_kron_factors(self._get_kron_factors(len(y)), N)
+        kron = self._get_kron_factors(N)
         return self.factor * loss, kron
 
     def _accumulate_projected_factors(self, N: int) -> None:

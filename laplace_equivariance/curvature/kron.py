@@ -11,7 +11,9 @@ factor is stored as a 3-D tensor ``(n_blocks, b, b)``, decomposed with one batch
 and applied block by block; the dense ``n_blocks * b`` square matrix is never built (except by
 ``to_matrix``, which is for tests). The eigenvalues of a block-diagonal factor are stored
 flattened, ``(n_blocks * b,)``, which is exactly the spectrum of the dense factor, so
-laplace-torch's own ``logdet`` applies unchanged.
+laplace-torch's own ``logdet`` applies unchanged. While a fit has seen fewer examples than a
+block's size, the block's eigenvalues come from the Gram matrix of its rows
+(:mod:`laplace_equivariance.curvature.factor_rows`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from laplace.utils.matrix import Kron, KronDecomposed
 from laplace.utils.utils import block_diag, kron
 
 from laplace_equivariance.curvature.eigen import LazyEigenvectors, symmetric_eigvalsh
+from laplace_equivariance.curvature.factor_rows import FactorRows
 
 __all__ = ["BlockDiagonalKron", "BlockDiagonalKronDecomposed", "densify"]
 
@@ -46,7 +49,23 @@ class BlockDiagonalKron(Kron):
 
     Everything laplace-torch's ``KronLaplace`` does with the undecomposed factors (sum over
     batches, rescale, decompose) works as in the parent; results keep this class.
+
+    Args:
+        kfacs: Per parameter group, its one or two factors.
+        rows: Per group and factor, the :class:`~laplace_equivariance.curvature.factor_rows.
+            FactorRows` of a block-diagonal factor with fewer rows than its block size, or
+            None; all None if not given. Sums and scalings carry them along while they stay
+            fewer than the block size; :meth:`decompose` takes those factors' eigenvalues from
+            their Gram matrices.
     """
+
+    def __init__(
+        self,
+        kfacs: list[list[torch.Tensor]],
+        rows: list[list[FactorRows | None]] | None = None,
+    ) -> None:
+        super().__init__(kfacs)
+        self.rows = rows if rows is not None else [[None] * len(group) for group in kfacs]
 
     def _check_structure(self, other: Kron) -> None:
         """Raise unless ``other`` has the same groups and factor shapes."""
@@ -58,6 +77,37 @@ class BlockDiagonalKron(Kron):
                     f"Kronecker factor shapes differ: {[tuple(f.shape) for f in mine]} vs "
                     f"{[tuple(f.shape) for f in theirs]}."
                 )
+
+    def _valid_rows(self) -> list[list[FactorRows | None]]:
+        """:attr:`rows`, None where a factor was modified in place since they were taken."""
+        return [
+            [r if r is not None and r.describes(f) else None for f, r in zip(fs, rs, strict=True)]
+            for fs, rs in zip(self.kfacs, self.rows, strict=True)
+        ]
+
+    @staticmethod
+    def _rows_of(other: Kron) -> list[list[FactorRows | None]]:
+        """The rows of ``other``'s factors: its own if it has them; none for a zero factor."""
+        if isinstance(other, BlockDiagonalKron):
+            return other._valid_rows()
+        return [
+            [FactorRows((), f._version) if f.ndim == 3 and not f.any() else None for f in group]
+            for group in other.kfacs
+        ]
+
+    def _summed_rows(
+        self, other: Kron, sums: list[list[torch.Tensor]]
+    ) -> list[list[FactorRows | None]]:
+        """The rows of the factors ``sums`` of this Kron's and ``other``'s, where both have rows."""
+        return [
+            [
+                (mine + theirs).within(total) if mine is not None and theirs is not None else None
+                for mine, theirs, total in zip(my_rows, their_rows, totals, strict=True)
+            ]
+            for my_rows, their_rows, totals in zip(
+                self._valid_rows(), self._rows_of(other), sums, strict=True
+            )
+        ]
 
     def __add__(self, other: Kron) -> BlockDiagonalKron:
         """Add factor by factor, checking that the structures agree.
@@ -72,12 +122,11 @@ class BlockDiagonalKron(Kron):
             ValueError: If ``other`` is not a Kron of the same structure.
         """
         self._check_structure(other)
-        return BlockDiagonalKron(
-            [
-                [a + b for a, b in zip(mine, theirs, strict=True)]
-                for mine, theirs in zip(self.kfacs, other.kfacs, strict=True)
-            ]
-        )
+        sums = [
+            [a + b for a, b in zip(mine, theirs, strict=True)]
+            for mine, theirs in zip(self.kfacs, other.kfacs, strict=True)
+        ]
+        return BlockDiagonalKron(sums, self._summed_rows(other, sums))
 
     __radd__ = __add__
 
@@ -94,9 +143,17 @@ class BlockDiagonalKron(Kron):
             ValueError: If ``other`` is not a Kron of the same structure.
         """
         self._check_structure(other)
+        my_rows, their_rows = self._valid_rows(), self._rows_of(other)
         for mine, theirs in zip(self.kfacs, other.kfacs, strict=True):
             for factor, addend in zip(mine, theirs, strict=True):
                 factor.add_(addend)
+        self.rows = [
+            [
+                (a + b).within(f) if a is not None and b is not None else None
+                for a, b, f in zip(mine, theirs, factors, strict=True)
+            ]
+            for mine, theirs, factors in zip(my_rows, their_rows, self.kfacs, strict=True)
+        ]
         return self
 
     def __mul__(self, scalar: float | torch.Tensor) -> BlockDiagonalKron:
@@ -110,7 +167,15 @@ class BlockDiagonalKron(Kron):
         """
         if isinstance(scalar, (int, float)) and scalar == 1:
             return self
-        return BlockDiagonalKron(super().__mul__(scalar).kfacs)
+        scaled = super().__mul__(scalar).kfacs
+        rows = [
+            [
+                None if r is None else _within(r.scaled(pow(scalar, 1 / len(fs))), f)
+                for r, f in zip(rs, fs, strict=True)
+            ]
+            for rs, fs in zip(self._valid_rows(), scaled, strict=True)
+        ]
+        return BlockDiagonalKron(scaled, rows)
 
     __rmul__ = __mul__
 
@@ -122,7 +187,8 @@ class BlockDiagonalKron(Kron):
         approximation is stock laplace-torch's in type and behaviour (``type(la.H) is
         KronDecomposed``, eigenvectors computed at once, and its ``*`` and ``+``, which drop
         ``damping``). Otherwise the result is a :class:`BlockDiagonalKronDecomposed` whose
-        eigenvalues come from ``eigvalsh`` (one batched call per block-diagonal factor) and
+        eigenvalues come from ``eigvalsh`` (one batched call per block-diagonal factor, on the
+        Gram matrices of its rows where :attr:`rows` has them) and
         whose eigenvectors are a :class:`~laplace_equivariance.curvature.eigen.
         LazyEigenvectors`: the marginal likelihood needs only the eigenvalues, and ``eigh``
         with vectors costs more (:mod:`~laplace_equivariance.curvature.eigen`; measured in
@@ -137,8 +203,8 @@ class BlockDiagonalKron(Kron):
         if not any(factor.ndim == 3 for factors in self.kfacs for factor in factors):
             return super().decompose(damping=damping)
         eigenvalues = [
-            [symmetric_eigvalsh(f).flatten() if f.ndim > 1 else f for f in factors]
-            for factors in self.kfacs
+            [_eigenvalues(f, r) for f, r in zip(factors, rows, strict=True)]
+            for factors, rows in zip(self.kfacs, self._valid_rows(), strict=True)
         ]
         return BlockDiagonalKronDecomposed(
             LazyEigenvectors(self.kfacs), eigenvalues, damping=damping
@@ -167,6 +233,20 @@ class BlockDiagonalKron(Kron):
             dense = [densify(f) for f in factors]
             blocks.append(dense[0] if len(dense) == 1 else kron(dense[0], dense[1]))
         return block_diag(blocks)
+
+
+def _within(rows: FactorRows | None, factor: torch.Tensor) -> FactorRows | None:
+    """``rows`` as the rows of ``factor``, or None."""
+    return None if rows is None else rows.within(factor)
+
+
+def _eigenvalues(factor: torch.Tensor, rows: FactorRows | None) -> torch.Tensor:
+    """A factor's eigenvalues, flattened: from its rows' Gram matrix if it has valid rows."""
+    if factor.ndim == 1:
+        return factor
+    if rows is not None:
+        return rows.eigenvalues(factor).flatten()
+    return symmetric_eigvalsh(factor).flatten()
 
 
 class BlockDiagonalKronDecomposed(KronDecomposed):

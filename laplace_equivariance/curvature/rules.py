@@ -43,6 +43,7 @@ factor can be re-projected with ``phi(omega)`` under autograd
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import ClassVar
@@ -68,6 +69,7 @@ from laplace_equivariance.layers.conv import circular_pad
 from laplace_equivariance.layers.sparse import AnchorBasis, LengthscaleMode
 
 __all__ = [
+    "A_ROWS_ATTR",
     "EXTRA_BLOCKS_ATTR",
     "KFAC_APPROXIMATIONS",
     "KFAC_APPROX_ATTR",
@@ -80,6 +82,12 @@ __all__ = [
 EXTRA_BLOCKS_ATTR = "_kfac_extra_blocks"
 """Module attribute where a rule accumulates the exact blocks of non-weight parameters
 during one ``kron`` call; the backend pops it."""
+
+A_ROWS_ATTR = "_kfac_a_rows"
+"""Module attribute where a rule whose block-diagonal ``A`` is a sum of one outer product per
+example and block leaves, at each forward pass of a ``kron`` call, the rows ``(n_blocks, N, b)``
+of that pass's ``A`` (scaled as ``A``); the backend pops it
+(:mod:`laplace_equivariance.curvature.factor_rows`)."""
 
 UNPROJECTED_ATTR = "_kfac_unprojected"
 """Module attribute where a sparse rule accumulates, during one ``kron`` call, the statistic
@@ -184,12 +192,16 @@ class KroneckerRule(Operation):
         """
         self._raw_in_data = in_data
         setattr(self._module, EXTRA_BLOCKS_ATTR, {})
+        self._module.__dict__.pop(A_ROWS_ATTR, None)
         if self._keeps_statistic(1):
             statistic = self.unprojected_statistic(self._module, in_data) * self._cov_scale
             setattr(self._module, UNPROJECTED_ATTR, statistic)
         elif self._keeps_statistic(0):
             setattr(self._module, UNPROJECTED_ATTR, None)
         super().forward_post_process(in_data, out_data)
+        rows = self._module.__dict__.get(A_ROWS_ATTR)
+        if rows is not None and self._cov_scale != 1:
+            self._module.__dict__[A_ROWS_ATTR] = rows * math.sqrt(self._cov_scale)
 
     def backward_pre_process(self, out_grads: torch.Tensor, vector=None) -> None:
         """Accumulate the extra parameters' exact blocks, then ASDL's ``B``.
@@ -250,10 +262,21 @@ class FactoredInputMapRule(KroneckerRule):
         return in_data.flatten(start_dim=2)
 
     @staticmethod
+    def a_rows(in_data: torch.Tensor) -> torch.Tensor:
+        r"""Rows :math:`x_{nc} / \sqrt C` of ``A``'s blocks, ``(N, C, P) -> (C, N, P)``."""
+        # 1/sqrt(C) on the (N, C, P) operand, not 1/C on the (C, P, P) result: P times less
+        # memory traffic
+        return in_data.transpose(0, 1) / math.sqrt(in_data.shape[1])
+
+    @staticmethod
     def cov_kron_A(module, in_data):
-        r""":math:`\frac1C\,\mathrm{blockdiag}_c \sum_n x_{nc} x_{nc}^\top`, ``(C, P, P)``."""
-        # 1/C on the (N, C, P) operand, not on the (C, P, P) result: P times less memory traffic
-        return torch.einsum("ncp,ncq->cpq", in_data, in_data / in_data.shape[1])
+        r""":math:`\frac1C\,\mathrm{blockdiag}_c \sum_n x_{nc} x_{nc}^\top`, ``(C, P, P)``.
+
+        Leaves the rows in the module's :data:`A_ROWS_ATTR` for the backend.
+        """
+        rows = FactoredInputMapRule.a_rows(in_data)
+        module.__dict__[A_ROWS_ATTR] = rows
+        return rows.mT @ rows
 
     @staticmethod
     def cov_kron_B(module, out_grads):
@@ -359,7 +382,8 @@ class SparseFactoredInputMapRule(FactoredInputMapRule):
         :math:`S_c = \frac1C \sum_n x_{nc} x_{nc}^\top`; the rule's ``A`` is
         :math:`\phi^\top S_c \phi` per block.
         """
-        return FactoredInputMapRule.cov_kron_A(module, in_data.flatten(start_dim=2))
+        rows = FactoredInputMapRule.a_rows(in_data.flatten(start_dim=2))
+        return rows.mT @ rows
 
     @staticmethod
     def preprocess_in_data(module, in_data, out_data):
