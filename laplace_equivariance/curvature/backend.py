@@ -308,7 +308,7 @@ class EquivariantKFAC(AsdlGGN):
         return Kron(kfacs)
 
     def _get_kron_factors(self, N: int) -> BlockDiagonalKron:
-        """Collect ASDL's factors and the rules' extra blocks, in parameter order, ``A / N``.
+        r"""Collect ASDL's factors and the rules' extra blocks, in parameter order, ``A / N``.
 
         ``A`` factors are divided by the data set size ``N`` as laplace-torch's
         ``_rescale_kron_factors`` divides them; the rows that rules leave for block-diagonal

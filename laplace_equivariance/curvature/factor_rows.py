@@ -24,7 +24,6 @@ ranks) no longer matches its rows, and its eigenvalues then come from the factor
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -81,21 +80,12 @@ class FactorRows:
         """Whether ``factor`` is unchanged since these rows were taken for it."""
         return factor._version == self.version
 
-    def scaled(self, scale: float | torch.Tensor) -> FactorRows | None:
-        """The rows of the factor times ``scale`` (version to be set by :meth:`within`).
+    def scaled(self, scale: float | torch.Tensor) -> FactorRows:
+        """The rows of the factor times ``scale >= 0``: rows times ``sqrt(scale)``.
 
-        Returns:
-            Rows times ``sqrt(scale)``, or None for a scale that is not a non-negative real.
+        The version is the old one: :meth:`within` sets that of the scaled factor.
         """
-        if isinstance(scale, torch.Tensor):
-            if scale.numel() != 1 or scale.is_complex() or bool(scale < 0):
-                return None
-            root = scale.sqrt()
-        elif isinstance(scale, (int, float)) and scale >= 0:
-            root = math.sqrt(scale)
-        else:
-            return None
-        return FactorRows(tuple(chunk * root for chunk in self.chunks), self.version)
+        return FactorRows(tuple(chunk * scale**0.5 for chunk in self.chunks), self.version)
 
     def __add__(self, other: FactorRows) -> FactorRows:
         """The rows of the sum of two factors: both sets (version to be set by :meth:`within`)."""

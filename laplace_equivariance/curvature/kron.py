@@ -170,7 +170,7 @@ class BlockDiagonalKron(Kron):
         scaled = super().__mul__(scalar).kfacs
         rows = [
             [
-                None if r is None else _within(r.scaled(pow(scalar, 1 / len(fs))), f)
+                None if r is None else r.scaled(pow(scalar, 1 / len(fs))).within(f)
                 for r, f in zip(rs, fs, strict=True)
             ]
             for rs, fs in zip(self._valid_rows(), scaled, strict=True)
@@ -233,11 +233,6 @@ class BlockDiagonalKron(Kron):
             dense = [densify(f) for f in factors]
             blocks.append(dense[0] if len(dense) == 1 else kron(dense[0], dense[1]))
         return block_diag(blocks)
-
-
-def _within(rows: FactorRows | None, factor: torch.Tensor) -> FactorRows | None:
-    """``rows`` as the rows of ``factor``, or None."""
-    return None if rows is None else rows.within(factor)
 
 
 def _eigenvalues(factor: torch.Tensor, rows: FactorRows | None) -> torch.Tensor:

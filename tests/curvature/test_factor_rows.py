@@ -1,0 +1,155 @@
+"""Eigenvalues of low-rank block-diagonal factors from the Gram matrices of their rows (float64).
+
+Each case compares with ``torch.linalg.eigvalsh`` of the factor itself; eigenvalues that are
+zero in exact arithmetic come out of the dense route as rounding noise of order
+``1e-15 * max``, hence the absolute tolerance relative to the largest eigenvalue.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from laplace.utils.matrix import Kron
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from laplace_equivariance.curvature import kron as kron_module
+from laplace_equivariance.curvature.factor_rows import FactorRows
+from laplace_equivariance.curvature.kron import BlockDiagonalKron
+from laplace_equivariance.layers import FactoredLinear2d
+from tests.curvature.test_backend import kron_laplace
+from tests.curvature.test_kron import spd
+
+
+def rows_and_factor(n_blocks: int = 3, m: int = 5, b: int = 8):
+    rows = torch.randn(n_blocks, m, b, dtype=torch.float64)
+    return rows, rows.mT @ rows
+
+
+def assert_spectrum(values: torch.Tensor, factor: torch.Tensor) -> None:
+    """``values`` (flattened, block after block) equal ``factor``'s eigenvalues."""
+    expected = torch.linalg.eigvalsh(factor).clamp(min=0).flatten()
+    scale = expected.abs().max()
+    torch.testing.assert_close(values, expected, rtol=0, atol=1e-12 * scale)
+
+
+def low_rank_kron(m: int = 5) -> BlockDiagonalKron:
+    """One group ``[B, A]`` with a block-diagonal ``A`` of rank ``m`` per 8x8 block."""
+    rows, factor = rows_and_factor(m=m)
+    return BlockDiagonalKron([[spd(2, 2), factor]], [[None, FactorRows.of(rows, factor)]])
+
+
+def test_gram_eigenvalues_equal_the_factors_and_pad_with_zeros():
+    rows, factor = rows_and_factor()
+    values = FactorRows.of(rows, factor).eigenvalues(factor)
+    assert values.shape == (3, 8)
+    assert torch.all(values[:, :3] == 0)
+    assert_spectrum(values.flatten(), factor)
+
+
+def test_rows_as_many_as_the_block_size_are_not_kept():
+    rows, factor = rows_and_factor(m=8)
+    assert FactorRows.of(rows, factor) is None
+
+
+def test_rows_of_another_shape_are_refused():
+    rows, factor = rows_and_factor()
+    with pytest.raises(ValueError, match=r"\(n_blocks, m, b\)"):
+        FactorRows.of(rows[:2], factor)
+
+
+def test_decompose_takes_low_rank_blocks_from_their_gram_matrices(monkeypatch):
+    shapes, original = [], kron_module.symmetric_eigvalsh
+
+    def recording(matrix):
+        shapes.append(tuple(matrix.shape))
+        return original(matrix)
+
+    monkeypatch.setattr(kron_module, "symmetric_eigvalsh", recording)
+    kron = low_rank_kron()
+    decomposed = kron.decompose()
+    assert (3, 8, 8) not in shapes, "the 8x8 blocks have rank 5: their 5x5 Gram matrices do"
+    assert_spectrum(decomposed.eigenvalues[0][1], kron.kfacs[0][1])
+
+
+def test_sums_keep_the_rows_of_both_while_fewer_than_the_block_size():
+    first, second = low_rank_kron(m=3), low_rank_kron(m=4)
+    total = first + second
+    assert total.rows[0][1].count == 7
+    assert_spectrum(total.decompose().eigenvalues[0][1], total.kfacs[0][1])
+    assert (total + low_rank_kron(m=1)).rows[0][1] is None, "8 rows for blocks of 8"
+
+
+def test_in_place_sum_onto_the_zero_initial_kron_keeps_the_rows():
+    """``KronLaplace.fit``: ``H = Kron(zeros); H += batch`` batch after batch."""
+    batch = low_rank_kron()
+    H = Kron([[torch.zeros_like(f) for f in group] for group in batch.kfacs])
+    H += batch
+    H += low_rank_kron(m=2)
+    assert isinstance(H, BlockDiagonalKron)
+    assert H.rows[0][1].count == 7
+    assert_spectrum(H.decompose().eigenvalues[0][1], H.kfacs[0][1])
+
+
+def test_a_nonzero_stock_kron_contributes_unknown_rows():
+    batch = low_rank_kron()
+    other = Kron([[spd(2, 2), spd(3, 8, 8)]])
+    total = other + batch
+    assert total.rows[0][1] is None
+    assert_spectrum(total.decompose().eigenvalues[0][1], total.kfacs[0][1])
+
+
+@pytest.mark.parametrize("scalar", [0.25, torch.tensor(0.25, dtype=torch.float64)])
+def test_scaling_scales_the_rows(scalar):
+    scaled = low_rank_kron() * scalar
+    assert scaled.rows[0][1] is not None
+    assert_spectrum(scaled.decompose().eigenvalues[0][1], scaled.kfacs[0][1])
+
+
+def test_a_factor_changed_in_place_is_decomposed_from_itself():
+    """laplace-torch rescales ``A`` in place for ``fit(override=False)``; the rows then lie."""
+    kron = low_rank_kron()
+    kron.kfacs[0][1].mul_(3.0)
+    assert kron._valid_rows()[0][1] is None
+    assert_spectrum(kron.decompose().eigenvalues[0][1], kron.kfacs[0][1])
+
+
+def ffc_fit(n: int, **fit_kwargs):
+    """An F-FC network on 1x8x8 maps: the input map's ``A`` has one 64x64 block."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        FactoredLinear2d(1, 2, (8, 8), (2, 2)), nn.ReLU(), nn.Flatten(), nn.Linear(8, 3)
+    ).double()
+    x = torch.randn(n, 1, 8, 8, dtype=torch.float64)
+    y = torch.randint(0, 3, (n,))
+    la = kron_laplace(model)
+    la.fit(DataLoader(TensorDataset(x, y), batch_size=4), **fit_kwargs)
+    return la
+
+
+def test_a_fit_on_fewer_examples_than_positions_keeps_the_input_maps_rows():
+    la = ffc_fit(10)
+    factor = la.H_facs.kfacs[0][1]
+    assert factor.shape == (1, 64, 64)
+    assert la.H_facs._valid_rows()[0][1].count == 10
+    assert_spectrum(la.H.eigenvalues[0][1], factor)
+
+
+def test_the_marginal_likelihood_is_that_of_the_dense_eigenvalues():
+    la = ffc_fit(10)
+    gram = la.log_marginal_likelihood(torch.tensor(2.0, dtype=torch.float64))
+    la.H = BlockDiagonalKron(la.H_facs.kfacs).decompose(damping=la.damping)
+    dense = la.log_marginal_likelihood(torch.tensor(2.0, dtype=torch.float64))
+    torch.testing.assert_close(gram, dense, rtol=1e-12, atol=1e-10)
+
+
+def test_a_fit_on_as_many_examples_as_positions_keeps_no_rows():
+    la = ffc_fit(64)
+    assert la.H_facs._valid_rows()[0][1] is None
+
+
+def test_an_accumulated_fit_is_decomposed_from_the_factors():
+    la = ffc_fit(8)
+    x = torch.randn(6, 1, 8, 8, dtype=torch.float64)
+    la.fit(DataLoader(TensorDataset(x, torch.randint(0, 3, (6,))), batch_size=3), override=False)
+    assert_spectrum(la.H.eigenvalues[0][1], la.H_facs.kfacs[0][1])
