@@ -133,9 +133,31 @@ def _reduces(module: nn.Module) -> bool:
     return module.__dict__.get(KFAC_APPROX_ATTR) == "reduce"
 
 
+SYMMETRIC_PRODUCT_SIZE = 512
+"""From this ``d`` on, :func:`outer_sum` computes three of the four ``d/2`` blocks of
+``R^T R`` and mirrors the fourth: a quarter fewer flops (BLAS has no symmetric product in
+torch), 20-30% less time at ``d = 1024`` on CPU (the first F-FC output map's ``B``)."""
+
+
 def outer_sum(rows: torch.Tensor) -> torch.Tensor:
-    r""":math:`\sum_i r_i r_i^\top` for ``rows`` of shape ``(n, d)``; a fresh ``(d, d)`` tensor."""
-    return rows.T @ rows
+    r""":math:`\sum_i r_i r_i^\top` for ``rows`` of shape ``(n, d)``; a fresh ``(d, d)`` tensor.
+
+    Symmetric: for ``d >=`` :data:`SYMMETRIC_PRODUCT_SIZE` the lower off-diagonal block is the
+    transpose of the upper one instead of a product of its own (written in place, so only
+    where autograd does not record: under autograd, as for the lengthscale derivative of
+    :mod:`~laplace_equivariance.curvature.differentiable`, the plain product).
+    """
+    d = rows.shape[1]
+    if d < SYMMETRIC_PRODUCT_SIZE or (rows.requires_grad and torch.is_grad_enabled()):
+        return rows.T @ rows
+    h = d // 2
+    top, bottom = rows[:, :h], rows[:, h:]
+    product = rows.new_empty(d, d)
+    torch.mm(top.T, top, out=product[:h, :h])
+    torch.mm(top.T, bottom, out=product[:h, h:])
+    product[h:, :h] = product[:h, h:].T
+    torch.mm(bottom.T, bottom, out=product[h:, h:])
+    return product
 
 
 class KroneckerRule(Operation):
@@ -305,7 +327,7 @@ class FactoredOutputMapRule(KroneckerRule):
     @staticmethod
     def cov_kron_B(module, out_grads):
         r""":math:`\sum_{n,c'} g_{nc'} g_{nc'}^\top` over output positions, ``(Q, Q)``."""
-        return torch.einsum("noq,nor->qr", out_grads, out_grads)
+        return outer_sum(out_grads.reshape(-1, out_grads.shape[-1]))
 
     @staticmethod
     def bias_names(module) -> tuple[str, ...]:

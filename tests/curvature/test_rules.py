@@ -13,7 +13,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from laplace_equivariance.curvature.rules import circular_patch_covariance
+from laplace_equivariance.curvature.rules import (
+    SYMMETRIC_PRODUCT_SIZE,
+    circular_patch_covariance,
+    outer_sum,
+)
 from laplace_equivariance.layers import (
     CircularConv2d,
     FactoredLinear2d,
@@ -204,3 +208,19 @@ def test_p4_group_convolutions(pointwise, device):
     assert_close(A, rows.T @ rows / (4 * 16 * N))
     assert_close(B, torch.einsum("nsopstp->ot", G.view(N, 4, c_out, 16, 4, c_out, 16)))
     assert_close(groups[f"{prefix}.bias"][0], B)
+
+
+@pytest.mark.parametrize("d", [SYMMETRIC_PRODUCT_SIZE - 1, SYMMETRIC_PRODUCT_SIZE + 1])
+def test_outer_sum_by_symmetric_blocks_equals_the_plain_product(d, device):
+    """Below and above the size where three blocks replace the full product (odd split)."""
+    rows = torch.randn(37, d, dtype=torch.float64, device=device)
+    torch.testing.assert_close(outer_sum(rows), rows.T @ rows, rtol=1e-12, atol=1e-12)
+
+
+def test_outer_sum_under_autograd_is_differentiable(device):
+    rows = torch.randn(9, SYMMETRIC_PRODUCT_SIZE, dtype=torch.float64, device=device)
+    rows.requires_grad_(True)
+    weights = torch.randn(SYMMETRIC_PRODUCT_SIZE, SYMMETRIC_PRODUCT_SIZE, dtype=torch.float64)
+    (grad,) = torch.autograd.grad((outer_sum(rows) * weights.to(device)).sum(), rows)
+    expected = rows.detach() @ (weights + weights.T).to(device)
+    torch.testing.assert_close(grad, expected, rtol=1e-12, atol=1e-12)
