@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from typing import Any
 
 import torch
 
+import laplace_equivariance
 from laplace_equivariance.cli import device_name
 
 
@@ -30,10 +32,33 @@ def benchmark_parser(doc: str) -> argparse.ArgumentParser:
     return arguments
 
 
+def package_commit() -> str:
+    """The git commit of the imported ``laplace_equivariance`` (``+dirty`` with local changes),
+    or ``"unknown"`` outside a git checkout."""
+    folder = Path(laplace_equivariance.__file__).resolve().parent
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        changes = subprocess.run(
+            ["git", "-C", str(folder), "status", "--porcelain", "--", "."],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("+dirty" if changes else "")
+
+
 def environment(script: str, device: str) -> dict[str, Any]:
-    """The command that reproduces the run, the machine and the versions."""
+    """The command that reproduces the run, the code it ran, the machine and the versions."""
     return {
         "command": " ".join(["python", script, *sys.argv[1:]]),
+        "package_commit": package_commit(),
         "device": device_name(device),
         "cpu_threads": torch.get_num_threads(),
         "torch": torch.__version__,

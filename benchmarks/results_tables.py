@@ -592,8 +592,9 @@ def render_speed() -> str:
             "The Kron fit in training epochs",
             [r],
             f"Batch {r['batch']}, N random 3x32x32 inputs, 10 classes, alpha {r['alpha']}, "
-            "float32: one training epoch over the N examples, then the second of two "
-            "EquivariantKFAC fits over them. The fit decomposes the factors into eigenvalues "
+            f"float32: the median of {r['repeats']} training epochs over the N examples, and "
+            f"of {r['repeats']} EquivariantKFAC fits over them after a warm-up fit (each fit's "
+            "time in the JSON). The fit decomposes the factors into eigenvalues "
             "(timed apart too) and leaves the eigenvectors to the first use that needs them "
             "(the predictive; the marginal likelihood does not), timed on their own. "
             "Targets: exact GGN <= 5 epochs, Monte-Carlo Fisher <= 2, already at N = 512.",
