@@ -510,6 +510,41 @@ def _speed_section(title: str, reports: list[dict], about: str, table: str) -> s
     return "\n".join([f"## {title}", "", about, "", "; ".join(runs), "", table])
 
 
+def _before_after_section() -> str:
+    """The fit of F-FC+CONV before and after a change, from alternating runs in one session."""
+    folder = RESULTS / "fit_over_epoch-before-after"
+    runs = sorted(
+        folder.glob("*.json"), key=lambda p: (p.stem.split("-")[1], not p.stem.startswith("before"))
+    )
+    reports = [(p.stem, json.loads(p.read_text())) for p in runs]
+    before = next(r["package_commit"] for name, r in reports if name.startswith("before"))
+    return _speed_section(
+        "The Kron fit before and after, alternating runs",
+        [reports[0][1]],
+        "F-FC+CONV at N = 512 as in the section above, run four times in one session, "
+        f"alternating the package at commit {before} (from a worktree, "
+        f"`git worktree add /tmp/before {before}`, run as `PYTHONPATH=/tmp/before python "
+        "benchmarks/fit_over_epoch.py --n 512 --models f-fc+conv --out ...`) with the current "
+        "one: the fits' seconds compare across runs, the epoch on this shared machine moves "
+        "by 20% between runs and with it every ratio.",
+        _table(
+            ["run", "code", "epoch", "exact GGN fit", "MC Fisher fit", "eigenvalues"],
+            [
+                [
+                    name,
+                    r["package_commit"],
+                    f"{row['epoch_s']:.2f} s",
+                    f"{row['exact']['fit_s']:.2f} s, {row['exact']['fit_over_epoch']:.1f}x",
+                    f"{row['mc']['fit_s']:.2f} s, {row['mc']['fit_over_epoch']:.1f}x",
+                    f"{row['exact']['eigenvalues_s']:.2f} s",
+                ]
+                for name, r in reports
+                for row in r["rows"]
+            ],
+        ),
+    )
+
+
 def render_speed() -> str:
     """The whole of docs/speed.md."""
     sections = []
@@ -627,6 +662,7 @@ def render_speed() -> str:
             ),
         )
     )
+    sections.append(_before_after_section())
     r = _load("layer_speed-cpu.json")
     sections.append(
         _speed_section(

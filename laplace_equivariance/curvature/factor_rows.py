@@ -35,11 +35,11 @@ __all__ = ["FactorRows"]
 
 @dataclass(frozen=True)
 class FactorRows:
-    """Rows ``R`` with ``factor = R^T R`` (per block), valid while ``factor`` is unchanged.
+    r"""Rows ``R`` with ``factor = R^T R`` (per block), valid while ``factor`` is unchanged.
 
     Args:
         chunks: Row blocks, each ``(n_blocks, m_i, b)`` for a block-diagonal factor
-            ``(n_blocks, b, b)``; the factor is :math:`\\sum_i R_i^\\top R_i` per block. No
+            ``(n_blocks, b, b)``; the factor is :math:`\sum_i R_i^\top R_i` per block. No
             chunks: the factor is zero.
         version: ``factor._version`` at which the rows describe it.
     """
