@@ -483,6 +483,10 @@ class EquivariantKFAC(AsdlGGN):
             factors = [f for group in la.H_facs.kfacs for f in group]
             statistics = [record.statistic for record in self.projected_factors.values()]
             distributed.all_reduce_sum([loss, *factors, *statistics])
+            # collectives write the factors without bumping their versions: the rows of this
+            # rank's examples would pass for those of the sum
+            if isinstance(la.H_facs, BlockDiagonalKron):
+                la.H_facs = la.H_facs.without_rows()
             la.loss = loss
             la.H = la.H_facs.decompose(damping=la.damping)
         if previous is not None:

@@ -18,8 +18,10 @@ needs, still come from the factor itself (:mod:`laplace_equivariance.curvature.e
 
 :class:`FactorRows` holds the rows of one factor together with the factor's version
 (``Tensor._version``) when they were known to describe it: a factor modified in place by
-anything else (laplace-torch's rescaling for ``fit(override=False)``, an all-reduce across
-ranks) no longer matches its rows, and its eigenvalues then come from the factor.
+anything else (laplace-torch's rescaling for ``fit(override=False)``) no longer matches its
+rows, and its eigenvalues then come from the factor. ``torch.distributed`` collectives write
+tensors without bumping their versions: after summing the factors over ranks the backend
+drops the rows (:meth:`~laplace_equivariance.curvature.kron.BlockDiagonalKron.without_rows`).
 """
 
 from __future__ import annotations

@@ -78,6 +78,11 @@ class BlockDiagonalKron(Kron):
                     f"{[tuple(f.shape) for f in theirs]}."
                 )
 
+    def without_rows(self) -> BlockDiagonalKron:
+        """The same factors (shared, not copied) with no rows: for changes to the factors
+        that bypass ``Tensor._version``, such as ``torch.distributed`` collectives."""
+        return BlockDiagonalKron(self.kfacs)
+
     def _valid_rows(self) -> list[list[FactorRows | None]]:
         """:attr:`rows`, None where a factor was modified in place since they were taken."""
         return [
