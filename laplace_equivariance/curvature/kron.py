@@ -79,8 +79,11 @@ class BlockDiagonalKron(Kron):
                 )
 
     def without_rows(self) -> BlockDiagonalKron:
-        """The same factors (shared, not copied) with no rows: for changes to the factors
-        that bypass ``Tensor._version``, such as ``torch.distributed`` collectives."""
+        """The same factors (shared, not copied) with no rows.
+
+        For changes to the factors that bypass ``Tensor._version``, such as
+        ``torch.distributed`` collectives.
+        """
         return BlockDiagonalKron(self.kfacs)
 
     def _valid_rows(self) -> list[list[FactorRows | None]]:
