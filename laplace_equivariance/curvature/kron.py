@@ -103,18 +103,22 @@ class BlockDiagonalKron(Kron):
             for group in other.kfacs
         ]
 
+    @staticmethod
     def _summed_rows(
-        self, other: Kron, sums: list[list[torch.Tensor]]
+        first: list[list[FactorRows | None]],
+        second: list[list[FactorRows | None]],
+        sums: list[list[torch.Tensor]],
     ) -> list[list[FactorRows | None]]:
-        """The rows of the factors ``sums`` of this Kron's and ``other``'s, where both have rows."""
+        """Rows of the summed factors ``sums``, where both addends had rows.
+
+        ``first`` and ``second`` are the addends' rows, taken before the sum.
+        """
         return [
             [
-                (mine + theirs).within(total) if mine is not None and theirs is not None else None
-                for mine, theirs, total in zip(my_rows, their_rows, totals, strict=True)
+                (a + b).within(total) if a is not None and b is not None else None
+                for a, b, total in zip(a_rows, b_rows, totals, strict=True)
             ]
-            for my_rows, their_rows, totals in zip(
-                self._valid_rows(), self._rows_of(other), sums, strict=True
-            )
+            for a_rows, b_rows, totals in zip(first, second, sums, strict=True)
         ]
 
     def __add__(self, other: Kron) -> BlockDiagonalKron:
@@ -134,7 +138,8 @@ class BlockDiagonalKron(Kron):
             [a + b for a, b in zip(mine, theirs, strict=True)]
             for mine, theirs in zip(self.kfacs, other.kfacs, strict=True)
         ]
-        return BlockDiagonalKron(sums, self._summed_rows(other, sums))
+        rows = self._summed_rows(self._valid_rows(), self._rows_of(other), sums)
+        return BlockDiagonalKron(sums, rows)
 
     __radd__ = __add__
 
@@ -155,13 +160,7 @@ class BlockDiagonalKron(Kron):
         for mine, theirs in zip(self.kfacs, other.kfacs, strict=True):
             for factor, addend in zip(mine, theirs, strict=True):
                 factor.add_(addend)
-        self.rows = [
-            [
-                (a + b).within(f) if a is not None and b is not None else None
-                for a, b, f in zip(mine, theirs, factors, strict=True)
-            ]
-            for mine, theirs, factors in zip(my_rows, their_rows, self.kfacs, strict=True)
-        ]
+        self.rows = self._summed_rows(my_rows, their_rows, self.kfacs)
         return self
 
     def __mul__(self, scalar: float | torch.Tensor) -> BlockDiagonalKron:
