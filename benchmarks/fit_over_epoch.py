@@ -9,7 +9,11 @@ the data) at the paper's width (alpha=10 unless ``--alpha`` says otherwise), in 
    one-time allocations), then the median of ``--repeats`` fits; the decomposition inside the
    last (eigenvalues only) timed apart, then the eigenvectors, which ``fit`` leaves to the
    first use that needs them (the predictive, not the marginal likelihood), timed on their own;
-3. the same with the Monte-Carlo Fisher (one sample).
+3. the same with the Monte-Carlo Fisher (one sample);
+4. the floor of each fit (issue 20): the forward pass over the N examples and the fit's
+   backward passes (classes - 1 for the exact GGN, one for the Monte-Carlo Fisher) through the
+   graph the fit records (activations only, from the logits to the first layer's output), with
+   no curvature computed: the median of ``--repeats`` after a warm-up.
 
 Targets: exact-GGN fit <= 5 epochs, Monte-Carlo Fisher fit <= 2 epochs, at N=512 already.
 
@@ -29,6 +33,10 @@ from kfac_speed import epoch_seconds, fit_seconds, loader, synchronise
 from report import benchmark_parser, environment, write
 
 from laplace_equivariance import EquivariantKFAC, models
+from laplace_equivariance.curvature.backend import _activation_graph_only
+
+N_CLASSES = 10
+"""Classes of the random labels (the paper's data sets have 10)."""
 
 TARGETS = {"exact": 5.0, "mc": 2.0}
 """Fit time over epoch time that issue 20 asks for, per curvature."""
@@ -37,6 +45,29 @@ TARGETS = {"exact": 5.0, "mc": 2.0}
 def median_epoch(model, data, device: str, repeats: int) -> float:
     """Median seconds of ``repeats`` training epochs (each after its own warm-up batch)."""
     return statistics.median(epoch_seconds(model, data, device) for _ in range(repeats))
+
+
+def floor_seconds(model, data, device: str, passes: int) -> float:
+    """Seconds of the forward pass and ``passes`` backward passes per batch, no curvature.
+
+    The graph is the one the fit records (``EquivariantKFAC`` runs the model under
+    ``_activation_graph_only``); each pass back-propagates a random vector from the logits.
+    """
+    synchronise(device)
+    start = time.perf_counter()
+    for x, _ in data:
+        with _activation_graph_only(model):
+            logits = model(x)
+        for k in range(passes):
+            logits.backward(torch.randn_like(logits), retain_graph=k < passes - 1)
+    synchronise(device)
+    return time.perf_counter() - start
+
+
+def median_floor(model, data, device: str, repeats: int, passes: int) -> float:
+    """Median of ``repeats`` :func:`floor_seconds` after a warm-up."""
+    floor_seconds(model, data, device, passes)
+    return statistics.median(floor_seconds(model, data, device, passes) for _ in range(repeats))
 
 
 def median_fit(model, data, device: str, repeats: int, **backend_kwargs) -> dict:
@@ -82,20 +113,28 @@ def main() -> None:
     for name in args.models:
         for n in args.n:
             torch.manual_seed(0)
-            model = models.build(name, (3, 32, 32), 10, args.alpha).to(args.device)
+            model = models.build(name, (3, 32, 32), N_CLASSES, args.alpha).to(args.device)
             data = loader(n, args.batch, args.device)
             epoch = median_epoch(model, data, args.device, args.repeats)
             row = {"model": name, "n": n, "epoch_s": epoch}
-            for curvature, kwargs in (("exact", {}), ("mc", {"stochastic": True})):
+            curvatures = (("exact", {}, N_CLASSES - 1), ("mc", {"stochastic": True}, 1))
+            for curvature, kwargs, passes in curvatures:
                 fit = median_fit(model, data, args.device, args.repeats, **kwargs)
-                row[curvature] = fit | {"fit_over_epoch": fit["fit_s"] / row["epoch_s"]}
+                floor = median_floor(model, data, args.device, args.repeats, passes)
+                row[curvature] = fit | {
+                    "fit_over_epoch": fit["fit_s"] / epoch,
+                    "backward_passes": passes,
+                    "floor_s": floor,
+                    "floor_over_epoch": floor / epoch,
+                }
             report["rows"].append(row)
             exact, mc = row["exact"], row["mc"]
             print(
                 f"{name} N={n}: epoch {row['epoch_s']:.2f} s, exact fit "
                 f"{exact['fit_over_epoch']:.1f}x (eigenvalues {exact['eigenvalues_s']:.2f} s; "
                 f"eigenvectors later {exact['eigenvectors_s']:.2f} s), MC fit "
-                f"{mc['fit_over_epoch']:.1f}x",
+                f"{mc['fit_over_epoch']:.1f}x; floors (forward and backward passes only): exact "
+                f"{exact['floor_over_epoch']:.1f}x, MC {mc['floor_over_epoch']:.1f}x",
                 flush=True,
             )
             write(report, args.out)

@@ -160,6 +160,28 @@ def outer_sum(rows: torch.Tensor) -> torch.Tensor:
     return product
 
 
+BATCHED_GRAM_MIN_POSITIONS = 64
+"""From this many positions on (and no fewer positions than channels),
+:func:`outer_sum_over_positions` sums per-map Gram matrices instead of multiplying the
+transposed rows: 1.2-5x faster on CPU for ``(128, C, P)`` with ``P >= 64`` (no transposing
+copy), up to 10x slower for ``P <= 16`` (many tiny products)."""
+
+
+def outer_sum_over_positions(maps: torch.Tensor) -> torch.Tensor:
+    r""":math:`\sum_{b,p} m_{bp} m_{bp}^\top` for ``maps`` of shape ``(B, C, P)``; ``(C, C)``.
+
+    The vectors :math:`m_{bp} = m(b, :, p)` are strided in ``maps`` (channels before
+    positions, as convolutions lay them out). With at least
+    :data:`BATCHED_GRAM_MIN_POSITIONS` positions and no more channels than positions it is
+    :math:`\sum_b M_b M_b^\top` (one batched product, ``(B, C, C)`` intermediate, no larger
+    than ``maps``), else :func:`outer_sum` of the transposed rows ``(B P, C)`` (a copy).
+    """
+    channels, positions = maps.shape[1:]
+    if positions >= max(BATCHED_GRAM_MIN_POSITIONS, channels):
+        return torch.bmm(maps, maps.mT).sum(dim=0)
+    return outer_sum(maps.transpose(1, 2).flatten(end_dim=1))
+
+
 class KroneckerRule(Operation):
     """ASDL operation for one custom module: weight factors plus exact extra blocks.
 
@@ -565,7 +587,7 @@ class CircularConv2dRule(KroneckerRule):
         """
         if _reduces(module):
             return outer_sum(out_grads.sum(dim=2))
-        return outer_sum(out_grads.transpose(1, 2).flatten(end_dim=1))
+        return outer_sum_over_positions(out_grads)
 
 
 class SparseCircularConv2dRule(CircularConv2dRule):
@@ -602,8 +624,7 @@ class SparseCircularConv2dRule(CircularConv2dRule):
         """
         if _reduces(module):
             return outer_sum(in_data.mean(dim=2))
-        rows = in_data.transpose(1, 2).flatten(end_dim=1)
-        return outer_sum(rows) / in_data.shape[2]
+        return outer_sum_over_positions(in_data) / in_data.shape[2]
 
     @staticmethod
     def extra_blocks(module, in_data, out_grads) -> dict:
@@ -660,8 +681,9 @@ class P4ConvRule(KroneckerRule):
         """
         if _reduces(module):
             return outer_sum(in_data.mean(dim=(1, 3)))
-        rows = in_data.permute(0, 1, 3, 2).flatten(end_dim=2)
-        return outer_sum(rows) / (N_ROTATIONS * in_data.shape[-1])
+        return outer_sum_over_positions(in_data.flatten(end_dim=1)) / (
+            N_ROTATIONS * in_data.shape[-1]
+        )
 
     @staticmethod
     def cov_kron_B(module, out_grads):
@@ -672,7 +694,7 @@ class P4ConvRule(KroneckerRule):
         """
         if _reduces(module):
             return outer_sum(out_grads.sum(dim=(1, 3)))
-        return outer_sum(out_grads.permute(0, 1, 3, 2).flatten(end_dim=2))
+        return outer_sum_over_positions(out_grads.flatten(end_dim=1))
 
 
 RULES: dict[type, type[KroneckerRule]] = {

@@ -14,9 +14,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from laplace_equivariance.curvature.rules import (
+    BATCHED_GRAM_MIN_POSITIONS,
     SYMMETRIC_PRODUCT_SIZE,
     circular_patch_covariance,
     outer_sum,
+    outer_sum_over_positions,
 )
 from laplace_equivariance.layers import (
     CircularConv2d,
@@ -131,8 +133,8 @@ def unfolded_circular_patches(x: torch.Tensor, kernel_size: int) -> torch.Tensor
 
 @pytest.mark.parametrize(
     "size, kernel_size",
-    [((4, 4), 3), ((2, 2), 3), ((3, 5), 5), ((4, 4), 1)],
-    ids=["4x4-k3", "2x2-k3-pad-wraps-twice", "3x5-k5", "4x4-k1"],
+    [((4, 4), 3), ((2, 2), 3), ((3, 5), 5), ((4, 4), 1), ((8, 8), 3)],
+    ids=["4x4-k3", "2x2-k3-pad-wraps-twice", "3x5-k5", "4x4-k1", "8x8-k3-B-by-batched-grams"],
 )
 def test_circular_conv(size, kernel_size, device):
     """A from the channels' circular cross-correlations equals unfolded patches' A."""
@@ -224,3 +226,19 @@ def test_outer_sum_under_autograd_is_differentiable(device):
     (grad,) = torch.autograd.grad((outer_sum(rows) * weights.to(device)).sum(), rows)
     expected = rows.detach() @ (weights + weights.T).to(device)
     torch.testing.assert_close(grad, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "channels, positions",
+    [
+        (3, BATCHED_GRAM_MIN_POSITIONS),
+        (5, BATCHED_GRAM_MIN_POSITIONS - 1),
+        (BATCHED_GRAM_MIN_POSITIONS + 1, BATCHED_GRAM_MIN_POSITIONS),
+    ],
+    ids=["batched-grams", "too-few-positions", "more-channels-than-positions"],
+)
+def test_outer_sum_over_positions_equals_the_sum_over_every_vector(channels, positions, device):
+    """Both ways (per-map Gram matrices, or transposed rows) give the literal double sum."""
+    maps = torch.randn(6, channels, positions, dtype=torch.float64, device=device)
+    expected = sum(torch.outer(m[:, p], m[:, p]) for m in maps for p in range(positions))
+    torch.testing.assert_close(outer_sum_over_positions(maps), expected, rtol=1e-12, atol=1e-12)
