@@ -325,7 +325,11 @@ class FactoredInputMapRule(KroneckerRule):
     @staticmethod
     def cov_kron_B(module, out_grads):
         r""":math:`\sum_{n,c} g_{n\cdot c} g_{n\cdot c}^\top` over ``h(c', c)``, ``(C', C')``."""
-        return torch.einsum("noc,npc->op", out_grads, out_grads)
+        # the gradient of h comes back as (C', C, N) memory (apply_output_map), so the
+        # (C', C N) matrix of its rows' columns is a view; outer_sum's symmetric blocks from
+        # C' = 512 on
+        columns = out_grads.permute(1, 2, 0).reshape(out_grads.shape[1], -1)
+        return outer_sum(columns.T)
 
 
 class FactoredOutputMapRule(KroneckerRule):
@@ -344,7 +348,10 @@ class FactoredOutputMapRule(KroneckerRule):
     @staticmethod
     def cov_kron_A(module, in_data):
         r"""``(1/C') blockdiag_c' sum_n h_c' h_c'^T``, shape ``(C', C, C)``."""
-        return torch.einsum("noc,nod->ocd", in_data, in_data / in_data.shape[1])
+        # (C', C, N): a strided view of the (C, C', N) memory that apply_input_map leaves,
+        # so each block is one product of plain matrices (einsum copied them first)
+        rows = in_data.permute(1, 2, 0)
+        return torch.bmm(rows, rows.mT).div_(in_data.shape[1])
 
     @staticmethod
     def cov_kron_B(module, out_grads):
@@ -641,6 +648,41 @@ class SparseCircularConv2dRule(CircularConv2dRule):
         return basis_gradients(module, taps, u.expand(n, *u.shape))
 
 
+def rotated_patch_covariance(maps: torch.Tensor, kernel_size: int) -> torch.Tensor:
+    r"""GCONV's ``A``: the patch covariance of :func:`circular_patch_covariance`, rotated.
+
+    The filter of output rotation ``s`` is :math:`\mathrm{rot}^s \psi`, so the patch that
+    multiplies :math:`\psi` there is the patch of the map ``r`` it sees, rotated back:
+    :math:`a_{nsp} = \Pi_s\, a^{(r)}_{np}`, with :math:`\Pi_s` the permutation of the
+    ``S x S`` taps of every channel by ``rot90(., -s)``. Hence
+
+    .. math::
+        \frac1{4XY}\sum_{n,s,p} a_{nsp} a_{nsp}^\top
+        = \frac14 \sum_{s=0}^{3} \Pi_s\, A^{(s \bmod R)}\, \Pi_s^\top, \qquad
+        A^{(r)} = \frac1{XY}\sum_{n,p} a^{(r)}_{np} a^{(r)\top}_{np},
+
+    each :math:`A^{(r)}` by FFT, and :math:`\Pi_s A \Pi_s^\top` is ``rot90`` of ``A`` on its
+    row taps and on its column taps. Equal to the product of the unfolded, back-rotated
+    patches (tested in float64), without unfolding ``4 S^2`` copies of every map.
+
+    Args:
+        maps: ``(N, R, C, X, Y)``: ``R = 4`` maps, the one rotation ``s`` sees at
+            ``r = s`` (pointwise GCONV), or ``R = 1`` map that all rotations see (lifting).
+        kernel_size: Odd filter size ``S``.
+
+    Returns:
+        ``A`` of shape ``(C S^2, C S^2)`` in ``(c, i, j)`` order.
+    """
+    channels, size = maps.shape[2], kernel_size
+    per_map = [circular_patch_covariance(maps[:, r], size) for r in range(maps.shape[1])]
+    total = 0
+    for s in range(N_ROTATIONS):
+        taps = per_map[s % len(per_map)].view(channels, size, size, channels, size, size)
+        rotated = torch.rot90(torch.rot90(taps, -s, dims=(1, 2)), -s, dims=(4, 5))
+        total = total + rotated
+    return total.reshape(channels * size**2, channels * size**2) / N_ROTATIONS
+
+
 class P4ConvRule(KroneckerRule):
     """GCONV (lifting and pointwise): shared filter over rotations and positions.
 
@@ -651,20 +693,15 @@ class P4ConvRule(KroneckerRule):
 
     @staticmethod
     def preprocess_in_data(module, in_data, out_data):
-        """Back-rotated patches, ``(N, 4, C * S * S, positions)``."""
+        """The maps the filter's rotations see, ``(N, R, C, X, Y)``.
+
+        ``R = 4`` rotation channels for the pointwise convolution (rotation-major input), one
+        map that every rotation of the filter sees for the lifting convolution.
+        """
         n = in_data.shape[0]
-        size = module.kernel_size
         if isinstance(module, P4PointwiseConv2d):
-            per_rotation = in_data.reshape(n * N_ROTATIONS, module.in_channels, *module.size)
-            patches = circular_patches(per_rotation, size)
-            patches = patches.view(n, N_ROTATIONS, -1, size, size, patches.shape[-1])
-        else:
-            patches = circular_patches(in_data, size)
-            patches = patches.view(n, 1, -1, size, size, patches.shape[-1]).expand(
-                n, N_ROTATIONS, -1, size, size, patches.shape[-1]
-            )
-        rotated = [torch.rot90(patches[:, s], -s, dims=(2, 3)) for s in range(N_ROTATIONS)]
-        return torch.stack(rotated, dim=1).flatten(start_dim=2, end_dim=4)
+            return in_data.view(n, N_ROTATIONS, module.in_channels, *module.size)
+        return in_data[:, None]
 
     @staticmethod
     def preprocess_out_grads(module, out_grads):
@@ -674,16 +711,16 @@ class P4ConvRule(KroneckerRule):
 
     @staticmethod
     def cov_kron_A(module, in_data):
-        r"""``A`` of the back-rotated patches.
+        r"""``A`` of the back-rotated patches, by :func:`rotated_patch_covariance`.
 
         Expand :math:`\frac1{4XY}\sum_{n,s,p} a_{nsp} a_{nsp}^\top`, reduce
-        :math:`\sum_n \bar a_n \bar a_n^\top` of the mean patch.
+        :math:`\sum_n \bar a_n \bar a_n^\top` of the mean patch, which is the mean of each
+        channel over rotations and positions at every tap (circular padding; a rotation
+        permutes a patch's taps).
         """
         if _reduces(module):
-            return outer_sum(in_data.mean(dim=(1, 3)))
-        return outer_sum_over_positions(in_data.flatten(end_dim=1)) / (
-            N_ROTATIONS * in_data.shape[-1]
-        )
+            return circular_patch_mean_covariance(in_data.mean(dim=1), module.kernel_size)
+        return rotated_patch_covariance(in_data, module.kernel_size)
 
     @staticmethod
     def cov_kron_B(module, out_grads):
