@@ -93,6 +93,30 @@ class FactorRows:
         """The rows of the sum of two factors: both sets (version to be set by :meth:`within`)."""
         return FactorRows(self.chunks + other.chunks, self.version)
 
+    def gram(self, factor: torch.Tensor) -> torch.Tensor:
+        r"""The Gram matrices :math:`R R^\top` of every block's rows, ``(n_blocks, m, m)``.
+
+        Args:
+            factor: The ``(n_blocks, b, b)`` factor these rows describe.
+        """
+        if not self.chunks:
+            return factor.new_zeros(factor.shape[0], 0, 0)
+        rows = torch.cat(self.chunks, dim=1)
+        return rows @ rows.mT
+
+    def padded(self, factor: torch.Tensor, gram_eigenvalues: torch.Tensor) -> torch.Tensor:
+        """Every block's eigenvalues from those of its Gram matrix: ``b - m`` zeros first.
+
+        Args:
+            factor: The ``(n_blocks, b, b)`` factor these rows describe.
+            gram_eigenvalues: ``(n_blocks, m)``, ascending, of :meth:`gram`.
+
+        Returns:
+            ``(n_blocks, b)``, ascending.
+        """
+        zeros = factor.new_zeros(factor.shape[0], factor.shape[1] - self.count)
+        return torch.cat([zeros, gram_eigenvalues], dim=1)
+
     def eigenvalues(self, factor: torch.Tensor) -> torch.Tensor:
         """Eigenvalues of every block of ``factor``, ascending, from the Gram matrix of its rows.
 
@@ -104,9 +128,4 @@ class FactorRows:
             matrix (clamped at zero as :func:`~laplace_equivariance.curvature.eigen.
             symmetric_eigvalsh` clamps).
         """
-        n_blocks, size = factor.shape[:2]
-        zeros = factor.new_zeros(n_blocks, size - self.count)
-        if not self.chunks:
-            return zeros
-        rows = torch.cat(self.chunks, dim=1)
-        return torch.cat([zeros, symmetric_eigvalsh(rows @ rows.mT)], dim=1)
+        return self.padded(factor, symmetric_eigvalsh(self.gram(factor)))

@@ -18,11 +18,13 @@ block's size, the block's eigenvalues come from the Gram matrix of its rows
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 from laplace.utils.matrix import Kron, KronDecomposed
 from laplace.utils.utils import block_diag, kron
 
-from laplace_equivariance.curvature.eigen import LazyEigenvectors, symmetric_eigvalsh
+from laplace_equivariance.curvature.eigen import LazyEigenvectors, symmetric_eigvalsh_all
 from laplace_equivariance.curvature.factor_rows import FactorRows
 
 __all__ = ["BlockDiagonalKron", "BlockDiagonalKronDecomposed", "densify"]
@@ -209,9 +211,22 @@ class BlockDiagonalKron(Kron):
         """
         if not any(factor.ndim == 3 for factors in self.kfacs for factor in factors):
             return super().decompose(damping=damping)
-        eigenvalues = [
-            [_eigenvalues(f, r) for f, r in zip(factors, rows, strict=True)]
+        factors_and_rows = [
+            list(zip(factors, rows, strict=True))
             for factors, rows in zip(self.kfacs, self._valid_rows(), strict=True)
+        ]
+        spectra = iter(
+            symmetric_eigvalsh_all(
+                [
+                    f if r is None else r.gram(f)
+                    for group in factors_and_rows
+                    for f, r in group
+                    if f.ndim > 1
+                ]
+            )
+        )
+        eigenvalues = [
+            [_flat_eigenvalues(f, r, spectra) for f, r in group] for group in factors_and_rows
         ]
         return BlockDiagonalKronDecomposed(
             LazyEigenvectors(self.kfacs), eigenvalues, damping=damping
@@ -242,13 +257,18 @@ class BlockDiagonalKron(Kron):
         return block_diag(blocks)
 
 
-def _eigenvalues(factor: torch.Tensor, rows: FactorRows | None) -> torch.Tensor:
-    """A factor's eigenvalues, flattened: from its rows' Gram matrix if it has valid rows."""
+def _flat_eigenvalues(
+    factor: torch.Tensor, rows: FactorRows | None, spectra: Iterator[torch.Tensor]
+) -> torch.Tensor:
+    """A factor's eigenvalues, flattened: a diagonal factor itself, else the next of ``spectra``.
+
+    ``spectra`` yields the eigenvalues of the factor, or those of its rows' Gram matrix,
+    which are padded with zeros.
+    """
     if factor.ndim == 1:
         return factor
-    if rows is not None:
-        return rows.eigenvalues(factor).flatten()
-    return symmetric_eigvalsh(factor).flatten()
+    values = next(spectra)
+    return (values if rows is None else rows.padded(factor, values)).flatten()
 
 
 class BlockDiagonalKronDecomposed(KronDecomposed):

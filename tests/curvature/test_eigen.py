@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 from laplace.utils.matrix import Kron
 from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance import models
+from laplace_equivariance.curvature import eigen as eigen_module
 from laplace_equivariance.curvature.eigen import (
     LazyEigenvectors,
     symmetric_eigh,
     symmetric_eigvalsh,
+    symmetric_eigvalsh_all,
 )
 from laplace_equivariance.curvature.kron import (
     BlockDiagonalKron,
@@ -21,6 +25,26 @@ from laplace_equivariance.curvature.kron import (
 from laplace_equivariance.curvature.projection import reproject
 from tests.curvature.test_backend import kron_laplace
 from tests.curvature.test_kron import spd
+
+
+@pytest.fixture
+def two_threads():
+    """Two intra-op threads (CI has two cores), the caller's setting restored after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+def mixed_factors(device: torch.device | str = "cpu") -> list[torch.Tensor]:
+    """Dense, block-diagonal (blocks not a multiple of the threads), one block, no rows."""
+    return [
+        spd(7, 7).to(device),
+        spd(5, 6, 6).to(device),
+        spd(1, 4, 4).to(device),
+        torch.zeros(3, 0, 0, dtype=torch.float64, device=device),
+        spd(9, 9).to(device),
+    ]
 
 
 def count_eigh_calls(monkeypatch) -> list[tuple]:
@@ -163,3 +187,67 @@ def test_fitted_relaxed_model_gives_marginal_likelihood_without_eigenvectors(mon
         vectors.append([q for _, q in pairs])
     la.H = BlockDiagonalKronDecomposed(vectors, values, damping=la.damping)
     torch.testing.assert_close(lazy, la.functional_variance(J), rtol=1e-8, atol=1e-10)
+
+
+def test_all_eigenvalues_on_threads_equal_those_of_one_call_per_factor(two_threads, device):
+    factors = mixed_factors(device)
+    for values, factor in zip(symmetric_eigvalsh_all(factors), factors, strict=True):
+        assert values.shape == factor.shape[:-1]
+        torch.testing.assert_close(values, symmetric_eigvalsh(factor), rtol=1e-12, atol=1e-12)
+
+
+def test_all_eigenvalues_run_in_pieces_on_one_thread_each_and_restore_the_threads(
+    monkeypatch, two_threads
+):
+    """Batched factors are cut into runs of blocks, one per thread; LAPACK sees one thread."""
+    seen, original = [], eigen_module._eigvalsh_on_one_thread
+
+    def recording(matrices):
+        values = original(matrices)
+        seen.append((tuple(matrices.shape), torch.get_num_threads()))
+        return values
+
+    monkeypatch.setattr(eigen_module, "_eigvalsh_on_one_thread", recording)
+    symmetric_eigvalsh_all(mixed_factors())
+    assert sorted(shape for shape, _ in seen) == sorted(
+        [(7, 7), (3, 6, 6), (2, 6, 6), (1, 4, 4), (9, 9)]
+    )
+    assert {threads for _, threads in seen} == {1}
+    assert torch.get_num_threads() == 2
+    # a thread started later takes PyTorch's process-wide setting, which the workers changed
+    later = []
+    thread = threading.Thread(target=lambda: later.append(torch.get_num_threads()))
+    thread.start()
+    thread.join()
+    assert later == [2]
+
+
+def test_all_eigenvalues_redo_a_factor_whose_piece_failed(monkeypatch, two_threads):
+    """LAPACK fails on the pieces of the (5, 6, 6) factor: the whole factor is redone."""
+    factors = mixed_factors()
+    expected = [symmetric_eigvalsh(f) for f in factors]
+    original = torch.linalg.eigvalsh
+
+    def fails_on_pieces(matrix):
+        if matrix.shape[-1] == 6 and len(matrix) < 5:
+            raise torch.linalg.LinAlgError("did not converge")
+        return original(matrix)
+
+    monkeypatch.setattr(torch.linalg, "eigvalsh", fails_on_pieces)
+    for values, reference in zip(symmetric_eigvalsh_all(factors), expected, strict=True):
+        torch.testing.assert_close(values, reference, rtol=1e-10, atol=1e-10)
+
+
+def test_all_eigenvalues_raise_for_a_nan_factor(two_threads):
+    factors = mixed_factors()
+    factors[1][2, 0, 0] = float("nan")
+    with pytest.raises(FloatingPointError, match="NaN or inf"):
+        symmetric_eigvalsh_all(factors)
+
+
+def test_all_eigenvalues_under_autograd_stay_differentiable(two_threads):
+    factor = spd(3, 4, 4).requires_grad_(True)
+    (values,) = symmetric_eigvalsh_all([factor])
+    (grad,) = torch.autograd.grad(values.sum(), factor)
+    expected = torch.eye(4, dtype=torch.float64).expand(3, 4, 4)
+    torch.testing.assert_close(grad, expected, rtol=1e-10, atol=1e-10)
