@@ -115,8 +115,9 @@ def symmetric_eigvalsh_all(factors: Sequence[torch.Tensor]) -> list[torch.Tensor
     :func:`symmetric_eigvalsh` of each factor up to float rounding (one thread's BLAS sums
     in another order); a piece on which LAPACK fails is redone by it, with its jitter.
 
-    Sequential (one :func:`symmetric_eigvalsh` per factor) with one thread, on GPU, and
-    under autograd (a factor that requires grad while grad mode is on).
+    Sequential (one :func:`symmetric_eigvalsh` per factor) with one thread, on GPU, under
+    autograd (a factor that requires grad while grad mode is on), and in a PyTorch built
+    without OpenMP (its native thread pool cannot be set per thread).
 
     Args:
         factors: Symmetric positive semi-definite ``(d, d)`` or ``(n, b, b)`` tensors.
@@ -129,7 +130,8 @@ def symmetric_eigvalsh_all(factors: Sequence[torch.Tensor]) -> list[torch.Tensor
     """
     threads = torch.get_num_threads()
     records_graph = torch.is_grad_enabled() and any(f.requires_grad for f in factors)
-    if threads < 2 or records_graph or any(f.device.type != "cpu" for f in factors):
+    on_cpu = all(f.device.type == "cpu" for f in factors)
+    if threads < 2 or records_graph or not on_cpu or not torch.backends.openmp.is_available():
         return [symmetric_eigvalsh(factor) for factor in factors]
     pieces = [
         (index, position, piece)

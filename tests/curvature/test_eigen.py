@@ -251,3 +251,14 @@ def test_all_eigenvalues_under_autograd_stay_differentiable(two_threads):
     (grad,) = torch.autograd.grad(values.sum(), factor)
     expected = torch.eye(4, dtype=torch.float64).expand(3, 4, 4)
     torch.testing.assert_close(grad, expected, rtol=1e-10, atol=1e-10)
+
+
+def test_all_eigenvalues_are_sequential_without_openmp(monkeypatch, two_threads):
+    """PyTorch's native thread pool cannot give each worker one thread: no workers then."""
+    calls = []
+    monkeypatch.setattr(torch.backends.openmp, "is_available", lambda: False)
+    monkeypatch.setattr(eigen_module, "_eigvalsh_on_one_thread", calls.append)
+    factors = mixed_factors()
+    for values, factor in zip(symmetric_eigvalsh_all(factors), factors, strict=True):
+        torch.testing.assert_close(values, symmetric_eigvalsh(factor), rtol=0, atol=0)
+    assert calls == []
