@@ -516,28 +516,32 @@ def _floor(fit: dict) -> str:
 
 
 def _before_after_section() -> str:
-    """The fit of F-FC+CONV before and after a change, from alternating runs in one session."""
+    """The fits before and after a change, from alternating runs in one session."""
     folder = RESULTS / "fit_over_epoch-before-after"
     runs = sorted(
         folder.glob("*.json"), key=lambda p: (p.stem.split("-")[1], not p.stem.startswith("before"))
     )
     reports = [(p.stem, json.loads(p.read_text())) for p in runs]
     before = next(r["package_commit"] for name, r in reports if name.startswith("before"))
+    first = reports[0][1]
+    models = " ".join(dict.fromkeys(row["model"] for _, r in reports for row in r["rows"]))
     return _speed_section(
         "The Kron fit before and after, alternating runs",
-        [reports[0][1]],
-        "F-FC+CONV at N = 512 as in the section above, run four times in one session, "
-        f"alternating the package at commit {before} (from a worktree, "
-        f"`git worktree add /tmp/before {before}`, run as `PYTHONPATH=/tmp/before python "
-        "benchmarks/fit_over_epoch.py --n 512 --models f-fc+conv --out ...`) with the current "
-        "one: the fits' seconds compare across runs, the epoch on this shared machine moves "
-        "by 20% between runs and with it every ratio.",
+        [first],
+        f"The models of the section above at N = 512, run {len(reports)} times in one session "
+        f"with {first['repeats']} fit(s) after the warm-up, alternating the package at commit "
+        f"{before} (from a worktree, `git worktree add /tmp/before {before}`, run as "
+        "`PYTHONPATH=/tmp/before python benchmarks/fit_over_epoch.py --n 512 --models "
+        f"{models} --repeats {first['repeats']} --out ...`) with the current one: the fits' "
+        "seconds compare across runs, the epoch on this shared machine moves by 20% between "
+        "runs and with it every ratio.",
         _table(
-            ["run", "code", "epoch", "exact GGN fit", "MC Fisher fit", "eigenvalues"],
+            ["run", "code", "model", "epoch", "exact GGN fit", "MC Fisher fit", "eigenvalues"],
             [
                 [
                     name,
                     r["package_commit"],
+                    row["model"],
                     f"{row['epoch_s']:.2f} s",
                     f"{row['exact']['fit_s']:.2f} s, {row['exact']['fit_over_epoch']:.1f}x",
                     f"{row['mc']['fit_s']:.2f} s, {row['mc']['fit_over_epoch']:.1f}x",
