@@ -7,8 +7,8 @@ row-major order (``B`` on the leading dimension, ``A`` on the rest).
 
 The factored layers' ``A`` factors are block-diagonal (paper App. C.1): for F-FC's ``theta2``
 of shape ``(C', C, XY)``, ``A = blockdiag_c(A_c)`` with ``C`` blocks of ``XY x XY``. Here such a
-factor is stored as a 3-D tensor ``(n_blocks, b, b)``, decomposed with one batched call,
-and applied block by block; the dense ``n_blocks * b`` square matrix is never built (except by
+factor is stored as a 3-D tensor ``(n_blocks, b, b)``, decomposed with batched calls (each a
+run of its blocks), and applied block by block; the dense ``n_blocks * b`` square matrix is never built (except by
 ``to_matrix``, which is for tests). The eigenvalues of a block-diagonal factor are stored
 flattened, ``(n_blocks * b,)``, which is exactly the spectrum of the dense factor, so
 laplace-torch's own ``logdet`` applies unchanged. While a fit has seen fewer examples than a
@@ -196,8 +196,9 @@ class BlockDiagonalKron(Kron):
         approximation is stock laplace-torch's in type and behaviour (``type(la.H) is
         KronDecomposed``, eigenvectors computed at once, and its ``*`` and ``+``, which drop
         ``damping``). Otherwise the result is a :class:`BlockDiagonalKronDecomposed` whose
-        eigenvalues come from ``eigvalsh`` (one batched call per block-diagonal factor, on the
-        Gram matrices of its rows where :attr:`rows` has them) and
+        eigenvalues come from ``eigvalsh`` of every factor (of the Gram matrices of its rows
+        where :attr:`rows` has them), on all CPU threads at once
+        (:func:`~laplace_equivariance.curvature.eigen.symmetric_eigvalsh_all`), and
         whose eigenvectors are a :class:`~laplace_equivariance.curvature.eigen.
         LazyEigenvectors`: the marginal likelihood needs only the eigenvalues, and ``eigh``
         with vectors costs more (:mod:`~laplace_equivariance.curvature.eigen`; measured in
