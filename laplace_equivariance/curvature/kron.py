@@ -11,10 +11,9 @@ factor is stored as a 3-D tensor ``(n_blocks, b, b)``, decomposed with batched c
 run of its blocks), and applied block by block; the dense ``n_blocks * b`` square matrix is
 never built (except by ``to_matrix``, which is for tests). The eigenvalues of a
 block-diagonal factor are stored flattened, ``(n_blocks * b,)``, which is exactly the
-spectrum of the dense factor, so
-laplace-torch's own ``logdet`` applies unchanged. While a fit has seen fewer examples than a
-block's size, the block's eigenvalues come from the Gram matrix of its rows
-(:mod:`laplace_equivariance.curvature.factor_rows`).
+spectrum of the dense factor, so laplace-torch's own ``logdet`` applies unchanged. While a
+fit has seen fewer examples than a block's size, the block's eigenvalues come from the Gram
+matrix of its rows (:mod:`laplace_equivariance.curvature.factor_rows`).
 """
 
 from __future__ import annotations
