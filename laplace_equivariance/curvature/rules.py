@@ -700,7 +700,7 @@ class P4ConvRule(KroneckerRule):
         """
         n = in_data.shape[0]
         if isinstance(module, P4PointwiseConv2d):
-            return in_data.view(n, N_ROTATIONS, module.in_channels, *module.size)
+            return in_data.reshape(n, N_ROTATIONS, module.in_channels, *module.size)
         return in_data[:, None]
 
     @staticmethod
