@@ -144,16 +144,17 @@ def symmetric_eigvalsh_all(factors: Sequence[torch.Tensor]) -> list[torch.Tensor
     pieces.sort(key=lambda item: -_flops(item[2]))
     try:
         with ThreadPoolExecutor(threads) as pool:
-            futures = {
-                (index, position): pool.submit(_eigvalsh_on_one_thread, piece)
+            futures = [
+                (index, position, pool.submit(_eigvalsh_on_one_thread, piece))
                 for index, position, piece in pieces
-            }
-            parts = {key: future.result() for key, future in futures.items()}
+            ]
+            parts: list[list[torch.Tensor | None]] = [[] for _ in factors]
+            for index, _, future in sorted(futures, key=lambda item: item[:2]):
+                parts[index].append(future.result())
     finally:
         torch.set_num_threads(threads)
     eigenvalues = []
-    for index, factor in enumerate(factors):
-        own = [parts[key] for key in sorted(key for key in parts if key[0] == index)]
+    for factor, own in zip(factors, parts, strict=True):
         if not own:
             eigenvalues.append(factor.new_zeros(factor.shape[:-1]))
         elif any(values is None for values in own):

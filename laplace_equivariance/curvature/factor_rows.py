@@ -30,8 +30,6 @@ from dataclasses import dataclass
 
 import torch
 
-from laplace_equivariance.curvature.eigen import symmetric_eigvalsh
-
 __all__ = ["FactorRows"]
 
 
@@ -116,16 +114,3 @@ class FactorRows:
         """
         zeros = factor.new_zeros(factor.shape[0], factor.shape[1] - self.count)
         return torch.cat([zeros, gram_eigenvalues], dim=1)
-
-    def eigenvalues(self, factor: torch.Tensor) -> torch.Tensor:
-        """Eigenvalues of every block of ``factor``, ascending, from the Gram matrix of its rows.
-
-        Args:
-            factor: The ``(n_blocks, b, b)`` factor these rows describe.
-
-        Returns:
-            ``(n_blocks, b)``: ``b - m`` zeros, then the eigenvalues of the ``m x m`` Gram
-            matrix (clamped at zero as :func:`~laplace_equivariance.curvature.eigen.
-            symmetric_eigvalsh` clamps).
-        """
-        return self.padded(factor, symmetric_eigvalsh(self.gram(factor)))
