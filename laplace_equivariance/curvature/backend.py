@@ -40,6 +40,7 @@ from laplace_equivariance.curvature.rules import (
     RULES,
     UNPROJECTED_ATTR,
     kfac_approximation,
+    paired_factored_maps,
 )
 from laplace_equivariance.layers import AnchorBasis, LengthscaleMode, RelaxedLayer
 
@@ -391,6 +392,7 @@ class EquivariantKFAC(AsdlGGN):
             warnings.catch_warnings(),
             _activation_graph_only(self._model),
             kfac_approximation(self._model, self.kfac_approx),
+            paired_factored_maps(self._model),
         ):
             warnings.filterwarnings(
                 "ignore", message="Using a non-full backward hook", category=FutureWarning

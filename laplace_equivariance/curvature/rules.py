@@ -22,7 +22,8 @@ docs/curvature.md):
 
 - FullyConnected2d: ``A = sum_n x x^T`` over ``CXY``, ``B = sum g g^T`` over ``C'X'Y'``.
 - FactoredInputMap (``theta2``): ``A = (1/C) blockdiag_c sum_n x_c x_c^T`` (``C`` blocks
-  ``XY x XY``), ``B = sum_{n,k,c} g(., c) g(., c)^T`` (``C' x C'``).
+  ``XY x XY``), ``B = sum_{n,k,c} g(., c) g(., c)^T`` (``C' x C'``), for few output
+  positions from the output map's gradient (:func:`outer_sum_through_output_map`).
 - FactoredOutputMap (``theta1``): ``A = (1/C') blockdiag_c' sum_n h_c' h_c'^T`` (``C'``
   blocks ``C x C``), ``B = sum_{n,k,c'} g(c', .) g(c', .)^T`` (``X'Y' x X'Y'``).
 - Sparse maps: the same with ``x_c`` replaced by ``phi^T x_c`` (input map) or ``g(c', .)``
@@ -57,6 +58,7 @@ from laplace_equivariance.layers import (
     N_ROTATIONS,
     CircularConv2d,
     FactoredInputMap,
+    FactoredLinear2d,
     FactoredOutputMap,
     FullyConnected2d,
     P4LiftingConv2d,
@@ -73,10 +75,13 @@ __all__ = [
     "EXTRA_BLOCKS_ATTR",
     "KFAC_APPROXIMATIONS",
     "KFAC_APPROX_ATTR",
+    "OUTPUT_MAP_GRADIENT_ATTR",
+    "PAIRED_INPUT_MAP_ATTR",
     "RULES",
     "UNPROJECTED_ATTR",
     "KroneckerRule",
     "kfac_approximation",
+    "paired_factored_maps",
 ]
 
 EXTRA_BLOCKS_ATTR = "_kfac_extra_blocks"
@@ -94,6 +99,15 @@ UNPROJECTED_ATTR = "_kfac_unprojected"
 ``S`` of its projected factor before projection (only for a hyperparameter lengthscale);
 the backend pops it."""
 
+
+PAIRED_INPUT_MAP_ATTR = "_kfac_paired_input_map"
+"""Attribute of an F-FC output map naming the input map that feeds it, while a backend
+computes factors (:func:`paired_factored_maps`)."""
+
+OUTPUT_MAP_GRADIENT_ATTR = "_kfac_output_map_gradient"
+"""Attribute of an F-FC input map where, in each backward pass, the rule of its paired output
+map leaves ``(theta1 (Q, C', C), output gradient (N, C', Q))``; the input map's ``B`` pops it
+(:func:`outer_sum_through_output_map`)."""
 
 KFAC_APPROX_ATTR = "_kfac_approx"
 """Module attribute that selects KFAC-expand or KFAC-reduce in the rules of weight-shared
@@ -126,6 +140,32 @@ def kfac_approximation(model: nn.Module, approximation: str) -> Iterator[None]:
     finally:
         for module in modules:
             module.__dict__.pop(KFAC_APPROX_ATTR, None)
+
+
+@contextmanager
+def paired_factored_maps(model: nn.Module) -> Iterator[None]:
+    r"""Let every F-FC output map's rule hand its output gradient to its input map's rule.
+
+    Only for :class:`~laplace_equivariance.layers.FactoredLinear2d` modules (and subclasses)
+    that keep its ``forward``, ``output_map(input_map(x))``, so that the input map's output
+    gradient is exactly :math:`\theta_1^\top` applied to the output map's.
+
+    Args:
+        model: The network.
+    """
+    pairs = [
+        (module.input_map, module.output_map)
+        for module in model.modules()
+        if isinstance(module, FactoredLinear2d) and type(module).forward is FactoredLinear2d.forward
+    ]
+    for input_map, output_map in pairs:
+        output_map.__dict__[PAIRED_INPUT_MAP_ATTR] = input_map
+    try:
+        yield
+    finally:
+        for input_map, output_map in pairs:
+            output_map.__dict__.pop(PAIRED_INPUT_MAP_ATTR, None)
+            input_map.__dict__.pop(OUTPUT_MAP_GRADIENT_ATTR, None)
 
 
 def _reduces(module: nn.Module) -> bool:
@@ -180,6 +220,57 @@ def outer_sum_over_positions(maps: torch.Tensor) -> torch.Tensor:
     if positions >= max(BATCHED_GRAM_MIN_POSITIONS, channels):
         return torch.bmm(maps, maps.mT).sum(dim=0)
     return outer_sum(maps.transpose(1, 2).flatten(end_dim=1))
+
+
+OUTPUT_MAP_ROUTE_MAX_SIZE = 4096
+"""Largest ``C' Q`` for which :func:`outer_sum_through_output_map` forms its two
+``(C'Q, C'Q)`` intermediates (64 MiB each in float32)."""
+
+
+def output_map_route_is_cheaper(n: int, c_out: int, c_in: int, q: int) -> bool:
+    r"""Whether :func:`outer_sum_through_output_map` costs fewer operations than the direct sum.
+
+    Direct: :math:`2 C'^2 N C`; through the output map: :math:`2 (C'Q)^2 (N + C)`, so the
+    route pays where :math:`Q^2 (N + C) < N C` (few output positions, many input channels:
+    the last F-FC layers), and only while ``C' Q <=`` :data:`OUTPUT_MAP_ROUTE_MAX_SIZE`.
+
+    Args:
+        n: Examples in the pass.
+        c_out: ``C'``.
+        c_in: ``C``.
+        q: Output positions ``X'Y'``.
+    """
+    return q * q * (n + c_in) < n * c_in and c_out * q <= OUTPUT_MAP_ROUTE_MAX_SIZE
+
+
+def outer_sum_through_output_map(theta1: torch.Tensor, out_grads: torch.Tensor) -> torch.Tensor:
+    r"""F-FC input map's ``B`` of one pass from the output map's gradient, ``(C', C')``.
+
+    The input map's output gradient is
+    :math:`g_n(c', c) = \sum_q \theta_1(q, c', c)\, \gamma_n(c', q)`, with
+    :math:`\gamma_n` the gradient with respect to the F-FC output, so its ``B``
+    (docs/curvature.md, "F-FC") is
+
+    .. math::
+        B(a, b) = \sum_{n,c} g_n(a, c)\, g_n(b, c)
+                = \sum_{q,r} T(aq, br)\, S(aq, br), \qquad
+        T = \sum_c \theta_1(\cdot, \cdot, c)\, \theta_1(\cdot, \cdot, c)^\top, \quad
+        S = \sum_n \gamma_n \gamma_n^\top
+
+    over the ``C'Q`` pairs ``(c', q)``: :math:`2 (C'Q)^2 (N + C)` operations instead of
+    :math:`2 C'^2 N C` (:func:`output_map_route_is_cheaper`).
+
+    Args:
+        theta1: The output map's (induced) weight, shape ``(Q, C', C)``.
+        out_grads: :math:`\gamma`, shape ``(N, C', Q)``.
+
+    Returns:
+        :math:`\sum_{n,c} g_n(\cdot, c)\, g_n(\cdot, c)^\top`, shape ``(C', C')``.
+    """
+    q, c_out, c_in = theta1.shape
+    weight_rows = theta1.permute(1, 0, 2).reshape(c_out * q, c_in)  # rows (c', q)
+    products = outer_sum(weight_rows.T) * outer_sum(out_grads.reshape(-1, c_out * q))
+    return products.view(c_out, q, c_out, q).sum(dim=(1, 3))
 
 
 class KroneckerRule(Operation):
@@ -324,7 +415,26 @@ class FactoredInputMapRule(KroneckerRule):
 
     @staticmethod
     def cov_kron_B(module, out_grads):
-        r""":math:`\sum_{n,c} g_{n\cdot c} g_{n\cdot c}^\top` over ``h(c', c)``, ``(C', C')``."""
+        r""":math:`\sum_{n,c} g_{n\cdot c} g_{n\cdot c}^\top` over ``h(c', c)``, ``(C', C')``.
+
+        From the paired output map's gradient (:func:`outer_sum_through_output_map`) when
+        its rule left one in this pass and that costs less.
+
+        Raises:
+            RuntimeError: If the output map's gradient does not match ``out_grads``.
+        """
+        through = module.__dict__.pop(OUTPUT_MAP_GRADIENT_ATTR, None)
+        n, c_out, c_in = out_grads.shape
+        if through is not None:
+            theta1, output_grads = through
+            if theta1.shape[1:] != (c_out, c_in) or output_grads.shape[:2] != (n, c_out):
+                raise RuntimeError(
+                    f"The output map handed theta1 {tuple(theta1.shape)} and gradients "
+                    f"{tuple(output_grads.shape)} to an input map whose output gradient is "
+                    f"{tuple(out_grads.shape)}: the maps are not one F-FC layer's."
+                )
+            if output_map_route_is_cheaper(n, c_out, c_in, theta1.shape[0]):
+                return outer_sum_through_output_map(theta1, output_grads)
         # the gradient of h comes back as (C', C, N) memory (apply_output_map), so the
         # (C', C N) matrix of its rows' columns is a view; outer_sum's symmetric blocks from
         # C' = 512 on
@@ -357,6 +467,20 @@ class FactoredOutputMapRule(KroneckerRule):
     def cov_kron_B(module, out_grads):
         r""":math:`\sum_{n,c'} g_{nc'} g_{nc'}^\top` over output positions, ``(Q, Q)``."""
         return outer_sum(out_grads.reshape(-1, out_grads.shape[-1]))
+
+    def backward_pre_process(self, out_grads: torch.Tensor, vector=None) -> None:
+        """Leave ``theta1`` and the output gradient to the paired input map, then as any rule.
+
+        Only inside :func:`paired_factored_maps`; the input map's ``B`` may use them
+        (:meth:`FactoredInputMapRule.cov_kron_B`).
+        """
+        input_map = self._module.__dict__.get(PAIRED_INPUT_MAP_ATTR)
+        if input_map is not None:
+            with torch.no_grad():
+                theta1 = self._module.induced_weight()
+            gradient = (theta1, out_grads.flatten(start_dim=2))
+            input_map.__dict__[OUTPUT_MAP_GRADIENT_ATTR] = gradient
+        super().backward_pre_process(out_grads, vector)
 
     @staticmethod
     def bias_names(module) -> tuple[str, ...]:

@@ -13,12 +13,15 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from laplace_equivariance.curvature import rules
 from laplace_equivariance.curvature.rules import (
     BATCHED_GRAM_MIN_POSITIONS,
     SYMMETRIC_PRODUCT_SIZE,
     circular_patch_covariance,
     outer_sum,
     outer_sum_over_positions,
+    outer_sum_through_output_map,
+    output_map_route_is_cheaper,
 )
 from laplace_equivariance.layers import (
     CircularConv2d,
@@ -70,20 +73,32 @@ def test_fully_connected(device):
     assert_close(groups["0.bias"][0], G.sum(0))
 
 
-def test_factored_maps(device):
-    model, x, la = fitted(nn.Sequential(FactoredLinear2d(2, 3, 4, 2), *head(12)), (2, 4, 4), device)
+FACTORED_SHAPES = {
+    # (C, C', input grid, output grid, Q)
+    "direct": (2, 3, 4, 2, 4),
+    # few output positions, many input channels: the input map's B through the output map
+    "through-output-map-1x1": (8, 3, 4, 1, 1),
+    "through-output-map-1x2": (24, 3, 2, (1, 2), 2),
+}
+
+
+@pytest.mark.parametrize("case", FACTORED_SHAPES)
+def test_factored_maps(device, case):
+    C, Cp, grid, out_grid, Q = FACTORED_SHAPES[case]
+    assert output_map_route_is_cheaper(N, Cp, C, Q) == case.startswith("through")
+    layer = FactoredLinear2d(C, Cp, grid, out_grid)
+    model, x, la = fitted(nn.Sequential(layer, *head(Cp * Q)), (C, grid, grid), device)
     groups = groups_by_name(model, la)
-    x_in, G_h = capture(model[0].input_map, model, x)  # G_h over h(c', c)
+    x_in, G_h = capture(layer.input_map, model, x)  # G_h over h(c', c)
     x_in = x_in.flatten(2)
-    C, Cp = 2, 3
     G_h = G_h.view(N, Cp, C, Cp, C)
     B2, A2 = groups["0.input_map.weight"]
-    assert A2.shape == (C, 16, 16)
+    assert A2.shape == (C, grid * grid, grid * grid)
     assert_close(A2, torch.einsum("ncp,ncq->cpq", x_in, x_in) / (C * N))
     assert_close(B2, torch.einsum("nocpc->op", G_h))
 
-    h, G_y = capture(model[0].output_map, model, x)  # G_y over y(c', q)
-    G_y = G_y.view(N, Cp, 4, Cp, 4)
+    h, G_y = capture(layer.output_map, model, x)  # G_y over y(c', q)
+    G_y = G_y.view(N, Cp, Q, Cp, Q)
     B1, A1 = groups["0.output_map.weight"]
     assert A1.shape == (Cp, C, C)
     assert_close(A1, torch.einsum("noc,nod->ocd", h, h) / (Cp * N))
@@ -92,20 +107,81 @@ def test_factored_maps(device):
     assert_close(groups["0.output_map.position_bias"][0], G_y.sum((0, 1, 3)))
 
 
-def test_sparse_factored_maps_project_the_factored_factors(device):
-    layer = SparseFactoredLinear2d(2, 3, 4, 2)
-    model, x, la = fitted(nn.Sequential(layer, *head(12)), (2, 4, 4), device)
+@pytest.mark.parametrize("case", FACTORED_SHAPES)
+def test_sparse_factored_maps_project_the_factored_factors(device, case):
+    C, Cp, grid, out_grid, Q = FACTORED_SHAPES[case]
+    layer = SparseFactoredLinear2d(C, Cp, grid, out_grid)
+    model, x, la = fitted(nn.Sequential(layer, *head(Cp * Q)), (C, grid, grid), device)
     groups = groups_by_name(model, la)
     phi2, phi1 = layer.input_map.basis().detach(), layer.output_map.basis().detach()
     x_in, G_h = capture(layer.input_map, model, x)
     x_tilde = torch.einsum("ncp,pj->ncj", x_in.flatten(2), phi2)
     B2, A2 = groups["0.input_map.weight"]
-    assert_close(A2, torch.einsum("ncj,nck->cjk", x_tilde, x_tilde) / (2 * N))
-    assert_close(B2, torch.einsum("nocpc->op", G_h.view(N, 3, 2, 3, 2)))
+    assert_close(A2, torch.einsum("ncj,nck->cjk", x_tilde, x_tilde) / (C * N))
+    assert_close(B2, torch.einsum("nocpc->op", G_h.view(N, Cp, C, Cp, C)))
     _, G_y = capture(layer.output_map, model, x)
-    G_y = G_y.view(N, 3, 4, 3, 4)
+    G_y = G_y.view(N, Cp, Q, Cp, Q)
     B1, _ = groups["0.output_map.weight"]
     assert_close(B1, phi1.T @ torch.einsum("noqor->qr", G_y) @ phi1)
+
+
+def test_the_fit_takes_the_output_map_route_once_per_backward_pass(monkeypatch):
+    calls = []
+
+    def counted(theta1, out_grads):
+        calls.append(out_grads.shape)
+        return outer_sum_through_output_map(theta1, out_grads)
+
+    monkeypatch.setattr(rules, "outer_sum_through_output_map", counted)
+    layer = FactoredLinear2d(8, 3, 4, 1)
+    fitted(nn.Sequential(layer, *head(3)), (8, 4, 4), "cpu")
+    assert calls == [(N, 3, 1)] * (K - 1)  # the exact GGN's K - 1 class passes
+    assert rules.PAIRED_INPUT_MAP_ATTR not in layer.output_map.__dict__
+    assert rules.OUTPUT_MAP_GRADIENT_ATTR not in layer.input_map.__dict__
+
+
+class FactoredWithTanhBetweenTheMaps(FactoredLinear2d):
+    """Not F-FC: the input map's output gradient is no longer theta1^T of the output map's."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.output_map(torch.tanh(self.input_map(x)))
+
+
+def test_maps_with_anything_between_them_keep_the_direct_sum(device):
+    layer = FactoredWithTanhBetweenTheMaps(8, 3, 4, 1)
+    model, x, la = fitted(nn.Sequential(layer, *head(3)), (8, 4, 4), device)
+    _, G_h = capture(layer.input_map, model, x)
+    B2, _ = groups_by_name(model, la)["0.input_map.weight"]
+    assert_close(B2, torch.einsum("nocpc->op", G_h.view(N, 3, 8, 3, 8)))
+
+
+@pytest.mark.parametrize(
+    "c_out, q", [(3, 1), (5, 4), (130, 4)], ids=["1x1", "2x2", "symmetric-blocks"]
+)
+def test_outer_sum_through_output_map_equals_the_input_maps_gradient_outer_sum(c_out, q):
+    assert (130 * 4 >= SYMMETRIC_PRODUCT_SIZE) and (5 * 4 < SYMMETRIC_PRODUCT_SIZE)
+    theta1 = torch.randn(q, c_out, 7, dtype=torch.float64)
+    gamma = torch.randn(6, c_out, q, dtype=torch.float64)
+    g = torch.einsum("qac,naq->nac", theta1, gamma)  # the input map's output gradient
+    assert_close(outer_sum_through_output_map(theta1, gamma), torch.einsum("nac,nbc->ab", g, g))
+
+
+def test_the_output_map_route_is_taken_where_it_costs_less():
+    # the F-FC+CONV+GCONV network's F-FC layers at N = 512: layers 8 (Q = 1) and 7 (Q = 4)
+    # pay, layer 6 (Q = 16, C = 160) does not; nor intermediates of (C'Q)^2 > 4096^2
+    assert output_map_route_is_cheaper(512, 640, 320, 1)
+    assert output_map_route_is_cheaper(512, 320, 320, 4)
+    assert not output_map_route_is_cheaper(512, 320, 160, 16)
+    assert not output_map_route_is_cheaper(512, 5000, 320, 1)
+
+
+def test_an_output_map_gradient_of_another_layer_raises():
+    layer = FactoredLinear2d(8, 3, 4, 1).double()
+    out_grads = torch.randn(N, 3, 8, dtype=torch.float64)
+    other = (torch.randn(1, 3, 5, dtype=torch.float64), torch.randn(N, 3, 1, dtype=torch.float64))
+    layer.input_map.__dict__[rules.OUTPUT_MAP_GRADIENT_ATTR] = other
+    with pytest.raises(RuntimeError, match="not one F-FC layer's"):
+        rules.FactoredInputMapRule.cov_kron_B(layer.input_map, out_grads)
 
 
 def test_sparse_basis_parameters_get_their_exact_ggn_blocks(device):
