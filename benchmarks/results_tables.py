@@ -510,6 +510,11 @@ def _speed_section(title: str, reports: list[dict], about: str, table: str) -> s
     return "\n".join([f"## {title}", "", about, "", "; ".join(runs), "", table])
 
 
+def _count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless one: ``"1 fit"``, ``"3 fits"``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _floor(fit: dict) -> str:
     """A fit's floor (forward and backward passes only) in seconds and epochs."""
     return f"{fit['floor_s']:.2f} s, {fit['floor_over_epoch']:.1f}x"
@@ -529,8 +534,8 @@ def _before_after_section() -> str:
         "The Kron fit before and after, alternating runs",
         [first],
         f"The models of the section above at N = 512, run {len(reports)} times in one session "
-        f"with {first['repeats']} fit(s) after the warm-up, alternating the package at commit "
-        f"{before} (from a worktree, `git worktree add /tmp/before {before}`, run as "
+        f"with {_count(first['repeats'], 'fit')} after the warm-up, alternating the package "
+        f"at commit {before} (from a worktree, `git worktree add /tmp/before {before}`, run as "
         "`PYTHONPATH=/tmp/before python benchmarks/fit_over_epoch.py --n 512 --models "
         f"{models} --repeats {first['repeats']} --out ...`) with the current one: the fits' "
         "seconds compare across runs, the epoch on this shared machine moves by 20% between "
