@@ -125,7 +125,8 @@ def test_sparse_factored_maps_project_the_factored_factors(device, case):
     assert_close(B1, phi1.T @ torch.einsum("noqor->qr", G_y) @ phi1)
 
 
-def test_the_fit_takes_the_output_map_route_once_per_backward_pass(monkeypatch):
+@pytest.mark.parametrize("layer_type", [FactoredLinear2d, SparseFactoredLinear2d])
+def test_the_fit_takes_the_output_map_route_once_per_backward_pass(monkeypatch, layer_type):
     calls = []
 
     def counted(theta1, out_grads):
@@ -133,7 +134,7 @@ def test_the_fit_takes_the_output_map_route_once_per_backward_pass(monkeypatch):
         return outer_sum_through_output_map(theta1, out_grads)
 
     monkeypatch.setattr(rules, "outer_sum_through_output_map", counted)
-    layer = FactoredLinear2d(8, 3, 4, 1)
+    layer = layer_type(8, 3, 4, 1)
     fitted(nn.Sequential(layer, *head(3)), (8, 4, 4), "cpu")
     assert calls == [(N, 3, 1)] * (K - 1)  # the exact GGN's K - 1 class passes
     assert rules.PAIRED_INPUT_MAP_ATTR not in layer.output_map.__dict__
