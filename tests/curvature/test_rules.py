@@ -168,12 +168,13 @@ def test_outer_sum_through_output_map_equals_the_input_maps_gradient_outer_sum(c
 
 
 def test_the_output_map_route_is_taken_where_it_costs_less():
-    # the F-FC+CONV+GCONV network's F-FC layers at N = 512: layers 8 (Q = 1) and 7 (Q = 4)
-    # pay, layer 6 (Q = 16, C = 160) does not; nor intermediates of (C'Q)^2 > 4096^2
-    assert output_map_route_is_cheaper(512, 640, 320, 1)
-    assert output_map_route_is_cheaper(512, 320, 320, 4)
-    assert not output_map_route_is_cheaper(512, 320, 160, 16)
-    assert not output_map_route_is_cheaper(512, 5000, 320, 1)
+    # the F-FC+CONV+GCONV network's F-FC layers in passes of 128 examples: layers 8 (Q = 1)
+    # and 7 (Q = 4) pay, layer 6 (Q = 16, C = 160) does not; nor intermediates of
+    # (C'Q)^2 > 4096^2
+    assert output_map_route_is_cheaper(128, 640, 320, 1)
+    assert output_map_route_is_cheaper(128, 320, 320, 4)
+    assert not output_map_route_is_cheaper(128, 320, 160, 16)
+    assert not output_map_route_is_cheaper(128, 5000, 320, 1)
 
 
 def test_an_output_map_gradient_of_another_layer_raises():
