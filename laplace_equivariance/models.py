@@ -19,7 +19,7 @@ paper's figures.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -52,7 +52,6 @@ __all__ = [
 WIDTH_MULTIPLIERS = (1, 2, 2, 4, 4, 8, 8, 16)
 SUBSAMPLING_LAYERS = (2, 4, 6, 7, 8)
 KERNEL_SIZE = 3
-INPUT_SIZE = 32
 
 MODEL_NAMES: dict[str, tuple[str, ...]] = {
     "fc": ("fc",),
@@ -145,13 +144,18 @@ class RelaxedNet(nn.Module):
         alpha: Width ``a`` of the first layer.
         sparse_options: Passed to the S-layers' anchor bases (``lengthscale``,
             ``lengthscale_mode``, ``learn_positions``).
+        widths: Width of every relaxed layer in units of ``alpha`` (App. F.1's
+            ``1, 2, 2, 4, 4, 8, 8, 16``); a shorter tuple builds a shallower network.
+        subsampling: The (1-based) layers followed by polyphase subsampling; the input
+            side must be ``2 ** len(subsampling)``, so that the last map is 1x1.
 
     Shapes:
-        - Input: ``(N, C, 32, 32)``.
+        - Input: ``(N, C, S, S)`` with ``S = 2 ** len(subsampling)`` (32 by default).
         - Output: ``(N, K)`` logits.
 
     Raises:
-        ValueError: If ``in_shape`` is not ``(C, 32, 32)`` or a layer type is unknown.
+        ValueError: If ``in_shape`` is not ``(C, S, S)``, a layer type is unknown or
+            ``subsampling`` names a layer that does not exist.
     """
 
     def __init__(
@@ -161,13 +165,22 @@ class RelaxedNet(nn.Module):
         n_classes: int,
         alpha: int = 10,
         sparse_options: Mapping[str, Any] | None = None,
+        *,
+        widths: Sequence[int] = WIDTH_MULTIPLIERS,
+        subsampling: Collection[int] = SUBSAMPLING_LAYERS,
     ) -> None:
         super().__init__()
         in_shape = tuple(int(s) for s in in_shape)
-        if len(in_shape) != 3 or in_shape[1:] != (INPUT_SIZE, INPUT_SIZE):
+        if not set(subsampling) <= set(range(1, len(widths) + 1)):
             raise ValueError(
-                f"The App. F.1 architecture takes inputs of shape (C, {INPUT_SIZE}, "
-                f"{INPUT_SIZE}), got in_shape={in_shape}; resize or pad the images first."
+                f"subsampling={sorted(subsampling)} names layers outside 1..{len(widths)}."
+            )
+        side = 2 ** len(subsampling)
+        if len(in_shape) != 3 or in_shape[1:] != (side, side):
+            raise ValueError(
+                f"This architecture takes inputs of shape (C, {side}, {side}) (subsampling "
+                f"{len(subsampling)} times to 1x1), got in_shape={in_shape}; resize or pad the "
+                "images first."
             )
         unknown = [t for t in layer_types if t not in PATH_NAME]
         if unknown:
@@ -177,10 +190,11 @@ class RelaxedNet(nn.Module):
         self.group = "gconv" in self.layer_types
         multiplicity = N_ROTATIONS if self.group else 1
         sparse_options = dict(sparse_options or {})
-        c_in, size = in_shape[0], INPUT_SIZE
-        for index, multiplier in enumerate(WIDTH_MULTIPLIERS, start=1):
+        self.n_layers = len(widths)
+        c_in, size = in_shape[0], side
+        for index, multiplier in enumerate(widths, start=1):
             c_out = multiplicity * alpha * multiplier
-            subsample = index in SUBSAMPLING_LAYERS
+            subsample = index in subsampling
             out_size = size // 2 if subsample else size
             paths = {
                 PATH_NAME[kind]: _path(
@@ -198,17 +212,18 @@ class RelaxedNet(nn.Module):
             self.add_module(f"layer{index}", RelaxedLayer(paths, subsample, direct))
             c_in, size = c_out, out_size
         self.rotation_pool = RotationMaxPool() if self.group else None
-        width = alpha * WIDTH_MULTIPLIERS[-1]
-        self.layer9 = nn.Linear(width, 4 * width)
-        self.layer10 = nn.Linear(4 * width, n_classes)
-        he_uniform_(self.layer9.weight, width)
-        nn.init.zeros_(self.layer9.bias)
-        nn.init.zeros_(self.layer10.bias)
+        width = alpha * widths[-1]
+        head = [nn.Linear(width, 4 * width), nn.Linear(4 * width, n_classes)]
+        for index, linear in enumerate(head, start=self.n_layers + 1):
+            self.add_module(f"layer{index}", linear)
+        he_uniform_(head[0].weight, width)
+        nn.init.zeros_(head[0].bias)
+        nn.init.zeros_(head[1].bias)
 
     @property
     def relaxed_layers(self) -> list[RelaxedLayer]:
-        """The eight relaxed layers, in order."""
-        return [getattr(self, f"layer{i}") for i in range(1, len(WIDTH_MULTIPLIERS) + 1)]
+        """The relaxed layers (eight in App. F.1), in order."""
+        return [getattr(self, f"layer{i}") for i in range(1, self.n_layers + 1)]
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """The invariant features that enter the head.
@@ -235,7 +250,9 @@ class RelaxedNet(nn.Module):
         Returns:
             Logits of shape ``(N, K)``.
         """
-        return self.layer10(torch.relu(self.layer9(self.features(x))))
+        hidden = getattr(self, f"layer{self.n_layers + 1}")
+        output = getattr(self, f"layer{self.n_layers + 2}")
+        return output(torch.relu(hidden(self.features(x))))
 
     def translation_invariance_error(self, x: torch.Tensor, shift: tuple[int, int]) -> float:
         """Largest change of the logits under a circular translation of the inputs.
@@ -274,6 +291,9 @@ def build(
     n_classes: int,
     alpha: int = 10,
     sparse_options: Mapping[str, Any] | None = None,
+    *,
+    widths: Sequence[int] = WIDTH_MULTIPLIERS,
+    subsampling: Collection[int] = SUBSAMPLING_LAYERS,
 ) -> RelaxedNet:
     """Build the App. F.1 network with the layer types named by ``name``.
 
@@ -285,6 +305,9 @@ def build(
         n_classes: Number of classes ``K``.
         alpha: Width of the first layer (10 for Tables 1-2, 2 per path for Table 3).
         sparse_options: Options for the S-layers' anchor bases.
+        widths: Layer widths in units of ``alpha`` (App. F.1's by default).
+        subsampling: Layers followed by subsampling (App. F.1's by default); the input side
+            is ``2 ** len(subsampling)``.
 
     Returns:
         The network. Build under ``torch.device("meta")`` to count parameters without
@@ -295,7 +318,15 @@ def build(
     """
     if name not in MODEL_NAMES:
         raise ValueError(f"Unknown model {name!r}; choose one of {list(MODEL_NAMES)}.")
-    return RelaxedNet(MODEL_NAMES[name], in_shape, n_classes, alpha, sparse_options)
+    return RelaxedNet(
+        MODEL_NAMES[name],
+        in_shape,
+        n_classes,
+        alpha,
+        sparse_options,
+        widths=widths,
+        subsampling=subsampling,
+    )
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -236,6 +236,40 @@ class FactoredLinear2d(nn.Module):
         self.output_map = self.output_map_type(
             in_channels, out_channels, out_size, bias, **map_options
         )
+        self.balance_()
+
+    @torch.no_grad()
+    def balance_(self) -> FactoredLinear2d:
+        r"""Rescale the two factors of every channel pair to equal norms, in place.
+
+        The layer's function depends on each channel pair's factors only through their
+        product, so :math:`\theta_1(\cdot, c', c) \to s\,\theta_1(\cdot, c', c)`,
+        :math:`\theta_2(c', c, \cdot) \to \theta_2(c', c, \cdot) / s` changes nothing but the
+        prior term :math:`\delta\,(s^2 a + b / s^2)` with :math:`a = \lVert\theta_1(\cdot, c',
+        c)\rVert^2`, :math:`b = \lVert\theta_2(c', c, \cdot)\rVert^2`. Its minimum over
+        :math:`s`, :math:`s^4 = b / a`, makes both norms :math:`\sqrt{ab}`: every MAP
+        estimate of Eq. 9 is balanced. Called at construction, after the factors are drawn
+        (variances ``2 / C`` and ``1 / XY``, so the equivalent FC weight has He variance
+        ``2 / (C X Y)``): left unbalanced, ``theta1`` holds ``2 X'Y' / C`` times
+        ``theta2``'s squared norm (2048 times in the App. F.1 network's first layer), the
+        path's precision ``gamma / ||theta||^2`` starts that much weaker than a balanced
+        path's, and gradient descent conserves the imbalance
+        (:math:`\langle\theta_1, \nabla_{\theta_1}\rangle = \langle\theta_2,
+        \nabla_{\theta_2}\rangle` for a product); see docs/learned_structure.md for the
+        effect on the learned structure. The S-FC subclass balances its anchor values, of
+        which the induced factors are linear maps.
+
+        Returns:
+            The layer itself. Pairs with a zero factor are left as they are.
+        """
+        theta1 = self.output_map.weight  # (Q, C', C) or anchors (M1, C', C)
+        theta2 = self.input_map.weight  # (C', C, P) or anchors (C', C, M2)
+        a = theta1.square().sum(dim=0)
+        b = theta2.square().sum(dim=-1)
+        scale = torch.where((a > 0) & (b > 0), (b / a.clamp_min(1e-30)) ** 0.25, 1.0)
+        theta1.mul_(scale)
+        theta2.div_(scale[..., None])
+        return self
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Apply ``theta2`` then ``theta1``.
