@@ -25,17 +25,34 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from laplace import FullLaplace
+from laplace.curvature.curvature import GGNInterface
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from laplace_equivariance import __version__, marglik_training, models
+from laplace_equivariance import EquivariantKFAC, __version__, marglik_training, models
 from laplace_equivariance.data import KNOWN_TRUTH_TASKS, known_truth_task
 from laplace_equivariance.diagnostics import symmetry_report
 from laplace_equivariance.layers import FactoredLinear2d
 from laplace_equivariance.layers.init import he_uniform_, unit_uniform_
+from laplace_equivariance.priors import parameter_paths
 
 WIDTHS = (1, 2, 2, 4)
 SUBSAMPLING = (1, 2, 3, 4)
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "known-truth"
+DOCUMENT = ROOT / "docs" / "learned_structure.md"
+TABLE_ORDER = (
+    "map-conv",
+    "map-f-fc",
+    "unbalanced-adam",
+    "balanced-adam",
+    "balanced-adam-hypersteps-1",
+    "balanced-adam-layerwise",
+    "balanced-adam-reduce",
+    "balanced-sgd",
+)
+"""Result folders, in the table's order (settings in each run's JSON)."""
 INVARIANCE_SHIFTS = 8
 """Random circular shifts per test image for the invariance measure."""
 
@@ -48,6 +65,73 @@ def unbalance_(model: torch.nn.Module) -> None:
             with torch.no_grad():
                 he_uniform_(theta1, module.input_map.in_channels)
                 unit_uniform_(theta2, theta2.shape[-1])
+
+
+class ExactGGN(GGNInterface):
+    """laplace-torch's GGN backend with per-example Jacobians (``vmap`` of ``jacrev``).
+
+    The stock ``jacobians`` differentiates the whole batch's outputs at once, ``N K``
+    backward passes through ``N`` examples; per example it is ``N K`` passes through one. The
+    exact GGN (``hessian_structure="full"``) of the small known-truth networks (about 1,100
+    parameters at ``--alpha 1``) then takes seconds per fit.
+    """
+
+    @staticmethod
+    def vet_laplace(la: Any, model: torch.nn.Module, backend_kwargs: dict) -> None:
+        """Accept every module: torch.func differentiates this package's layers too."""
+
+    def jacobians(self, x: torch.Tensor, enable_backprop: bool = False):
+        """``(N, K, P)`` Jacobians and ``(N, K)`` outputs."""
+
+        def output(params, xi):
+            return torch.func.functional_call(self.model, params, (xi[None],))[0]
+
+        jacobians = torch.func.vmap(torch.func.jacrev(output), (None, 0))(self.params_dict, x)
+        flat = torch.cat([j.flatten(start_dim=2) for j in jacobians.values()], dim=2)
+        with torch.no_grad():
+            f = self.model(x)
+        return flat.detach(), f
+
+
+def full_path_shares(la: FullLaplace) -> list[dict[str, Any]]:
+    """Per relaxed layer, each path's precision and relative effective parameters (exact GGN).
+
+    A tensor's effective parameters under the full posterior covariance ``Sigma`` are
+    ``gamma_t = P_t - delta_t tr(Sigma_tt)`` (the diagonal of ``H (H + D)^-1`` summed over
+    the tensor); they equal :func:`~laplace_equivariance.diagnostics.effective_parameters`
+    where the GGN is block-diagonal. Paths' shares as in ``symmetry_report``.
+    """
+    covariance = la.posterior_covariance.diagonal()
+    precision = la.prior_precision_diag
+    where = parameter_paths(la.model)
+    layers: dict[str, dict[str, dict[str, float]]] = {}
+    start = 0
+    for name, param in la.model.named_parameters():
+        if not param.requires_grad:
+            continue
+        stop = start + param.numel()
+        gamma = param.numel() - (precision[start:stop] * covariance[start:stop]).sum().item()
+        if where[name] is not None:
+            layer, path = where[name]
+            entry = layers.setdefault(layer, {}).setdefault(
+                path, {"effective": 0.0, "parameters": 0, "precision": []}
+            )
+            entry["effective"] += gamma
+            entry["parameters"] += param.numel()
+            entry["precision"].append(precision[start].item())
+        start = stop
+    rows = []
+    for layer, paths in layers.items():
+        normalised = {p: e["effective"] / e["parameters"] for p, e in paths.items()}
+        total = sum(normalised.values())
+        row: dict[str, Any] = {"layer": layer}
+        for path, entry in paths.items():
+            row[f"{path}_prior_precision"] = entry["precision"]
+            row[f"{path}_relative"] = normalised[path] / total if total > 0 else 0.0
+            row[f"{path}_parameters"] = entry["parameters"]
+        row["learned"] = max(normalised, key=normalised.get)
+        rows.append(row)
+    return rows
 
 
 def shift_consistency(model: torch.nn.Module, x: torch.Tensor, seed: int) -> float:
@@ -85,10 +169,20 @@ def run(args: argparse.Namespace, task: str, seed: int) -> dict[str, Any]:
     else:
         optimizer, optimizer_kwargs = torch.optim.Adam, {"lr": args.lr}
     learned = args.method == "marglik"
+    exact = args.curvature == "exact"
+    if exact:
+        model = model.double()
+        loader = DataLoader(
+            TensorDataset(data.x_train.double(), data.y_train),
+            batch_size=args.batch_size,
+            shuffle=True,
+        )
     start = time.perf_counter()
     la, model, margliks, losses = marglik_training(
         model,
         loader,
+        hessian_structure="full" if exact else "kron",
+        backend=ExactGGN if exact else EquivariantKFAC,
         optimizer_cls=optimizer,
         optimizer_kwargs=optimizer_kwargs,
         scheduler_cls=torch.optim.lr_scheduler.CosineAnnealingLR,
@@ -99,13 +193,14 @@ def run(args: argparse.Namespace, task: str, seed: int) -> dict[str, Any]:
         n_epochs_burnin=args.burnin if learned else args.epochs + 1,
         n_hypersteps=args.hypersteps,
         marglik_frequency=args.marglik_frequency,
-        kfac_approx=args.kfac_approx,
+        kfac_approx="expand" if exact else args.kfac_approx,
         restore_best=False,
     )
     seconds = time.perf_counter() - start
     model.eval()
+    x_test = data.x_test.double() if exact else data.x_test
     with torch.no_grad():
-        logits = model(data.x_test)
+        logits = model(x_test)
     result: dict[str, Any] = {
         "task": task,
         "truth": KNOWN_TRUTH_TASKS[task][1],
@@ -114,7 +209,7 @@ def run(args: argparse.Namespace, task: str, seed: int) -> dict[str, Any]:
         "evaluated_epoch": args.epochs,
         "test_accuracy": (logits.argmax(-1) == data.y_test).float().mean().item(),
         "test_nll": F.cross_entropy(logits, data.y_test).item(),
-        "shift_consistency": shift_consistency(model, data.x_test, seed),
+        "shift_consistency": shift_consistency(model, x_test, seed),
         "n_train": len(data.y_train),
         "n_test": len(data.y_test),
         "final_neg_log_marglik": margliks[-1] if margliks else None,
@@ -126,7 +221,9 @@ def run(args: argparse.Namespace, task: str, seed: int) -> dict[str, Any]:
         "package": __version__,
         "layers": [],
     }
-    if learned:
+    if learned and exact:
+        result["layers"] = full_path_shares(la)
+    elif learned:
         for row in symmetry_report(la)["layers"]:
             result["layers"].append(
                 {
@@ -142,9 +239,72 @@ def run(args: argparse.Namespace, task: str, seed: int) -> dict[str, Any]:
     return result
 
 
-def main() -> None:
-    """Run every (task, seed) and write one JSON per run."""
+def _mean_std(values: list[float], scale: float = 1.0, digits: int = 1) -> str:
+    """``mean ± std`` (sample std over seeds) of ``values * scale``."""
+    tensor = torch.tensor(values, dtype=torch.float64) * scale
+    std = tensor.std().item() if len(values) > 1 else 0.0
+    return f"{tensor.mean().item():.{digits}f} ± {std:.{digits}f}"
+
+
+def table(folders: list[Path]) -> str:
+    """The markdown table of every run folder: one row per (folder, task), seeds pooled.
+
+    Columns: the setting (the folder's name), the task, seeds, test accuracy and
+    shift-consistent predictions (%), and per relaxed layer the FC path's relative effective
+    parameters as the largest value over the seeds (a share is "off" below 0.01).
+    """
+    lines = [
+        "| setting | task | seeds | epochs | test accuracy (%) | shift-consistent (%) "
+        "| FC share per layer, largest over seeds |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for folder in folders:
+        for task in KNOWN_TRUTH_TASKS:
+            runs = [json.loads(p.read_text()) for p in sorted(folder.glob(f"{task}-seed*.json"))]
+            if not runs:
+                continue
+            n_layers = len(runs[0]["layers"])
+            shares = [
+                f"{max(run['layers'][i]['fc_relative'] for run in runs):.3f}"
+                for i in range(n_layers)
+            ]
+            lines.append(
+                f"| {folder.name} | {task} | {len(runs)} | {runs[0]['evaluated_epoch']} "
+                f"| {_mean_std([r['test_accuracy'] for r in runs], 100)} "
+                f"| {_mean_std([r['shift_consistency'] for r in runs], 100)} "
+                f"| {' / '.join(shares) if shares else '(MAP)'} |"
+            )
+    return "\n".join(lines)
+
+
+def write_table(folders: list[Path], document: Path, check: bool) -> None:
+    """Put :func:`table` between the document's ``<!-- known-truth -->`` markers (or check it).
+
+    Raises:
+        SystemExit: With ``check``, if the document's table differs from the results.
+    """
+    begin, end = "<!-- known-truth begin -->", "<!-- known-truth end -->"
+    text = document.read_text()
+    head, rest = text.split(begin)
+    _, tail = rest.split(end)
+    updated = f"{head}{begin}\n{table(folders)}\n{end}{tail}"
+    if check:
+        if updated != text:
+            raise SystemExit(f"{document} is stale: run python benchmarks/known_truth.py --table")
+        return
+    document.write_text(updated)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (its defaults are the committed runs' settings)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--table",
+        action="store_true",
+        help="write the table of benchmarks/results/known-truth/* into "
+        "docs/learned_structure.md instead of training",
+    )
+    parser.add_argument("--check", action="store_true", help="with --table: only check it")
     parser.add_argument("--tasks", nargs="+", default=list(KNOWN_TRUTH_TASKS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--model", default="f-fc+conv", help="models.build name (f-fc+conv)")
@@ -160,13 +320,31 @@ def main() -> None:
     parser.add_argument("--hypersteps", type=int, default=20, help="(20)")
     parser.add_argument("--marglik-frequency", type=int, default=5, dest="marglik_frequency")
     parser.add_argument("--prior-structure", default="path", dest="prior_structure")
-    parser.add_argument("--kfac-approx", default="expand", dest="kfac_approx")
+    parser.add_argument("--kfac-approx", default="expand", dest="kfac_approx", help="(expand)")
+    parser.add_argument(
+        "--curvature",
+        choices=["kfac", "exact"],
+        default="kfac",
+        help="kfac: EquivariantKFAC (kron); exact: the full GGN in float64 (small --alpha only)",
+    )
     parser.add_argument(
         "--f-fc-init", choices=["balanced", "unbalanced"], default="balanced", dest="f_fc_init"
     )
     parser.add_argument("--threads", type=int, default=1, help="(1)")
-    parser.add_argument("--out", type=Path, required=True, help="folder for one JSON per run")
+    parser.add_argument("--out", type=Path, help="folder for one JSON per run")
+    return parser
+
+
+def main() -> None:
+    """Run every (task, seed) and write one JSON per run, or write the docs' table."""
+    parser = build_parser()
     args = parser.parse_args()
+    if args.table:
+        folders = [RESULTS / name for name in TABLE_ORDER if (RESULTS / name).is_dir()]
+        write_table(folders, DOCUMENT, args.check)
+        return
+    if args.out is None:
+        parser.error("--out is required to train")
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
     for task in args.tasks:
@@ -179,7 +357,8 @@ def main() -> None:
             )
             print(
                 f"{task} seed {seed}: test {result['test_accuracy']:.3f}, shift-consistent "
-                f"{result['shift_consistency']:.3f}, FC shares {shares} ({result['seconds']:.0f} s)",
+                f"{result['shift_consistency']:.3f}, FC shares {shares} "
+                f"({result['seconds']:.0f} s)",
                 flush=True,
             )
 

@@ -450,7 +450,7 @@ def known_truth_task(name: str, n_train: int = 1000, seed: int = 0) -> ImageData
         canvas = torch.stack(
             [
                 torch.roll(c, (int(dx), int(dy)), dims=(-2, -1))
-                for c, (dx, dy) in zip(canvas, shifts)
+                for c, (dx, dy) in zip(canvas, shifts, strict=True)
             ]
         )
         targets = labels
