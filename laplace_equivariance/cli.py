@@ -51,7 +51,7 @@ from laplace_equivariance.invariance import (
 )
 from laplace_equivariance.layers import AnchorBasis, LengthscaleMode
 from laplace_equivariance.lengthscales import DERIVATIVES
-from laplace_equivariance.marglik import marglik_training, paper_schedule
+from laplace_equivariance.marglik import OPTIMIZERS, marglik_training, paper_schedule
 
 __all__ = ["CONFIGS", "INVARIANT_WEIGHTS", "main"]
 
@@ -77,6 +77,7 @@ DEFAULTS: dict[str, Any] = {
     "alpha": 10,
     "epochs": 20,
     "lr": 0.01,
+    "optimizer": "adam",
     "lr_hyp": 0.1,
     "batch_size": 128,
     "burnin": 10,
@@ -123,6 +124,12 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--alpha", type=int)
     train.add_argument("--epochs", type=int)
     train.add_argument("--lr", type=float)
+    train.add_argument(
+        "--optimizer",
+        choices=list(OPTIMIZERS),
+        help="optimiser of the weights: adam (the paper's App. F.6, the default) or sgd "
+        "(momentum 0.9, the reference code's)",
+    )
     train.add_argument("--lr-hyp", type=float, dest="lr_hyp")
     train.add_argument("--batch-size", type=int, dest="batch_size")
     train.add_argument("--burnin", type=int)
@@ -441,7 +448,9 @@ def train(settings: dict[str, Any], out: Path) -> dict[str, Any] | None:
                 evaluated_epoch=info["best_epoch"] or epoch,
             )
 
-        schedule = paper_schedule(settings["epochs"], len(loader), lr=settings["lr"]) | {
+        schedule = paper_schedule(
+            settings["epochs"], len(loader), lr=settings["lr"], optimizer=settings["optimizer"]
+        ) | {
             "lr_hyp": settings["lr_hyp"],
             "n_epochs_burnin": settings["burnin"] if learns else settings["epochs"] + 1,
             "n_hypersteps": settings["hypersteps"],

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from laplace_equivariance import cli
 from laplace_equivariance.cli import evaluate, main, report, train
@@ -129,6 +130,17 @@ def test_kfac_approx_reaches_the_trainer(tmp_path, monkeypatch):
     passed = options_reaching_the_trainer(monkeypatch, args, "kfac_approx")
     assert passed == [{"kfac_approx": "reduce"}]
     assert json.loads((out / "results.json").read_text())["settings"]["kfac_approx"] == "reduce"
+
+
+def test_optimizer_reaches_the_trainer(tmp_path, monkeypatch):
+    """--optimizer sgd trains the weights with SGD and momentum 0.9 (the reference code's)."""
+    out = tmp_path / "sgd"
+    args = ["train", "--optimizer", "sgd", "--out", str(out), *TINY]
+    passed = options_reaching_the_trainer(monkeypatch, args, "optimizer_cls", "optimizer_kwargs")
+    assert passed == [
+        {"optimizer_cls": torch.optim.SGD, "optimizer_kwargs": {"lr": 0.01, "momentum": 0.9}}
+    ]
+    assert json.loads((out / "results.json").read_text())["settings"]["optimizer"] == "sgd"
 
 
 @pytest.mark.parametrize(

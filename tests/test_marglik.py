@@ -387,6 +387,15 @@ def test_paper_schedule_anneals_the_learning_rate_to_zero_over_the_run():
     assert optimizer.param_groups[0]["lr"] == pytest.approx(0.0, abs=1e-15)
 
 
+def test_paper_schedule_takes_the_reference_codes_sgd_on_request():
+    schedule = paper_schedule(n_epochs=4, steps_per_epoch=3, optimizer="sgd")
+    assert schedule["optimizer_cls"] is torch.optim.SGD
+    assert schedule["optimizer_kwargs"] == {"lr": 0.01, "momentum": 0.9}
+    assert paper_schedule(4, 3)["optimizer_cls"] is torch.optim.Adam
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        paper_schedule(4, 3, optimizer="rmsprop")
+
+
 def test_paper_schedule_runs_through_marglik_training():
     model, loader = setup()
     schedule = paper_schedule(n_epochs=2, steps_per_epoch=len(loader)) | {
