@@ -51,6 +51,10 @@ TABLE_ORDER = (
     "balanced-adam-layerwise",
     "balanced-adam-reduce",
     "balanced-sgd",
+    "balanced-adam-n300",
+    "balanced-adam-n1700",
+    "alpha1-kfac",
+    "alpha1-exact",
 )
 """Result folders, in the table's order (settings in each run's JSON)."""
 INVARIANCE_SHIFTS = 8
@@ -254,9 +258,9 @@ def table(folders: list[Path]) -> str:
     parameters as the largest value over the seeds (a share is "off" below 0.01).
     """
     lines = [
-        "| setting | task | seeds | epochs | test accuracy (%) | shift-consistent (%) "
-        "| FC share per layer, largest over seeds |",
-        "|---|---|---|---|---|---|---|",
+        "| setting | task | seeds | train images | epochs | test accuracy (%) "
+        "| shift-consistent (%) | FC share per layer, largest over seeds |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for folder in folders:
         for task in KNOWN_TRUTH_TASKS:
@@ -269,7 +273,8 @@ def table(folders: list[Path]) -> str:
                 for i in range(n_layers)
             ]
             lines.append(
-                f"| {folder.name} | {task} | {len(runs)} | {runs[0]['evaluated_epoch']} "
+                f"| {folder.name} | {task} | {len(runs)} | {runs[0]['n_train']} "
+                f"| {runs[0]['evaluated_epoch']} "
                 f"| {_mean_std([r['test_accuracy'] for r in runs], 100)} "
                 f"| {_mean_std([r['shift_consistency'] for r in runs], 100)} "
                 f"| {' / '.join(shares) if shares else '(MAP)'} |"
