@@ -2,7 +2,8 @@
 
 ``train`` fits a model of :func:`laplace_equivariance.models.build` on a data set of
 :data:`laplace_equivariance.data.DATASETS`, by MAP (unit priors) or with the Laplace marginal
-likelihood (one prior per layer and path), and writes to ``--out``: ``results.json``
+likelihood (one prior per parameter tensor, so per path and per factor; ``--prior-structure
+path`` shares one between a path's tensors), and writes to ``--out``: ``results.json``
 (configuration, versions, device, test and training accuracy and NLL, marginal likelihood,
 learned precisions, effective parameters, timings), ``model.pt``, ``training.png`` and, for
 marginal-likelihood runs, ``symmetry.png``; ``checkpoint.pt`` is saved every epoch, and
@@ -90,7 +91,7 @@ DEFAULTS: dict[str, Any] = {
     "mc_samples": 1,
     "kfac_approx": "expand",
     "restore_best": False,
-    "prior_structure": "path",
+    "prior_structure": "layerwise",
     "lengthscale_mode": "learned",
     "lengthscale_derivative": "total",
     "device": "cuda" if torch.cuda.is_available() else "cpu",
@@ -154,7 +155,11 @@ def _parser() -> argparse.ArgumentParser:
         "marglik_training), not the last one (the paper's code)",
     )
     train.add_argument(
-        "--prior-structure", choices=["scalar", "layerwise", "path"], dest="prior_structure"
+        "--prior-structure",
+        choices=["scalar", "layerwise", "path"],
+        dest="prior_structure",
+        help="layerwise (default): one prior precision per parameter tensor, as the reference "
+        "code; path: one per layer and path; scalar: one (docs/learned_structure.md compares)",
     )
     train.add_argument(
         "--lengthscale-mode",

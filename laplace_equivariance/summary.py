@@ -162,17 +162,36 @@ HEADER = (
 )
 
 
-LATER_OPTIONS = {"kfac_approx": "expand", "threads": None, "timeout": 600}
+LATER_OPTIONS = {"kfac_approx": "expand", "threads": None, "timeout": 600, "optimizer": "adam"}
 """Options added after runs were committed, with the value those runs had."""
+
+MARGLIK_ONLY = (
+    "prior_structure",
+    "lr_hyp",
+    "burnin",
+    "marglik_frequency",
+    "hypersteps",
+    "marglik_subset",
+    "stochastic",
+    "mc_samples",
+    "kfac_approx",
+    "restore_best",
+    "lengthscale_derivative",
+)
+"""Settings that a MAP run (unit priors, no marginal-likelihood step) does not use: MAP runs
+that differ only in these are seeds of one experiment."""
 
 
 def _experiment(settings: dict[str, Any]) -> tuple:
-    """What makes runs one experiment: every setting but those in NOT_THE_EXPERIMENT.
+    """What makes runs one experiment: every setting but the NOT_THE_EXPERIMENT ones.
+
+    MAP runs also ignore the settings in :data:`MARGLIK_ONLY`.
 
     Options missing from older runs count as their :data:`LATER_OPTIONS` value.
     """
     settings = LATER_OPTIONS | settings
-    return tuple(sorted((k, repr(v)) for k, v in settings.items() if k not in NOT_THE_EXPERIMENT))
+    ignored = NOT_THE_EXPERIMENT + (MARGLIK_ONLY if settings.get("method") == "map" else ())
+    return tuple(sorted((k, repr(v)) for k, v in settings.items() if k not in ignored))
 
 
 def rows(runs: Sequence[Path]) -> list[Row]:

@@ -132,6 +132,22 @@ def test_kfac_approx_reaches_the_trainer(tmp_path, monkeypatch):
     assert json.loads((out / "results.json").read_text())["settings"]["kfac_approx"] == "reduce"
 
 
+def test_prior_per_tensor_by_default(tmp_path, monkeypatch):
+    """One precision per parameter tensor unless --prior-structure says otherwise: it switches
+    the FC paths off on the known-truth tasks where one per path does less
+    (docs/learned_structure.md)."""
+    out = tmp_path / "layerwise"
+    passed = options_reaching_the_trainer(
+        monkeypatch, ["train", "--out", str(out), *TINY], "prior_structure"
+    )
+    assert passed == [{"prior_structure": "layerwise"}]
+    path = tmp_path / "path"
+    args = ["train", "--prior-structure", "path", "--out", str(path), *TINY]
+    assert options_reaching_the_trainer(monkeypatch, args, "prior_structure") == [
+        {"prior_structure": "path"}
+    ]
+
+
 def test_optimizer_reaches_the_trainer(tmp_path, monkeypatch):
     """--optimizer sgd trains the weights with SGD and momentum 0.9 (the reference code's)."""
     out = tmp_path / "sgd"

@@ -61,6 +61,22 @@ def test_other_settings_make_other_rows_and_the_best_epoch_is_disclosed(tmp_path
     assert "best marglik (20)" in table[2]
 
 
+def test_map_runs_differing_only_in_marglik_settings_are_one_experiment(tmp_path):
+    """A MAP run takes no marginal-likelihood step: its prior structure (the command line's
+    default changed from "path" to "layerwise") and hyperparameter settings do not matter,
+    so committed MAP seeds still compare with new ones; learned runs stay apart."""
+    maps = [
+        write_run(tmp_path / "a", 0, 0.8, method="map", prior_structure="path", hypersteps=1),
+        write_run(tmp_path / "b", 1, 0.8, method="map", prior_structure="layerwise"),
+    ]
+    assert len(summary.rows(maps)) == 1
+    learned = [
+        write_run(tmp_path / "c", 0, 0.8, prior_structure="path"),
+        write_run(tmp_path / "d", 1, 0.8, prior_structure="layerwise"),
+    ]
+    assert len(summary.rows(learned)) == 2
+
+
 def test_machines_of_the_seeds_are_all_named(tmp_path):
     runs = [write_run(tmp_path / "a", 0, 0.8), write_run(tmp_path / "b", 1, 0.8, threads=1)]
     (row,) = summary.rows(runs)
