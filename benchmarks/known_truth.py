@@ -20,6 +20,7 @@ import argparse
 import json
 import math
 import platform
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -282,6 +283,39 @@ def table(folders: list[Path]) -> str:
     return "\n".join(lines)
 
 
+PRECISION_ROWS = ("unbalanced-adam", "balanced-adam", "balanced-adam-layerwise", "alpha1-exact")
+"""Folders whose learned precisions the second table lists."""
+
+
+def precision_table(folders: list[Path]) -> str:
+    """Per layer, the median over seeds of the FC and CONV paths' weight precisions.
+
+    An F-FC path has two weight tensors, ``theta2`` (input map) and ``theta1`` (output map),
+    listed in that order; under ``prior_structure="path"`` they share one precision.
+    """
+    lines = [
+        "| setting | task | per layer: FC precision (theta2, theta1) ; CONV precision |",
+        "|---|---|---|",
+    ]
+    for folder in folders:
+        if folder.name not in PRECISION_ROWS:
+            continue
+        for task in KNOWN_TRUTH_TASKS:
+            runs = [json.loads(p.read_text()) for p in sorted(folder.glob(f"{task}-seed*.json"))]
+            if not runs:
+                continue
+            cells = []
+            for i in range(len(runs[0]["layers"])):
+                fc = [
+                    statistics.median(r["layers"][i]["fc_prior_precision"][k] for r in runs)
+                    for k in range(2)
+                ]
+                conv = statistics.median(r["layers"][i]["conv_prior_precision"][0] for r in runs)
+                cells.append(f"{fc[0]:.2g}, {fc[1]:.2g} ; {conv:.2g}")
+            lines.append(f"| {folder.name} | {task} | {' / '.join(cells)} |")
+    return "\n".join(lines)
+
+
 def write_table(folders: list[Path], document: Path, check: bool) -> None:
     """Put :func:`table` between the document's ``<!-- known-truth -->`` markers (or check it).
 
@@ -292,7 +326,8 @@ def write_table(folders: list[Path], document: Path, check: bool) -> None:
     text = document.read_text()
     head, rest = text.split(begin)
     _, tail = rest.split(end)
-    updated = f"{head}{begin}\n{table(folders)}\n{end}{tail}"
+    tables = f"{table(folders)}\n\n{precision_table(folders)}"
+    updated = f"{head}{begin}\n{tables}\n{end}{tail}"
     if check:
         if updated != text:
             raise SystemExit(f"{document} is stale: run python benchmarks/known_truth.py --table")

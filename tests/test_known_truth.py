@@ -72,6 +72,19 @@ def test_quadrant_of_digit_keeps_fc(seed):
     assert max(shares) > 0.5, shares
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_prior_per_tensor_switches_fc_further_off(seed):
+    """The command line's default prior structure: shares below 0.02 in layers 1-3 (committed
+    runs: at most 0.008)."""
+    torch.set_num_threads(1)
+    settings = _defaults()
+    settings.prior_structure = "layerwise"
+    result = _benchmark().run(settings, "shifted-digits", seed)
+    shares = [row["fc_relative"] for row in result["layers"]]
+    assert max(shares[:3]) < 0.02, shares
+
+
 def test_defaults_are_the_benchmarks():
     """The slow tests above run what the committed table reports."""
     module = _benchmark()
