@@ -94,3 +94,10 @@ def test_defaults_are_the_benchmarks():
         if action.dest in vars(_defaults())
     }
     assert parser_defaults == vars(_defaults())
+
+
+def test_the_docs_tables_are_the_committed_results():
+    """docs/learned_structure.md's tables are what the committed JSONs give."""
+    module = _benchmark()
+    folders = [module.RESULTS / name for name in module.TABLE_ORDER]
+    module.write_table([f for f in folders if f.is_dir()], module.DOCUMENT, check=True)
