@@ -124,6 +124,40 @@ TABLE1_CLAIMS = [
 ]
 
 
+BALANCED_SINCE = "0.2.0"
+"""The package version from which F-FC/S-FC factors start balanced and learned command-line
+runs put one prior on every tensor (docs/learned_structure.md)."""
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """``"0.10.0"`` -> ``(0, 10, 0)``, comparable as release numbers."""
+    return tuple(int(part) for part in version.split("."))
+
+
+def before_balancing(runs: list[Path]) -> list[str]:
+    """A note naming the runs with factored layers made before :data:`BALANCED_SINCE`.
+
+    Returns:
+        No line, or one paragraph (and a blank line before it).
+    """
+    old = sorted(
+        {
+            f"{r['settings']['dataset']} {r['settings']['model']} {r['settings']['method']}"
+            for r in map(summary.load_run, runs)
+            if any(kind in r["settings"]["model"] for kind in ("f-fc", "s-fc"))
+            and _release(r["versions"]["laplace_equivariance"]) < _release(BALANCED_SINCE)
+        }
+    )
+    if not old:
+        return []
+    return [
+        "",
+        f"Made by version 0.1.0, before F-FC/S-FC factors were balanced at initialisation and "
+        f"before learned runs took one prior per tensor (docs/learned_structure.md): "
+        f"{', '.join(old)}. They record that version's behaviour, not the current code's.",
+    ]
+
+
 @dataclass(frozen=True)
 class Section:
     """One folder of runs, its command and what it shows."""
@@ -142,7 +176,7 @@ class Section:
         if self.claims:
             lines += ["", "The paper's claims at this budget:", ""]
             lines += [f"- {c.text}: {c.verdict(rows)}" for c in self.claims]
-        return "\n".join(lines)
+        return "\n".join(lines + before_balancing(runs))
 
 
 @dataclass(frozen=True)
@@ -164,7 +198,8 @@ class StructureSection:
         )
         lines = [f"## {self.title}", "", self.about, "", f"`{self.command}`", ""]
         lines += [summary.structure_markdown(runs), "", "Reduce minus expand, per task:", ""]
-        return "\n".join(lines + kfac_differences(summary.rows(runs)) + ["", self.conclusion])
+        lines += kfac_differences(summary.rows(runs)) + ["", self.conclusion]
+        return "\n".join(lines + before_balancing(runs))
 
 
 def kfac_differences(rows: list[summary.Row]) -> list[str]:
