@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from laplace import FullLaplace
+from laplace import FullLaplace, Laplace
 from laplace.curvature.curvature import GGNInterface
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
@@ -36,7 +36,7 @@ from laplace_equivariance.data import KNOWN_TRUTH_TASKS, known_truth_task
 from laplace_equivariance.diagnostics import symmetry_report
 from laplace_equivariance.layers import FactoredLinear2d
 from laplace_equivariance.layers.init import he_uniform_, unit_uniform_
-from laplace_equivariance.priors import parameter_paths
+from laplace_equivariance.priors import PriorGroups, parameter_paths
 
 WIDTHS = (1, 2, 2, 4)
 SUBSAMPLING = (1, 2, 3, 4)
@@ -139,6 +139,58 @@ def full_path_shares(la: FullLaplace) -> list[dict[str, Any]]:
     return rows
 
 
+FIXED_WEIGHT_STEPS = 300
+"""Adam steps (lr 0.1) on the precisions alone in :func:`fixed_weight_shares`."""
+
+
+def fixed_weight_shares(
+    model: torch.nn.Module, loader: DataLoader, curvature: str, prior_structure: str
+) -> list[float]:
+    """Per relaxed layer, the FC share learned at fixed weights under one curvature.
+
+    Fits a Laplace approximation of the trained ``model`` with the exact GGN
+    (``curvature="exact"``) or EquivariantKFAC (``"expand"``, ``"reduce"``), then takes
+    :data:`FIXED_WEIGHT_STEPS` Adam steps (lr 0.1) on the log precisions from unit
+    precisions, the weights held: the structure each curvature alone learns from one start.
+    """
+    exact = curvature == "exact"
+    la = Laplace(
+        model,
+        "classification",
+        subset_of_weights="all",
+        hessian_structure="full" if exact else "kron",
+        backend=ExactGGN if exact else EquivariantKFAC,
+        backend_kwargs=None if exact else {"kfac_approx": curvature},
+    )
+    la.fit(loader)
+    groups = PriorGroups(model, prior_structure)
+    log_precision = torch.zeros(len(groups), dtype=torch.float64, requires_grad=True)
+    optimizer = torch.optim.Adam([log_precision], lr=0.1)
+    for _ in range(FIXED_WEIGHT_STEPS):
+        optimizer.zero_grad()
+        (-la.log_marginal_likelihood(groups.to_laplace(log_precision.exp()))).backward()
+        optimizer.step()
+    la.prior_precision = groups.to_laplace(log_precision.detach().exp())
+    rows = full_path_shares(la) if exact else _kron_shares(la)
+    return [row["fc_relative"] for row in rows]
+
+
+def _kron_shares(la: Any) -> list[dict[str, Any]]:
+    """``symmetry_report``'s layers as flat rows (``fc_relative`` and the like)."""
+    return [
+        {
+            "layer": row["layer"],
+            "learned": row["learned"],
+            **{
+                f"{path}_{key}": entry[key]
+                for path, entry in row["paths"].items()
+                for key in ("prior_precision", "squared_norm", "relative", "parameters")
+            },
+        }
+        for row in symmetry_report(la)["layers"]
+    ]
+
+
 def shift_consistency(model: torch.nn.Module, x: torch.Tensor, seed: int) -> float:
     """Fraction of (image, random circular shift) pairs whose predicted class is unchanged."""
     generator = torch.Generator().manual_seed(seed)
@@ -228,19 +280,12 @@ def run(args: argparse.Namespace, task: str, seed: int) -> dict[str, Any]:
     }
     if learned and exact:
         result["layers"] = full_path_shares(la)
+        result["fixed_weight_fc_shares"] = {
+            curvature: fixed_weight_shares(model, loader, curvature, args.prior_structure)
+            for curvature in ("exact", "expand", "reduce")
+        }
     elif learned:
-        for row in symmetry_report(la)["layers"]:
-            result["layers"].append(
-                {
-                    "layer": row["layer"],
-                    "learned": row["learned"],
-                    **{
-                        f"{path}_{key}": entry[key]
-                        for path, entry in row["paths"].items()
-                        for key in ("prior_precision", "squared_norm", "relative", "parameters")
-                    },
-                }
-            )
+        result["layers"] = _kron_shares(la)
     return result
 
 
@@ -316,6 +361,25 @@ def precision_table(folders: list[Path]) -> str:
     return "\n".join(lines)
 
 
+def fixed_weight_table(folders: list[Path]) -> str:
+    """The exact-GGN runs' FC shares at fixed weights under each curvature (largest over seeds)."""
+    lines = [
+        "| setting | task | curvature at fixed weights | FC share per layer, largest over seeds |",
+        "|---|---|---|---|",
+    ]
+    for folder in folders:
+        for task in KNOWN_TRUTH_TASKS:
+            runs = [json.loads(p.read_text()) for p in sorted(folder.glob(f"{task}-seed*.json"))]
+            runs = [r for r in runs if "fixed_weight_fc_shares" in r]
+            if not runs:
+                continue
+            for curvature in runs[0]["fixed_weight_fc_shares"]:
+                shares = zip(*(r["fixed_weight_fc_shares"][curvature] for r in runs), strict=True)
+                cells = " / ".join(f"{max(layer):.3f}" for layer in shares)
+                lines.append(f"| {folder.name} | {task} | {curvature} | {cells} |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def write_table(folders: list[Path], document: Path, check: bool) -> None:
     """Put :func:`table` between the document's ``<!-- known-truth -->`` markers (or check it).
 
@@ -326,7 +390,11 @@ def write_table(folders: list[Path], document: Path, check: bool) -> None:
     text = document.read_text()
     head, rest = text.split(begin)
     _, tail = rest.split(end)
-    tables = f"{table(folders)}\n\n{precision_table(folders)}"
+    tables = "\n\n".join(
+        part
+        for part in (table(folders), precision_table(folders), fixed_weight_table(folders))
+        if part
+    )
     updated = f"{head}{begin}\n{tables}\n{end}{tail}"
     if check:
         if updated != text:
