@@ -252,8 +252,9 @@ class FactoredLinear2d(nn.Module):
         (variances ``2 / C`` and ``1 / XY``, so the equivalent FC weight has He variance
         ``2 / (C X Y)``): left unbalanced, ``theta1`` holds ``2 X'Y' / C`` times
         ``theta2``'s squared norm (2048 times in the App. F.1 network's first layer), the
-        path's precision ``gamma / ||theta||^2`` starts that much weaker than a balanced
-        path's, and gradient descent conserves the imbalance
+        path's squared norm is about ``sqrt(2 X'Y' / C) / 2`` times the balanced one (22
+        times there), so its learned precision ``gamma / ||theta||^2`` starts that much
+        weaker, and gradient descent conserves the imbalance
         (:math:`\langle\theta_1, \nabla_{\theta_1}\rangle = \langle\theta_2,
         \nabla_{\theta_2}\rangle` for a product); see docs/learned_structure.md for the
         effect on the learned structure. The S-FC subclass balances its anchor values, of
