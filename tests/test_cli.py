@@ -154,7 +154,7 @@ def test_optimizer_reaches_the_trainer(tmp_path, monkeypatch):
     args = ["train", "--optimizer", "sgd", "--out", str(out), *TINY]
     passed = options_reaching_the_trainer(monkeypatch, args, "optimizer_cls", "optimizer_kwargs")
     assert passed == [
-        {"optimizer_cls": torch.optim.SGD, "optimizer_kwargs": {"lr": 0.01, "momentum": 0.9}}
+        {"optimizer_cls": torch.optim.SGD, "optimizer_kwargs": {"lr": 0.003, "momentum": 0.9}}
     ]
     assert json.loads((out / "results.json").read_text())["settings"]["optimizer"] == "sgd"
 
