@@ -43,6 +43,8 @@ SUBSAMPLING = (1, 2, 3, 4)
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "known-truth"
 DOCUMENT = ROOT / "docs" / "learned_structure.md"
+FIXED = ROOT / "benchmarks" / "results" / "known-truth-fixed-weights"
+"""Exact-GGN runs whose fixed-weight comparison of the curvatures the docs tabulate."""
 TABLE_ORDER = (
     "map-conv",
     "map-f-fc",
@@ -262,7 +264,11 @@ def run(args: argparse.Namespace, task: str, seed: int) -> dict[str, Any]:
         "task": task,
         "truth": KNOWN_TRUTH_TASKS[task][1],
         "seed": seed,
-        "settings": {k: v for k, v in vars(args).items() if k not in ("seeds", "tasks", "out")},
+        "settings": {
+            k: v
+            for k, v in vars(args).items()
+            if k not in ("seeds", "tasks", "out", "table", "check")
+        },
         "evaluated_epoch": args.epochs,
         "test_accuracy": (logits.argmax(-1) == data.y_test).float().mean().item(),
         "test_nll": F.cross_entropy(logits, data.y_test).item(),
@@ -364,8 +370,9 @@ def precision_table(folders: list[Path]) -> str:
 def fixed_weight_table(folders: list[Path]) -> str:
     """The exact-GGN runs' FC shares at fixed weights under each curvature (largest over seeds)."""
     lines = [
-        "| setting | task | curvature at fixed weights | FC share per layer, largest over seeds |",
-        "|---|---|---|---|",
+        "| weights from | task | seeds | epochs | curvature at fixed weights "
+        "| FC share per layer, largest over seeds |",
+        "|---|---|---|---|---|---|",
     ]
     for folder in folders:
         for task in KNOWN_TRUTH_TASKS:
@@ -376,7 +383,10 @@ def fixed_weight_table(folders: list[Path]) -> str:
             for curvature in runs[0]["fixed_weight_fc_shares"]:
                 shares = zip(*(r["fixed_weight_fc_shares"][curvature] for r in runs), strict=True)
                 cells = " / ".join(f"{max(layer):.3f}" for layer in shares)
-                lines.append(f"| {folder.name} | {task} | {curvature} | {cells} |")
+                lines.append(
+                    f"| {folder.name} | {task} | {len(runs)} | {runs[0]['evaluated_epoch']} "
+                    f"| {curvature} | {cells} |"
+                )
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
@@ -392,7 +402,7 @@ def write_table(folders: list[Path], document: Path, check: bool) -> None:
     _, tail = rest.split(end)
     tables = "\n\n".join(
         part
-        for part in (table(folders), precision_table(folders), fixed_weight_table(folders))
+        for part in (table(folders), precision_table(folders), fixed_weight_table([FIXED]))
         if part
     )
     updated = f"{head}{begin}\n{tables}\n{end}{tail}"

@@ -2,7 +2,8 @@
 
 One panel per data set: stacked bars of each path's relative effective parameters in every
 relaxed layer, the mean over the seeds of the learned runs (``*-marglik-seed*`` folders of
-``laplace-equivariance train``), with the seeds' range as error bars on the FC share::
+``laplace-equivariance train``), with the seeds' range (minimum to maximum) as error bars on
+the FC share::
 
     python benchmarks/structure_figure.py benchmarks/results/table1-60ep \
         --out docs/figures/table1-60ep-structure.png
@@ -17,8 +18,11 @@ from pathlib import Path
 from laplace_equivariance import summary
 
 
-def mean_shares(runs: list[dict]) -> tuple[list[str], dict[str, list[float]], list[float]]:
-    """Layer names, each path's mean share per layer, and the FC share's range over seeds."""
+def mean_shares(
+    runs: list[dict],
+) -> tuple[list[str], dict[str, list[float]], list[list[float]]]:
+    """Layer names, each path's mean share per layer, and the FC share's range over seeds
+    (below and above the mean, as matplotlib's ``yerr``)."""
     layers = [row["layer"] for row in runs[0]["symmetry"]["layers"]]
     found = {p for r in runs for row in r["symmetry"]["layers"] for p in row["paths"]}
     paths = sorted(found, key=lambda p: (p != "fc", p))  # FC at the bottom, its range on top
@@ -31,10 +35,13 @@ def mean_shares(runs: list[dict]) -> tuple[list[str], dict[str, list[float]], li
         ]
         for path in paths
     }
-    spread = [
-        max(r["symmetry"]["layers"][i]["paths"]["fc"]["relative"] for r in runs)
-        - min(r["symmetry"]["layers"][i]["paths"]["fc"]["relative"] for r in runs)
+    fc = [
+        [r["symmetry"]["layers"][i]["paths"]["fc"]["relative"] for r in runs]
         for i in range(len(layers))
+    ]
+    spread = [
+        [mean - min(v) for mean, v in zip(means["fc"], fc, strict=True)],
+        [max(v) - mean for mean, v in zip(means["fc"], fc, strict=True)],
     ]
     return layers, means, spread
 
