@@ -302,6 +302,11 @@ def _mean_std(values: list[float], scale: float = 1.0, digits: int = 1) -> str:
     return f"{tensor.mean().item():.{digits}f} ± {std:.{digits}f}"
 
 
+def _runs(folder: Path, task: str) -> list[dict[str, Any]]:
+    """The results of every seed of ``task`` under ``folder``, in seed-file order."""
+    return [json.loads(p.read_text()) for p in sorted(folder.glob(f"{task}-seed*.json"))]
+
+
 def table(folders: list[Path]) -> str:
     """The markdown table of every run folder: one row per (folder, task), seeds pooled.
 
@@ -316,7 +321,7 @@ def table(folders: list[Path]) -> str:
     ]
     for folder in folders:
         for task in KNOWN_TRUTH_TASKS:
-            runs = [json.loads(p.read_text()) for p in sorted(folder.glob(f"{task}-seed*.json"))]
+            runs = _runs(folder, task)
             if not runs:
                 continue
             n_layers = len(runs[0]["layers"])
@@ -352,7 +357,7 @@ def precision_table(folders: list[Path]) -> str:
         if folder.name not in PRECISION_ROWS:
             continue
         for task in KNOWN_TRUTH_TASKS:
-            runs = [json.loads(p.read_text()) for p in sorted(folder.glob(f"{task}-seed*.json"))]
+            runs = _runs(folder, task)
             if not runs:
                 continue
             cells = []
@@ -376,7 +381,7 @@ def fixed_weight_table(folders: list[Path]) -> str:
     ]
     for folder in folders:
         for task in KNOWN_TRUTH_TASKS:
-            runs = [json.loads(p.read_text()) for p in sorted(folder.glob(f"{task}-seed*.json"))]
+            runs = _runs(folder, task)
             runs = [r for r in runs if "fixed_weight_fc_shares" in r]
             if not runs:
                 continue
