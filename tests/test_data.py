@@ -124,3 +124,23 @@ def test_partial_rotation_stays_within_a_quarter_turn_either_way():
         for name, data in (("partial", partial), ("full", full))
     }
     assert 0 < distance["partial"] < distance["full"]
+
+
+def test_known_truth_tasks_are_built_as_documented():
+    """Shifted digits: labels are digits, each canvas a circular shift of an 8x8 digit;
+    quadrant-of-digit: labels 0-3, the digit inside that quadrant; bad requests raise."""
+    from laplace_equivariance.data import known_truth_task
+
+    shifted = known_truth_task("shifted-digits", n_train=100, seed=0)
+    assert shifted.x_train.shape == (100, 1, 16, 16) and shifted.n_classes == 10
+    quadrant = known_truth_task("quadrant-of-digit", n_train=100, seed=0)
+    background = quadrant.x_train.amin()
+    for image, q in zip(quadrant.x_train[:20], quadrant.y_train[:20], strict=True):
+        rows, cols = divmod(int(q), 2)
+        outside = image.clone()
+        outside[:, 8 * rows : 8 * rows + 8, 8 * cols : 8 * cols + 8] = background
+        assert torch.all(outside == background)
+    with pytest.raises(ValueError, match="Unknown known-truth task"):
+        known_truth_task("shifted")
+    with pytest.raises(ValueError, match="n_train must be in"):
+        known_truth_task("shifted-digits", n_train=5000)

@@ -128,3 +128,16 @@ def test_unsupported_image_size_and_unknown_model_raise():
         models.build("conv", (1, 28, 28), 10)
     with pytest.raises(ValueError, match="Unknown model"):
         models.build("resnet", (1, 32, 32), 10)
+
+
+def test_shallower_networks_check_their_input_side_and_layers():
+    """widths/subsampling build an App. F.1-style network on 2 ** len(subsampling) pixels."""
+    small = models.build(
+        "f-fc+conv", (1, 16, 16), 4, alpha=2, widths=(1, 2, 2, 4), subsampling=(1, 2, 3, 4)
+    )
+    assert small(torch.randn(3, 1, 16, 16)).shape == (3, 4)
+    assert len(small.relaxed_layers) == 4
+    with pytest.raises(ValueError, match=r"\(C, 32, 32\)"):
+        models.build("conv", (1, 16, 16), 10, alpha=2)
+    with pytest.raises(ValueError, match="names layers outside 1..2"):
+        models.build("conv", (1, 16, 16), 10, alpha=2, widths=(1, 2), subsampling=(1, 2, 3))
