@@ -16,8 +16,8 @@ partially rotated MNIST ([-90, 90) degrees, invariant-weights Table 1). MNIST
 is resized bilinearly from 28x28 to 32x32 as in the reference code. A missing data set raises
 :class:`FileNotFoundError` saying how to get it.
 
-:func:`known_truth_task` builds small 16x16 tasks (scikit-learn's 8x8 digits) whose right
-structure is known by construction, for checking what the marginal likelihood learns
+:func:`known_truth_task` builds small 16x16 tasks (scikit-learn's 8x8 digits, or
+Fashion-MNIST at 8x8 for larger training sets) whose right structure is known by construction, for checking what the marginal likelihood learns
 (:data:`KNOWN_TRUTH_TASKS`).
 """
 
@@ -387,64 +387,99 @@ def load_dataset(
     return ImageData(x_train, y_train, x_test, y_test, DATASETS[name], source)
 
 
+_SHIFTED_TRUTH = (
+    "the {item}, placed at a uniformly random circular shift: the label is invariant to "
+    "every circular translation, so a network of CONV paths (circular convolutions and "
+    "polyphase subsampling to 1x1, exactly translation invariant) can express the truth "
+    "and FC paths are not needed"
+)
+_QUADRANT_TRUTH = (
+    "the quadrant the {item} is in (the {item} varies): a circular shift by half the "
+    "image moves it to another quadrant, so every translation-invariant network "
+    "is at chance (25 %) and FC paths must stay on in some layer"
+)
+
 KNOWN_TRUTH_TASKS: dict[str, tuple[int, str]] = {
-    "shifted-digits": (
-        10,
-        "the digit, placed at a uniformly random circular shift: the label is invariant to "
-        "every circular translation, so a network of CONV paths (circular convolutions and "
-        "polyphase subsampling to 1x1, exactly translation invariant) can express the truth "
-        "and FC paths are not needed",
-    ),
-    "quadrant-of-digit": (
-        4,
-        "the quadrant the digit is in (the digit varies): a circular shift by half the "
-        "image moves a digit to another quadrant, so every translation-invariant network "
-        "is at chance (25 %) and FC paths must stay on in some layer",
-    ),
+    "shifted-digits": (10, _SHIFTED_TRUTH.format(item="digit")),
+    "quadrant-of-digit": (4, _QUADRANT_TRUTH.format(item="digit")),
+    "shifted-fashion": (10, _SHIFTED_TRUTH.format(item="Fashion-MNIST item")),
+    "quadrant-of-fashion": (4, _QUADRANT_TRUTH.format(item="Fashion-MNIST item")),
 }
 """Known-truth task -> (classes, what the truth is)."""
 
 KNOWN_TRUTH_SIDE = 16
-"""Side of the known-truth tasks' images: an 8x8 digit on a 16x16 canvas."""
+"""Side of the known-truth tasks' images: an 8x8 image on a 16x16 canvas."""
+
+KNOWN_TRUTH_FASHION_TEST = 2000
+"""Test images of the Fashion-MNIST known-truth tasks (the first of the t10k split)."""
+
+
+def _small_digits(
+    n_train: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, str]:
+    """scikit-learn's 1,797 8x8 digits in [0, 1], shuffled by ``generator``: ``(N, 1, 8, 8)``."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    if not 1 <= n_train <= 1700:
+        raise ValueError(f"n_train must be in [1, 1700] (1,797 digits in all), got {n_train}.")
+    order = torch.randperm(len(digits.images), generator=generator)
+    images = torch.as_tensor(digits.images, dtype=torch.float32)[order, None] / 16.0
+    return images, torch.as_tensor(digits.target, dtype=torch.int64)[order], "scikit-learn digits"
+
+
+def _small_fashion(
+    n_train: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, str]:
+    """``n_train`` Fashion-MNIST training images (shuffled by ``generator``), then the first
+    :data:`KNOWN_TRUTH_FASHION_TEST` test images, area-averaged from 28x28 to 8x8 in [0, 1]:
+    ``(n_train + 2000, 1, 8, 8)``."""
+    if not 1 <= n_train <= 60000:
+        raise ValueError(f"n_train must be in [1, 60000] (Fashion-MNIST), got {n_train}.")
+    x_train, y_train, x_test, y_test, source = _fashion_pixels(None, False)
+    order = torch.randperm(len(x_train), generator=generator)
+    keep = order[:n_train]
+    n_test = KNOWN_TRUTH_FASHION_TEST
+    images = torch.cat([x_train[keep], x_test[:n_test]])
+    labels = torch.cat([y_train[keep], y_test[:n_test]])
+    return F.adaptive_avg_pool2d(images, 8), labels, source
 
 
 def known_truth_task(name: str, n_train: int = 1000, seed: int = 0) -> ImageData:
     """A small task whose right structure is known by construction (:data:`KNOWN_TRUTH_TASKS`).
 
-    scikit-learn's 1,797 real 8x8 digits (installed with scikit-learn, no download) are
-    shuffled with ``seed``; the first ``n_train`` make the training set, the rest the test set.
-    Each digit is put on a 16x16 zero canvas: for ``"shifted-digits"`` at the upper left and
-    then rolled circularly by a uniform ``(dx, dy)`` in ``[0, 16)^2`` (label: the digit); for
-    ``"quadrant-of-digit"`` into a uniform quadrant (label: the quadrant, 0-3). The canvases
-    are standardised with the training set's mean and standard deviation.
+    The ``*-digit(s)`` tasks use scikit-learn's 1,797 real 8x8 digits (installed with
+    scikit-learn), shuffled with ``seed``: the first ``n_train`` make the training set, the
+    rest the test set. The ``*-fashion`` tasks use Fashion-MNIST (the Debian package
+    ``dataset-fashion-mnist``) area-averaged to 8x8: ``n_train`` of its 60,000 training
+    images (shuffled with ``seed``) and the first 2,000 test images, for data-size studies.
+    Each 8x8 image is put on a 16x16 zero canvas: for ``"shifted-*"`` at the upper left and
+    then rolled circularly by a uniform ``(dx, dy)`` in ``[0, 16)^2`` (label: the class); for
+    ``"quadrant-of-*"`` into a uniform quadrant (label: the quadrant, 0-3). The canvases are
+    standardised with the training set's mean and standard deviation.
 
     Args:
-        name: ``"shifted-digits"`` or ``"quadrant-of-digit"``.
-        n_train: Training examples (at most 1,700).
+        name: One of :data:`KNOWN_TRUTH_TASKS`.
+        n_train: Training examples (at most 1,700 digits or 60,000 Fashion-MNIST images).
         seed: Seed of the split, the shifts and the quadrants.
 
     Returns:
         The data, images of shape ``(N, 1, 16, 16)``.
 
     Raises:
-        ValueError: For an unknown task or an ``n_train`` outside ``[1, 1700]``.
+        ValueError: For an unknown task or an ``n_train`` out of range.
+        FileNotFoundError: For a Fashion-MNIST task without the Debian package.
     """
     if name not in KNOWN_TRUTH_TASKS:
         raise ValueError(
             f"Unknown known-truth task {name!r}; choose one of {list(KNOWN_TRUTH_TASKS)}."
         )
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    if not 1 <= n_train <= 1700:
-        raise ValueError(f"n_train must be in [1, 1700] (1,797 digits in all), got {n_train}.")
+    load = _small_fashion if name.endswith("fashion") else _small_digits
     generator = torch.Generator().manual_seed(seed)
-    order = torch.randperm(len(digits.images), generator=generator)
-    images = torch.as_tensor(digits.images, dtype=torch.float32)[order, None] / 16.0
-    labels = torch.as_tensor(digits.target, dtype=torch.int64)[order]
+    images, labels, source = load(n_train, generator)
     n, side = len(images), KNOWN_TRUTH_SIDE
     canvas = torch.zeros(n, 1, side, side)
-    if name == "shifted-digits":
+    if name.startswith("shifted"):
         canvas[:, :, :8, :8] = images
         shifts = torch.randint(0, side, (n, 2), generator=generator)
         canvas = torch.stack(
@@ -469,5 +504,5 @@ def known_truth_task(name: str, n_train: int = 1000, seed: int = 0) -> ImageData
         canvas[n_train:],
         targets[n_train:],
         KNOWN_TRUTH_TASKS[name][0],
-        f"scikit-learn digits, {name}",
+        f"{source}, {name}",
     )

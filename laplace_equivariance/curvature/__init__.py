@@ -7,6 +7,7 @@ from laplace_equivariance.curvature.registry import (
     install_construction_check,
     install_fit_hook,
     install_kron_initialiser,
+    install_state_dict_hooks,
     register_with_asdl,
 )
 from laplace_equivariance.curvature.rules import RULES, KroneckerRule
@@ -22,5 +23,6 @@ __all__ = [
     "install_fit_hook",
     "install_construction_check",
     "install_kron_initialiser",
+    "install_state_dict_hooks",
     "register_with_asdl",
 ]

@@ -31,6 +31,7 @@ from laplace_equivariance.curvature.registry import (
     install_construction_check,
     install_fit_hook,
     install_kron_initialiser,
+    install_state_dict_hooks,
     register_with_asdl,
 )
 from laplace_equivariance.curvature.rules import (
@@ -50,6 +51,7 @@ __all__ = ["EquivariantKFAC", "UnsupportedModuleError"]
 register_with_asdl()
 install_kron_initialiser()
 install_fit_hook()
+install_state_dict_hooks()
 install_construction_check()
 
 DEFAULT_MEMORY_LIMIT = 2**31

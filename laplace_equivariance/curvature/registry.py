@@ -11,6 +11,11 @@ factors is gigabytes. :func:`install_kron_initialiser` wraps it, once, so that a
 an ``init_kron`` method (:class:`~laplace_equivariance.EquivariantKFAC`) allocates its own
 block-diagonal zeros; every other backend gets laplace-torch's behaviour unchanged.
 
+``KronLaplace.load_state_dict`` rebuilds laplace-torch's own ``Kron`` and cannot decompose
+block-diagonal factors; :func:`install_state_dict_hooks` wraps it and ``state_dict``, once,
+so that a backend with ``init_kron`` saves the factors' rows too and reloads them as a
+:class:`~laplace_equivariance.curvature.kron.BlockDiagonalKron`.
+
 ``KronLaplace.fit`` knows neither the statistics of lengthscale hyperparameters nor process
 groups; :func:`install_fit_hook` wraps it, once, so that a backend with ``after_fit``
 finishes each fit: ``EquivariantKFAC`` combines accumulated fits' statistics
@@ -46,6 +51,8 @@ from laplace.baselaplace import KronLaplace, ParametricLaplace
 from laplace.lllaplace import LLLaplace
 from torch import nn
 
+from laplace_equivariance.curvature.factor_rows import FactorRows
+from laplace_equivariance.curvature.kron import BlockDiagonalKron
 from laplace_equivariance.curvature.rules import RULES
 
 __all__ = [
@@ -57,6 +64,7 @@ __all__ = [
     "install_fit_hook",
     "install_construction_check",
     "install_kron_initialiser",
+    "install_state_dict_hooks",
     "register_with_asdl",
 ]
 
@@ -153,6 +161,58 @@ def install_kron_initialiser() -> None:
         return _init_H
 
     _wrap_once(KronLaplace, "_init_H", make_wrapper)
+
+
+def install_state_dict_hooks() -> None:
+    """Let ``KronLaplace`` with a backend that has ``init_kron`` save and reload its factors.
+
+    ``state_dict()`` adds ``"H_rows"``: per group and factor, the row chunks of a
+    block-diagonal factor fitted on fewer examples than its block size (else None), so the
+    reloaded decomposition has the same eigenvalues (exact zeros included) and hence the
+    same marginal likelihood. ``load_state_dict`` restores the factors as a
+    :class:`~laplace_equivariance.curvature.kron.BlockDiagonalKron` and decomposes them;
+    other backends get laplace-torch's behaviour unchanged. Idempotent.
+
+    Raises:
+        RuntimeError: If ``KronLaplace.state_dict`` or ``load_state_dict`` does not exist.
+    """
+
+    def make_saver(original):
+        def state_dict(self) -> dict:
+            state = original(self)
+            if hasattr(self._backend_cls, "init_kron") and isinstance(
+                self.H_facs, BlockDiagonalKron
+            ):
+                state["H_rows"] = [
+                    [None if r is None else list(r.chunks) for r in group]
+                    for group in self.H_facs._valid_rows()
+                ]
+            return state
+
+        return state_dict
+
+    def make_loader(original):
+        def load_state_dict(self, state_dict: dict) -> None:
+            if not hasattr(self._backend_cls, "init_kron"):
+                return original(self, state_dict)
+            ParametricLaplace.load_state_dict(self, state_dict)
+            kfacs = state_dict["H"]
+            saved_rows = state_dict.get("H_rows") or [[None] * len(g) for g in kfacs]
+            rows = [
+                [
+                    None if chunks is None else FactorRows(tuple(chunks), factor._version)
+                    for factor, chunks in zip(group, group_rows, strict=True)
+                ]
+                for group, group_rows in zip(kfacs, saved_rows, strict=True)
+            ]
+            self.H_facs = BlockDiagonalKron(kfacs, rows)
+            self.H = self.H_facs.decompose(damping=self.damping)
+            return None
+
+        return load_state_dict
+
+    _wrap_once(KronLaplace, "state_dict", make_saver)
+    _wrap_once(KronLaplace, "load_state_dict", make_loader)
 
 
 def install_fit_hook() -> None:

@@ -13,6 +13,7 @@ from laplace_equivariance.curvature import (
     install_construction_check,
     install_fit_hook,
     install_kron_initialiser,
+    install_state_dict_hooks,
     register_with_asdl,
 )
 from laplace_equivariance.layers import FactoredInputMap
@@ -43,9 +44,11 @@ def test_kron_initialiser_is_installed_once():
     assert KronLaplace._init_H is wrapped
 
 
-def test_accumulating_fit_and_construction_check_are_installed_once():
+def test_accumulating_fit_state_dict_and_construction_check_are_installed_once():
     for install, owner, attribute in [
         (install_fit_hook, KronLaplace, "fit"),
+        (install_state_dict_hooks, KronLaplace, "state_dict"),
+        (install_state_dict_hooks, KronLaplace, "load_state_dict"),
         (install_construction_check, ParametricLaplace, "__init__"),
     ]:
         install()
