@@ -17,8 +17,8 @@ is resized bilinearly from 28x28 to 32x32 as in the reference code. A missing da
 :class:`FileNotFoundError` saying how to get it.
 
 :func:`known_truth_task` builds small 16x16 tasks (scikit-learn's 8x8 digits, or
-Fashion-MNIST at 8x8 for larger training sets) whose right structure is known by construction, for checking what the marginal likelihood learns
-(:data:`KNOWN_TRUTH_TASKS`).
+Fashion-MNIST at 8x8 for larger training sets) whose right structure is known by
+construction, for checking what the marginal likelihood learns (:data:`KNOWN_TRUTH_TASKS`).
 """
 
 from __future__ import annotations
@@ -431,9 +431,11 @@ def _small_digits(
 def _small_fashion(
     n_train: int, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor, str]:
-    """``n_train`` Fashion-MNIST training images (shuffled by ``generator``), then the first
-    :data:`KNOWN_TRUTH_FASHION_TEST` test images, area-averaged from 28x28 to 8x8 in [0, 1]:
-    ``(n_train + 2000, 1, 8, 8)``."""
+    """Fashion-MNIST at 8x8 in [0, 1]: ``(n_train + 2000, 1, 8, 8)``.
+
+    ``n_train`` training images (shuffled by ``generator``), then the first
+    :data:`KNOWN_TRUTH_FASHION_TEST` test images, area-averaged from 28x28.
+    """
     if not 1 <= n_train <= 60000:
         raise ValueError(f"n_train must be in [1, 60000] (Fashion-MNIST), got {n_train}.")
     x_train, y_train, x_test, y_test, source = _fashion_pixels(None, False)
