@@ -27,7 +27,7 @@ from laplace_equivariance.marglik import marglik_training, paper_schedule
 from laplace_equivariance.models import RelaxedNet, build, count_parameters
 from laplace_equivariance.priors import PriorGroups, PriorStructure
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "EquivariantKFAC",

@@ -59,7 +59,7 @@ from laplace_equivariance.lengthscales import (
 )
 from laplace_equivariance.priors import PriorGroups, PriorStructure
 
-__all__ = ["marglik_training", "paper_schedule"]
+__all__ = ["CheckpointError", "marglik_step_epochs", "marglik_training", "paper_schedule"]
 
 LIKELIHOODS = ("classification", "regression")
 
@@ -68,8 +68,35 @@ OPTIMIZERS = ("adam", "sgd")
 """Optimisers of :func:`paper_schedule`: the paper's text (Adam) and its code (SGD)."""
 
 
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be read, or that was written for another run."""
+
+
+def marglik_step_epochs(n_epochs: int, n_epochs_burnin: int, marglik_frequency: int) -> list[int]:
+    """The epochs of :func:`marglik_training` that end with a marginal-likelihood fit.
+
+    Epoch ``e`` (counted from 1) takes hyperparameter steps when ``e >= n_epochs_burnin``
+    and ``e % marglik_frequency == 0`` (laplace-torch's rule).
+
+    Args:
+        n_epochs: Epochs of training.
+        n_epochs_burnin: Epochs before the first fit.
+        marglik_frequency: Epochs between fits (at least 1).
+
+    Returns:
+        The epochs, ascending; empty when the run learns no hyperparameter.
+    """
+    first = max(n_epochs_burnin, 1)
+    first += (-first) % marglik_frequency
+    return list(range(first, n_epochs + 1, marglik_frequency))
+
+
 def paper_schedule(
-    n_epochs: int, steps_per_epoch: int, lr: float = 0.01, optimizer: str = "adam"
+    n_epochs: int,
+    steps_per_epoch: int,
+    lr: float = 0.01,
+    optimizer: str = "adam",
+    marglik: bool = True,
 ) -> dict[str, Any]:
     """The paper's training schedule (App. F.6) as keyword arguments of :func:`marglik_training`.
 
@@ -92,6 +119,9 @@ def paper_schedule(
         steps_per_epoch: Batches per epoch, ``len(train_loader)``.
         lr: Initial learning rate of the weights.
         optimizer: ``"adam"`` or ``"sgd"`` (momentum 0.9).
+        marglik: Learn the prior precisions (the paper's method); False: the MAP baseline
+            at unit prior variances, the same schedule without a marginal-likelihood step
+            (``n_epochs_burnin = n_epochs + 1``).
 
     Returns:
         ``optimizer_cls``, ``optimizer_kwargs``, ``scheduler_cls``, ``scheduler_kwargs``,
@@ -99,10 +129,19 @@ def paper_schedule(
         ``marglik_frequency`` and ``prior_prec_init``; override any by updating the dict.
 
     Raises:
-        ValueError: For an optimiser other than ``"adam"`` and ``"sgd"``.
+        ValueError: For an optimiser other than ``"adam"`` and ``"sgd"``, or with
+            ``marglik=True`` for fewer than 10 epochs (the first marginal-likelihood step
+            comes after the 10 burn-in epochs: nothing would be learned).
     """
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}.")
+    burnin, frequency = 10, 5
+    if marglik and not marglik_step_epochs(n_epochs, burnin, frequency):
+        raise ValueError(
+            f"paper_schedule(n_epochs={n_epochs}) takes no marginal-likelihood step: the "
+            f"first comes at epoch {burnin} (after {burnin} burn-in epochs). Train at least "
+            f"{burnin} epochs, set n_epochs_burnin yourself, or pass marglik=False for MAP."
+        )
     return {
         "optimizer_cls": Adam if optimizer == "adam" else SGD,
         "optimizer_kwargs": {"lr": lr} if optimizer == "adam" else {"lr": lr, "momentum": 0.9},
@@ -110,9 +149,9 @@ def paper_schedule(
         "scheduler_kwargs": {"T_max": max(1, n_epochs * steps_per_epoch)},
         "n_epochs": n_epochs,
         "lr_hyp": 0.1,
-        "n_epochs_burnin": 10,
+        "n_epochs_burnin": burnin if marglik else n_epochs + 1,
         "n_hypersteps": 20,
-        "marglik_frequency": 5,
+        "marglik_frequency": frequency,
         "prior_prec_init": 1.0,
     }
 
@@ -267,6 +306,16 @@ class _Trainer:
 
     def __init__(self, model: nn.Module, train_loader: DataLoader, options: _Options) -> None:
         self.model, self.train_loader, self.options = model, train_loader, options
+        for name, loader in (
+            ("train_loader", train_loader),
+            ("marglik_loader", options.marglik_loader),
+        ):
+            if loader is not None and (len(loader.dataset) == 0 or len(loader) == 0):
+                raise ValueError(
+                    f"{name} is empty ({len(loader.dataset)} examples, {len(loader)} batches): "
+                    "give it data (check the data set, the subset size, and drop_last with a "
+                    "batch larger than the data)."
+                )
         self.lengthscales = lengthscale_hyperparameters(model)
         options.check(self.lengthscales)
         self.marglik_loader = options.marglik_loader or train_loader
@@ -515,12 +564,23 @@ class _Trainer:
         """Load the checkpoint file if it exists.
 
         Raises:
-            ValueError: If it was written for another model, prior structure, likelihood or
-                scheduler.
+            CheckpointError: If it cannot be read (corrupt, empty, truncated), or was written
+                for another model, prior structure, likelihood or scheduler.
         """
         if self.path is None or not self.path.exists():
             return
-        saved = torch.load(self.path, map_location=self.device, weights_only=False)
+        try:
+            saved = torch.load(self.path, map_location=self.device, weights_only=False)
+        except Exception as error:  # unpickling errors have no common base class
+            raise CheckpointError(
+                f"Checkpoint {self.path} cannot be read ({type(error).__name__}: {error}): it "
+                "is corrupt, empty or truncated. Delete it to start afresh."
+            ) from error
+        if not isinstance(saved, dict) or not {"model", "optimizer", "state"} <= set(saved):
+            raise CheckpointError(
+                f"Checkpoint {self.path} is not a marglik_training checkpoint. Delete it or "
+                "pass another checkpoint path to start afresh."
+            )
         try:
             self.model.load_state_dict(saved["model"])
             if (saved["scheduler"] is None) != (self.scheduler is None):
@@ -532,7 +592,7 @@ class _Trainer:
                 if self.log_sigma_noise is not None:
                     self.log_sigma_noise.copy_(saved["log_sigma_noise"])
         except RuntimeError as error:
-            raise ValueError(
+            raise CheckpointError(
                 f"Checkpoint {self.path} does not fit this run: it was written for another "
                 "model, prior structure, likelihood or scheduler, or by an older version. "
                 f"Delete it or pass another checkpoint path to start afresh. {error}"
@@ -690,13 +750,20 @@ def marglik_training(
         negative log marginal likelihood of every hyperparameter step and the mean training
         loss of every epoch.
 
+    Warns:
+        UserWarning: If ``n_epochs_burnin <= n_epochs`` asks for learning but no epoch is a
+            marginal-likelihood epoch (:func:`marglik_step_epochs`): the result is then the
+            MAP model at the initial prior, as laplace-torch's would be.
+
     Raises:
-        ValueError: Before training, for an unknown likelihood or prior structure, a
-            checkpoint that does not fit the run, lengthscale hyperparameters with another
+        ValueError: Before training, for an unknown likelihood or prior structure, an empty
+            loader, lengthscale hyperparameters with another
             structure, backend or likelihood than ``"kron"``, ``EquivariantKFAC`` and
             classification, the total derivative with ``stochastic=True``, or
             ``n_mc_samples`` not a positive integer, or other than one without
             ``stochastic=True`` and ``EquivariantKFAC``.
+        CheckpointError: (a ``ValueError``) Before training, for a checkpoint that cannot be
+            read or does not fit the run.
         FloatingPointError: If the training loss, the curvature, the marginal likelihood or a
             hyperparameter's gradient becomes non-finite; the message names the epoch (and
             the parameter, prior group, noise or basis); the last checkpoint is the last good
@@ -706,6 +773,14 @@ def marglik_training(
     trainer = _Trainer(model, train_loader, options)
     trainer.resume()
     learns = n_epochs_burnin <= n_epochs
+    if learns and not marglik_step_epochs(n_epochs, n_epochs_burnin, marglik_frequency):
+        warnings.warn(
+            f"No epoch of {n_epochs} takes a marginal-likelihood step (burn-in "
+            f"{n_epochs_burnin}, one every {marglik_frequency} epochs): the prior precisions "
+            "stay at their initial values and nothing is learned. Train longer or lower "
+            "n_epochs_burnin.",
+            stacklevel=2,
+        )
     epochs = tqdm.trange(
         trainer.progress.epoch + 1,
         n_epochs + 1,

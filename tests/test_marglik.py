@@ -6,7 +6,12 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance import EquivariantKFAC, models
 from laplace_equivariance import marglik as marglik_module
-from laplace_equivariance.marglik import marglik_training, paper_schedule
+from laplace_equivariance.marglik import (
+    CheckpointError,
+    marglik_step_epochs,
+    marglik_training,
+    paper_schedule,
+)
 
 K = 3
 
@@ -368,13 +373,14 @@ def test_lengthscale_hyperparameters_need_the_kron_structure_and_a_known_derivat
 def test_paper_schedule_anneals_the_learning_rate_to_zero_over_the_run():
     """App. F.6: Adam at 0.01, cosine to 0 over every batch of the run; lr_hyp 0.1, 10 burn-in
     epochs, a fit every 5 epochs with 20 steps on it (the reference configuration)."""
-    schedule = paper_schedule(n_epochs=4, steps_per_epoch=3)
+    schedule = paper_schedule(n_epochs=4, steps_per_epoch=3, marglik=False)
+    assert paper_schedule(n_epochs=10, steps_per_epoch=3)["n_epochs_burnin"] == 10
     assert (
         schedule["lr_hyp"],
         schedule["n_epochs_burnin"],
         schedule["marglik_frequency"],
         schedule["n_hypersteps"],
-    ) == (0.1, 10, 5, 20)
+    ) == (0.1, 5, 5, 20)  # MAP: burn-in past the last epoch
     weight = torch.nn.Parameter(torch.zeros(1))
     optimizer = schedule["optimizer_cls"]([weight], **schedule["optimizer_kwargs"])
     scheduler = schedule["scheduler_cls"](optimizer, **schedule["scheduler_kwargs"])
@@ -388,17 +394,60 @@ def test_paper_schedule_anneals_the_learning_rate_to_zero_over_the_run():
 
 
 def test_paper_schedule_takes_the_reference_codes_sgd_on_request():
-    schedule = paper_schedule(n_epochs=4, steps_per_epoch=3, optimizer="sgd")
+    schedule = paper_schedule(n_epochs=40, steps_per_epoch=3, optimizer="sgd")
     assert schedule["optimizer_cls"] is torch.optim.SGD
     assert schedule["optimizer_kwargs"] == {"lr": 0.01, "momentum": 0.9}
-    assert paper_schedule(4, 3)["optimizer_cls"] is torch.optim.Adam
+    assert paper_schedule(40, 3)["optimizer_cls"] is torch.optim.Adam
     with pytest.raises(ValueError, match="optimizer must be one of"):
-        paper_schedule(4, 3, optimizer="rmsprop")
+        paper_schedule(40, 3, optimizer="rmsprop")
+
+
+def test_paper_schedule_refuses_a_run_too_short_to_learn():
+    """The first marginal-likelihood step comes at epoch 10: 9 epochs would learn nothing."""
+    with pytest.raises(ValueError, match="no marginal-likelihood step.*marglik=False"):
+        paper_schedule(n_epochs=9, steps_per_epoch=3)
+
+
+@pytest.mark.parametrize(
+    "n_epochs, burnin, frequency, expected",
+    [(12, 10, 5, [10]), (9, 10, 5, []), (14, 11, 5, []), (3, 0, 1, [1, 2, 3]), (6, 2, 3, [3, 6])],
+)
+def test_marglik_step_epochs_follow_laplace_torchs_rule(n_epochs, burnin, frequency, expected):
+    assert marglik_step_epochs(n_epochs, burnin, frequency) == expected
+
+
+def test_a_learning_run_without_any_marginal_likelihood_step_warns():
+    model, loader = setup()
+    with pytest.warns(UserWarning, match="nothing is learned"):
+        _, _, margliks, _ = marglik_training(
+            model, loader, n_epochs=3, n_epochs_burnin=2, marglik_frequency=5
+        )
+    assert margliks == []
+
+
+def test_an_empty_loader_is_named():
+    model, _ = setup()
+    empty = DataLoader(TensorDataset(torch.zeros(0, 1, 32, 32), torch.zeros(0).long()))
+    with pytest.raises(ValueError, match="train_loader is empty"):
+        marglik_training(model, empty, n_epochs=1)
+
+
+def test_a_corrupt_checkpoint_is_named_with_how_to_start_afresh(tmp_path):
+    model, loader = setup()
+    for content in (b"", b"not a checkpoint", b"PK\x03\x04truncated"):
+        path = tmp_path / "checkpoint.pt"
+        path.write_bytes(content)
+        with pytest.raises(CheckpointError, match=f"{path}.*Delete it to start afresh"):
+            marglik_training(model, loader, n_epochs=1, checkpoint=path)
+    torch.save({"something": 1}, path)
+    with pytest.raises(CheckpointError, match="not a marglik_training checkpoint"):
+        marglik_training(model, loader, n_epochs=1, checkpoint=path)
 
 
 def test_paper_schedule_runs_through_marglik_training():
     model, loader = setup()
-    schedule = paper_schedule(n_epochs=2, steps_per_epoch=len(loader)) | {
+    # two epochs are too few for the paper's burn-in: its schedule, learning from epoch 1
+    schedule = paper_schedule(n_epochs=2, steps_per_epoch=len(loader), marglik=False) | {
         "n_epochs_burnin": 1,
         "marglik_frequency": 1,
     }

@@ -141,3 +141,21 @@ def test_shallower_networks_check_their_input_side_and_layers():
         models.build("conv", (1, 16, 16), 10, alpha=2)
     with pytest.raises(ValueError, match="names layers outside 1..2"):
         models.build("conv", (1, 16, 16), 10, alpha=2, widths=(1, 2), subsampling=(1, 2, 3))
+
+
+def test_deep_relaxed_network_keeps_its_signal_at_initialisation():
+    """App. F.1's eight F-FC+CONV layers: the last relaxed layer's output keeps the first's
+    scale (with the paths' mean instead of sum / sqrt(K) it fell by 2^-7.5/2, about 13x)."""
+    x = torch.randn(64, 1, 32, 32)
+    ratios = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        model = models.build("f-fc+conv", (1, 32, 32), 10, alpha=1)
+        scales, hidden = [], x
+        with torch.no_grad():
+            for layer in model.relaxed_layers:  # as RelaxedNet.features
+                out = layer(hidden)
+                scales.append(out.std().item())
+                hidden = torch.relu(out)
+        ratios.append(scales[-1] / scales[0])
+    assert min(ratios) > 0.4, ratios

@@ -1,14 +1,19 @@
-r"""Relaxed layers: the mean of named paths, each with its own prior (paper Eq. 4, App. B).
+r"""Relaxed layers: the scaled sum of named paths, each with its own prior (paper Eq. 4, App. B).
 
 .. math::
-    y = \frac{1}{K}\Big[\mathrm{APS}\Big(\sum_{k \in \text{grid paths}} f_k(x)\Big)
+    y = \frac{1}{\sqrt{K}}\Big[\mathrm{APS}\Big(\sum_{k \in \text{grid paths}} f_k(x)\Big)
         + \sum_{k \in \text{direct paths}} f_k(x)\Big]
 
-for ``K`` paths. Eq. 4 writes the sum; the mean (as the reference code) differs only by the
-constant factor ``1/K`` on every path's weights and keeps a ``K``-path layer at the signal
-scale of a one-path layer at initialisation (a sum of ``K`` He-initialised paths would grow
-the activations by ``K`` per layer). A path whose weights are zero still contributes nothing,
-so the equivariant limit of Eq. 8 is unchanged.
+for ``K`` paths. Eq. 4 writes the sum and the reference code takes the mean (``1/K``); either
+differs from this only by a constant factor on every path's weights, so the model class, the
+priors' meaning (a path whose weights are zero contributes nothing) and the equivariant limit
+of Eq. 8 are the same. ``1/sqrt(K)`` is the factor that keeps the signal's second moment at
+initialisation: the ``K`` He-initialised paths are independent with zero mean, so their sum
+has ``K`` times one path's second moment. The mean would divide it by ``K`` at every layer
+(``2^-8`` after App. F.1's eight F-FC+CONV layers: logits 20-40 times smaller than MAP CONV's,
+and on 1,000 digit-task images the unit prior then shrank one seed's weights to zero before
+the likelihood's gradient could grow them, docs/learned_structure.md); the sum would multiply
+it by ``K``.
 
 Paths that keep the input grid (CONV, GCONV, and FC/F-FC at layers without subsampling) are
 summed first; at a subsampling layer their sum goes through one
@@ -21,6 +26,7 @@ parameter's name says its layer and path, e.g. ``layer3.fc.input_map.weight`` an
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping
 
 import torch
@@ -32,7 +38,7 @@ __all__ = ["RelaxedLayer"]
 
 
 class RelaxedLayer(nn.Module):
-    """A layer that is the mean of named paths, optionally followed by subsampling.
+    """A layer that is the sum of named paths over ``sqrt(K)``, optionally then subsampled.
 
     With a single path this is just that layer (the MAP baselines FC and CONV are
     one-path relaxed layers, so every model has the same naming).
@@ -95,22 +101,44 @@ class RelaxedLayer(nn.Module):
         return getattr(self, name)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Average the paths, subsampling the grid-preserving ones at a subsampling layer.
+        """Sum the paths over ``sqrt(K)``, subsampling the grid-preserving ones if due.
 
         Args:
             x: The layer input.
 
         Returns:
-            The mean of the paths' outputs.
+            The sum of the paths' outputs divided by ``sqrt(K)``.
+
+        Raises:
+            ValueError: If the paths' outputs differ in shape (naming each path's shape).
         """
-        grid = [getattr(self, n)(x) for n in self.path_names if n not in self.direct]
+        grid_names = [n for n in self.path_names if n not in self.direct]
+        grid = [getattr(self, n)(x) for n in grid_names]
         direct = [getattr(self, n)(x) for n in self.direct]
         outputs = direct
         if grid:
+            self._check_shapes(grid_names, grid, "")
             grid_sum = sum(grid[1:], grid[0])
             outputs = [self.pool(grid_sum) if self.pool is not None else grid_sum, *direct]
+        self._check_shapes(
+            [*(["+".join(grid_names) + " (subsampled)"] if grid else []), *self.direct],
+            outputs,
+            " after subsampling",
+        )
         total = sum(outputs[1:], outputs[0])
-        return total / len(self.path_names) if len(self.path_names) > 1 else total
+        return total / math.sqrt(len(self.path_names)) if len(self.path_names) > 1 else total
+
+    @staticmethod
+    def _check_shapes(names: list[str], outputs: list[torch.Tensor], where: str) -> None:
+        """Raise ValueError naming every path's output shape unless they all agree."""
+        shapes = [tuple(o.shape) for o in outputs]
+        if len(set(shapes)) > 1:
+            listing = ", ".join(f"{n}: {s}" for n, s in zip(names, shapes, strict=True))
+            raise ValueError(
+                f"The paths of a RelaxedLayer must give outputs of one shape{where}; got "
+                f"{listing}. Give every path the same output channels and grid (direct paths "
+                "map onto the subsampled grid)."
+            )
 
     def extra_repr(self) -> str:
         """Sizes shown in the module's repr."""

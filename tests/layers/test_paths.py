@@ -36,10 +36,31 @@ def test_zeroed_fc_path_makes_the_layer_exactly_equivariant(device, subsample):
     )
 
 
-def test_output_is_the_mean_of_the_paths(device):
+def test_output_is_the_sum_of_the_paths_over_sqrt_k(device):
     layer = relaxed(False).to(device, torch.float64)
     x = torch.randn(3, 2, 8, 8, device=device, dtype=torch.float64)
-    torch.testing.assert_close(layer(x), (layer.fc(x) + layer.conv(x)) / 2)
+    torch.testing.assert_close(layer(x), (layer.fc(x) + layer.conv(x)) / 2**0.5)
+
+
+def test_two_paths_keep_the_second_moment_of_one_at_initialisation():
+    """Independent He-initialised paths: the layer's output has one path's second moment
+    (the mean of two would halve it: ratio 0.5)."""
+    x = torch.randn(256, 4, 8, 8, dtype=torch.float64)
+    ratios = []
+    for seed in range(20):
+        torch.manual_seed(seed)
+        paths = {"fc": FactoredLinear2d(4, 8, 8), "conv": CircularConv2d(4, 8, 3, 8)}
+        layer = RelaxedLayer(paths).double()
+        one_path = (layer.fc(x).square().mean() + layer.conv(x).square().mean()) / 2
+        ratios.append((layer(x).square().mean() / one_path).item())
+    # 20 draws of the paths: the mean ratio is 1 up to their cross term's spread
+    assert 0.85 < sum(ratios) / len(ratios) < 1.15
+
+
+def test_paths_with_different_output_shapes_are_named():
+    layer = RelaxedLayer({"a": CircularConv2d(1, 2, 3, 4), "b": CircularConv2d(1, 3, 3, 4)})
+    with pytest.raises(ValueError, match=r"a: \(2, 2, 4, 4\), b: \(2, 3, 4, 4\)"):
+        layer(torch.randn(2, 1, 4, 4))
 
 
 def test_parameters_are_named_by_layer_and_path():
