@@ -428,7 +428,13 @@ def build_parser() -> argparse.ArgumentParser:
         "docs/learned_structure.md instead of training",
     )
     parser.add_argument("--check", action="store_true", help="with --table: only check it")
-    parser.add_argument("--tasks", nargs="+", default=list(KNOWN_TRUTH_TASKS))
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        choices=list(KNOWN_TRUTH_TASKS),
+        default=["shifted-digits", "quadrant-of-digit"],
+        help="(the two digit tasks; the *-fashion ones need dataset-fashion-mnist)",
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--model", default="f-fc+conv", help="models.build name (f-fc+conv)")
     parser.add_argument("--method", choices=["marglik", "map"], default="marglik")
