@@ -8,12 +8,24 @@ Public API:
 - :class:`EquivariantKFAC`: the laplace-torch curvature backend for these layers.
 - :func:`symmetry_report`, :func:`plot_symmetry`: the learned symmetry per layer and path.
 - :func:`marglik_training`: laplace-torch's ``marglik_training`` (same parameters and
-  results on stock models) with per-path priors, lengthscale hyperparameters, checkpoints;
-  :func:`paper_schedule`: the paper's schedule as its keyword arguments.
+  results on stock models) with per-path priors, lengthscale hyperparameters, checkpoints
+  (:class:`CheckpointError` for one that cannot be read or used);
+  :func:`paper_schedule`: the paper's schedule as its keyword arguments;
+  :func:`marglik_step_epochs`: which epochs of a schedule learn the priors.
 - :mod:`laplace_equivariance.invariance`: the older method we compare with, learned
   invariant weights (:class:`InvariantWeightsNet`, :func:`train_invariant_weights` with the
   ELBO or a Laplace marginal likelihood).
 """
+
+import warnings
+
+with warnings.catch_warnings():
+    # ASDL 0.1a4 (its PSGD kernels) and linear_operator (laplace-torch imports it) compile
+    # functions with torch.jit.script at import, which torch deprecates with a FutureWarning
+    # that a user cannot act on
+    warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated")
+    import asdl  # noqa: F401
+    import laplace  # noqa: F401
 
 from laplace_equivariance import curvature, diagnostics, invariance, layers, models
 from laplace_equivariance.curvature import (
@@ -23,13 +35,19 @@ from laplace_equivariance.curvature import (
 )
 from laplace_equivariance.diagnostics import effective_parameters, plot_symmetry, symmetry_report
 from laplace_equivariance.invariance import InvariantWeightsNet, train_invariant_weights
-from laplace_equivariance.marglik import marglik_training, paper_schedule
+from laplace_equivariance.marglik import (
+    CheckpointError,
+    marglik_step_epochs,
+    marglik_training,
+    paper_schedule,
+)
 from laplace_equivariance.models import RelaxedNet, build, count_parameters
 from laplace_equivariance.priors import PriorGroups, PriorStructure
 
 __version__ = "0.3.0"
 
 __all__ = [
+    "CheckpointError",
     "EquivariantKFAC",
     "InvariantWeightsNet",
     "PriorGroups",
@@ -45,6 +63,7 @@ __all__ = [
     "effective_parameters",
     "invariance",
     "layers",
+    "marglik_step_epochs",
     "marglik_training",
     "models",
     "paper_schedule",

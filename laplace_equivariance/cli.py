@@ -6,8 +6,13 @@ likelihood (one prior per parameter tensor, so per path and per factor; ``--prio
 path`` shares one between a path's tensors), and writes to ``--out``: ``results.json``
 (configuration, versions, device, test and training accuracy and NLL, marginal likelihood,
 learned precisions, effective parameters, timings), ``model.pt``, ``training.png`` and, for
-marginal-likelihood runs, ``symmetry.png``; ``checkpoint.pt`` is saved every epoch, and
-training the same ``--out`` again resumes from it. ``evaluate RUN [--split train]`` rebuilds
+marginal-likelihood runs, ``symmetry.png``; ``run.json`` records the settings and version,
+``checkpoint.pt`` is saved every epoch, and the same command again resumes from it (another
+run in the same ``--out`` is refused, naming the settings that differ, unless
+``--overwrite``). Settings that cannot give a valid run (a count below one, a
+marginal-likelihood run too short for any marginal-likelihood step, a device this machine
+lacks, an ``--out`` that cannot be written) stop with one line before anything is created;
+Ctrl-C prints the epoch the checkpoint holds. ``evaluate RUN [--split train]`` rebuilds
 the model from ``model.pt`` and evaluates it on the run's test (or training) set.
 ``--config table1|table2|table3`` sets the paper's settings (App. F.1, F.6); every option
 overrides them. S-layer lengthscales are MAP-trained weights by default; ``--lengthscale-mode
@@ -50,9 +55,15 @@ from laplace_equivariance.invariance import (
     InvariantWeightsNet,
     train_invariant_weights,
 )
-from laplace_equivariance.layers import AnchorBasis, LengthscaleMode
+from laplace_equivariance.layers import AnchorBasis, LengthscaleMode, RelaxedLayer
 from laplace_equivariance.lengthscales import DERIVATIVES
-from laplace_equivariance.marglik import OPTIMIZERS, marglik_training, paper_schedule
+from laplace_equivariance.marglik import (
+    OPTIMIZERS,
+    CheckpointError,
+    marglik_step_epochs,
+    marglik_training,
+    paper_schedule,
+)
 
 __all__ = ["CONFIGS", "INVARIANT_WEIGHTS", "main"]
 
@@ -116,43 +127,90 @@ def _parser() -> argparse.ArgumentParser:
         prog="laplace-equivariance", description=__doc__.splitlines()[0]
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    train = commands.add_parser("train", help="train a model (MAP or marginal likelihood)")
-    train.add_argument("--config", choices=sorted(CONFIGS), help="the paper's settings for a table")
-    train.add_argument("--dataset", choices=list(DATASETS))
-    train.add_argument("--model", choices=[*models.MODEL_NAMES, INVARIANT_WEIGHTS])
+    train = commands.add_parser(
+        "train",
+        help="train a model (MAP or marginal likelihood)",
+        description="Defaults in brackets; --config sets the paper's values of some, and every "
+        "option given overrides them.",
+    )
+    train.add_argument(
+        "--config", choices=sorted(CONFIGS), help="the paper's settings for a table (none)"
+    )
+    train.add_argument(
+        "--dataset", choices=list(DATASETS), help=f"the data [{DEFAULTS['dataset']}]"
+    )
+    train.add_argument(
+        "--model",
+        choices=[*models.MODEL_NAMES, INVARIANT_WEIGHTS],
+        help=f"the network's path types (docs/models.md) [{DEFAULTS['model']}]",
+    )
     train.add_argument(
         "--method",
         choices=["map", "marglik", *OBJECTIVES],
-        help=f"{OBJECTIVES} for {INVARIANT_WEIGHTS}",
+        help=f"map: unit priors; marglik: priors learned by the marginal likelihood "
+        f"[{DEFAULTS['method']}]; {'/'.join(OBJECTIVES)} for {INVARIANT_WEIGHTS} [elbo]",
     )
-    train.add_argument("--alpha", type=int)
-    train.add_argument("--epochs", type=int)
+    train.add_argument(
+        "--alpha", type=int, help=f"width multiplier a of App. F.1 [{DEFAULTS['alpha']}]"
+    )
+    train.add_argument("--epochs", type=int, help=f"training epochs [{DEFAULTS['epochs']}]")
     train.add_argument(
         "--lr",
         type=float,
-        help="learning rate of the weights (0.003; the paper's 0.01 with Adam leaves even MAP "
-        "CONV at chance at these data sizes, docs/learned_structure.md)",
+        help="learning rate of the weights, cosine-annealed to 0 [0.003; the paper's 0.01 with "
+        "Adam leaves even MAP CONV at chance at these data sizes, docs/learned_structure.md]",
     )
     train.add_argument(
         "--optimizer",
         choices=list(OPTIMIZERS),
-        help="optimiser of the weights: adam (the paper's App. F.6, the default) or sgd "
-        "(momentum 0.9, the reference code's)",
+        help="optimiser of the weights: adam (the paper's App. F.6) or sgd (momentum 0.9, the "
+        "reference code's) [adam]",
     )
-    train.add_argument("--lr-hyp", type=float, dest="lr_hyp")
-    train.add_argument("--batch-size", type=int, dest="batch_size")
-    train.add_argument("--burnin", type=int)
-    train.add_argument("--marglik-frequency", type=int, dest="marglik_frequency")
-    train.add_argument("--hypersteps", type=int)
-    train.add_argument("--subset", type=int, help="training examples to use")
-    train.add_argument("--test-subset", type=int, dest="test_subset")
-    train.add_argument("--marglik-subset", type=int, dest="marglik_subset")
-    train.add_argument("--stochastic", action="store_true", default=None, help="MC Fisher")
+    train.add_argument(
+        "--lr-hyp",
+        type=float,
+        dest="lr_hyp",
+        help=f"Adam learning rate of the log prior precisions [{DEFAULTS['lr_hyp']}]",
+    )
+    train.add_argument(
+        "--batch-size", type=int, dest="batch_size", help=f"[{DEFAULTS['batch_size']}]"
+    )
+    train.add_argument(
+        "--burnin",
+        type=int,
+        help=f"epochs before the first marginal-likelihood step [{DEFAULTS['burnin']}]",
+    )
+    train.add_argument(
+        "--marglik-frequency",
+        type=int,
+        dest="marglik_frequency",
+        help=f"epochs between marginal-likelihood fits [{DEFAULTS['marglik_frequency']}]",
+    )
+    train.add_argument(
+        "--hypersteps",
+        type=int,
+        help=f"hyperparameter steps on each fit [{DEFAULTS['hypersteps']}]",
+    )
+    train.add_argument("--subset", type=int, help="training examples to use [all]")
+    train.add_argument("--test-subset", type=int, dest="test_subset", help="test examples [all]")
+    train.add_argument(
+        "--marglik-subset",
+        type=int,
+        dest="marglik_subset",
+        help=f"examples of each marginal-likelihood fit [all; {INVARIANT_MARGLIK_SUBSET} for "
+        f"{INVARIANT_WEIGHTS}]",
+    )
+    train.add_argument(
+        "--stochastic",
+        action="store_true",
+        default=None,
+        help="Monte-Carlo Fisher instead of the exact GGN in the KFAC factors [off]",
+    )
     train.add_argument(
         "--mc-samples",
         type=int,
         dest="mc_samples",
-        help="targets sampled per example for the MC Fisher (with --stochastic; default 1)",
+        help="targets sampled per example for the MC Fisher (with --stochastic) [1]",
     )
     train.add_argument(
         "--restore-best",
@@ -160,54 +218,92 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         dest="restore_best",
         help="evaluate the epoch with the best marginal likelihood (laplace-torch's "
-        "marglik_training), not the last one (the paper's code)",
+        "marglik_training), not the last one (the paper's code) [off]",
     )
     train.add_argument(
         "--prior-structure",
         choices=["scalar", "layerwise", "path"],
         dest="prior_structure",
-        help="layerwise (default): one prior precision per parameter tensor, as the reference "
-        "code; path: one per layer and path; scalar: one (docs/learned_structure.md compares)",
+        help="layerwise: one prior precision per parameter tensor, as the reference code; "
+        "path: one per layer and path; scalar: one (docs/learned_structure.md compares) "
+        "[layerwise]",
     )
     train.add_argument(
         "--lengthscale-mode",
         choices=[mode.value for mode in LengthscaleMode],
         dest="lengthscale_mode",
         help="S-layer lengthscales: MAP-trained weights (learned), fixed, or marginal-"
-        "likelihood hyperparameters",
+        "likelihood hyperparameters [learned]",
     )
     train.add_argument(
         "--lengthscale-derivative",
         choices=list(DERIVATIVES),
         dest="lengthscale_derivative",
-        help="gradient for hyperparameter lengthscales (docs/curvature.md)",
+        help="gradient for hyperparameter lengthscales (docs/curvature.md) [total]",
     )
     train.add_argument(
         "--kfac-approx",
         choices=["expand", "reduce"],
         dest="kfac_approx",
-        help="KFAC for weights shared over positions (docs/curvature.md; default expand)",
+        help="KFAC for weights shared over positions (docs/curvature.md) [expand]",
     )
-    train.add_argument("--device")
-    train.add_argument("--seed", type=int)
+    train.add_argument("--device", help="cpu, cuda[:N] or mps [cuda if available, else cpu]")
+    train.add_argument("--seed", type=int, help="seed of the data subset and the weights [0]")
     train.add_argument(
-        "--threads", type=int, help="CPU threads (torch.set_num_threads; default: torch's)"
+        "--threads", type=int, help="CPU threads (torch.set_num_threads) [torch's default]"
     )
     train.add_argument(
         "--timeout",
         type=float,
-        help="under torchrun: seconds a rank waits for the others before the run stops (600)",
+        help="under torchrun: seconds a rank waits for the others before the run stops [600]",
     )
-    train.add_argument("--data-dir", dest="data_dir")
-    train.add_argument("--download", action="store_true", default=None)
-    train.add_argument("--invariance", choices=list(INVARIANCES), help=INVARIANT_WEIGHTS)
-    train.add_argument("--activation", choices=list(ACTIVATIONS), help=INVARIANT_WEIGHTS)
-    train.add_argument("--width", type=int, help=f"hidden units of {INVARIANT_WEIGHTS}")
     train.add_argument(
-        "--samples", type=int, help=f"transformations per pass ({INVARIANT_WEIGHTS})"
+        "--data-dir",
+        dest="data_dir",
+        help="folder with torchvision's files [none: the offline sources, docs/results.md]",
     )
-    train.add_argument("--eta-init", type=float, dest="eta_init", help=INVARIANT_WEIGHTS)
-    train.add_argument("--out", type=Path, required=True, help="folder for the run's files")
+    train.add_argument(
+        "--download",
+        action="store_true",
+        default=None,
+        help="let torchvision download into --data-dir [off]",
+    )
+    train.add_argument(
+        "--invariance",
+        choices=list(INVARIANCES),
+        help=f"{INVARIANT_WEIGHTS}: the transformations [{DEFAULTS['invariance']}]",
+    )
+    train.add_argument(
+        "--activation",
+        choices=list(ACTIVATIONS),
+        help=f"{INVARIANT_WEIGHTS}: the hidden units [{DEFAULTS['activation']}]",
+    )
+    train.add_argument(
+        "--width", type=int, help=f"{INVARIANT_WEIGHTS}: hidden units [{DEFAULTS['width']}]"
+    )
+    train.add_argument(
+        "--samples",
+        type=int,
+        help=f"{INVARIANT_WEIGHTS}: transformations per pass [{DEFAULTS['samples']}]",
+    )
+    train.add_argument(
+        "--eta-init",
+        type=float,
+        dest="eta_init",
+        help=f"{INVARIANT_WEIGHTS}: initial eta [{DEFAULTS['eta_init']}]",
+    )
+    train.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="folder for the run's files; the same command again resumes the run there",
+    )
+    train.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="delete another run's files in --out and start afresh (a folder holding another "
+        "run is otherwise refused) [off]",
+    )
     evaluate = commands.add_parser("evaluate", help="evaluate a trained run on its test set")
     evaluate.add_argument("run", type=Path)
     evaluate.add_argument(
@@ -390,85 +486,205 @@ def _loaders(
     )
 
 
-def train(settings: dict[str, Any], out: Path) -> dict[str, Any] | None:
-    """Train as ``settings`` say and write the run's files to ``out``.
+RUN_RECORD = "run.json"
+"""File in ``--out`` that records the settings and version a run was started with."""
 
-    Under ``torchrun --nproc-per-node W`` the ranks train one model together
-    (:mod:`laplace_equivariance.distributed`) and rank 0 writes the files.
+NOT_RESULT_SETTINGS = ("threads", "timeout", "download")
+"""Settings that do not change a run's result: a run may resume with other values of them."""
 
-    Args:
-        settings: The run's settings (:data:`DEFAULTS` keys).
-        out: Folder for ``results.json``, ``model.pt`` and plots.
+RUN_FILES = (RUN_RECORD, "checkpoint.pt", "results.json", "model.pt")
+"""Files of a run in its ``--out`` folder (besides the plots); ``--overwrite`` removes them."""
+
+POSITIVE = ("epochs", "alpha", "batch_size", "marglik_frequency", "hypersteps", "mc_samples")
+"""Settings that must be at least 1 (``burnin`` at least 0; subsets at least 1 when given)."""
+
+
+def check_settings(settings: dict[str, Any]) -> None:
+    """Refuse, before anything is loaded or created, settings that cannot give a valid run.
+
+    Raises:
+        SystemExit: With one line naming the option, for a count below its minimum, a
+            marginal-likelihood run that takes no marginal-likelihood step (it would be
+            reported as learned at the initial priors), or a device this machine lacks.
+    """
+    for key in POSITIVE:
+        if settings[key] < 1:
+            raise SystemExit(f"--{key.replace('_', '-')} must be at least 1, got {settings[key]}.")
+    for key in ("subset", "test_subset", "marglik_subset", "threads"):
+        if settings[key] is not None and settings[key] < 1:
+            raise SystemExit(f"--{key.replace('_', '-')} must be at least 1, got {settings[key]}.")
+    if settings["burnin"] < 0:
+        raise SystemExit(f"--burnin must be at least 0, got {settings['burnin']}.")
+    invariant = settings["model"] == INVARIANT_WEIGHTS
+    if settings["method"] in ("marglik", "laplace"):
+        # train_invariant_weights steps after epoch ``burnin``, marglik_training from it on
+        burnin = settings["burnin"] + 1 if invariant else settings["burnin"]
+        if not marglik_step_epochs(settings["epochs"], burnin, settings["marglik_frequency"]):
+            raise SystemExit(
+                f"--method {settings['method']} with --epochs {settings['epochs']} takes no "
+                f"marginal-likelihood step (--burnin {settings['burnin']}, one every "
+                f"--marglik-frequency {settings['marglik_frequency']} epochs): nothing would "
+                "be learned. Train longer, lower --burnin, or use --method map."
+            )
+    _check_device(settings["device"])
+
+
+def _check_device(device: str) -> None:
+    """Raise SystemExit unless ``device`` names a device this machine has."""
+    try:
+        kind = torch.device(device)
+    except RuntimeError as error:
+        raise SystemExit(f"--device {device}: {error}") from None
+    if kind.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(
+            f"--device {device}: this machine has no CUDA device (torch.cuda.is_available() is "
+            "False); use --device cpu."
+        )
+    if kind.type == "cuda" and kind.index is not None and kind.index >= torch.cuda.device_count():
+        raise SystemExit(
+            f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)."
+        )
+    if kind.type == "mps" and not torch.backends.mps.is_available():
+        raise SystemExit(f"--device {device}: MPS is not available here; use --device cpu.")
+    if kind.type not in ("cpu", "cuda", "mps"):
+        raise SystemExit(f"--device {device}: use cpu, cuda[:N] or mps.")
+
+
+def _differences(recorded: dict[str, Any], settings: dict[str, Any]) -> list[str]:
+    """``"key: old -> new"`` for every result-changing setting that differs."""
+    keys = sorted((set(recorded) | set(settings)) - set(NOT_RESULT_SETTINGS))
+    return [
+        f"{key}: {recorded.get(key)!r} -> {settings.get(key)!r}"
+        for key in keys
+        if recorded.get(key) != settings.get(key)
+    ]
+
+
+def prepare_out(settings: dict[str, Any], out: Path, overwrite: bool = False) -> int | None:
+    """Make ``out`` ready for the run, resuming only the same run.
+
+    A folder with a run's files resumes (from ``checkpoint.pt``) only if its
+    :data:`RUN_RECORD` has the same package version and the same settings, except
+    :data:`NOT_RESULT_SETTINGS`; ``overwrite`` deletes the run's files and starts afresh.
 
     Returns:
-        The results written to ``results.json`` (None on ranks other than 0).
+        The last epoch the checkpoint holds when the run resumes, else None.
+
+    Raises:
+        SystemExit: If ``out`` holds another run (naming the settings that differ), files of a
+            run without a record, a checkpoint that cannot be read, or cannot be written.
     """
-    world = _join_process_group(settings)
-    if world > 1 and settings["model"] == INVARIANT_WEIGHTS:
-        raise SystemExit(f"--model {INVARIANT_WEIGHTS} trains in one process, not under torchrun.")
-    out.mkdir(parents=True, exist_ok=True)
-    if settings.get("threads"):
-        torch.set_num_threads(settings["threads"])
-    torch.manual_seed(settings["seed"])
-    data = load_dataset(
-        settings["dataset"],
-        settings["data_dir"],
-        settings["download"],
-        settings["subset"],
-        settings["test_subset"],
-        settings["seed"],
-    )
-    device = settings["device"]
-    model = build_model(settings, data.in_shape, data.n_classes).to(device)
-    x, y = data.x_train.to(device), data.y_train.to(device)
-    invariant = settings["model"] == INVARIANT_WEIGHTS
-    default_subset = min(len(x), INVARIANT_MARGLIK_SUBSET) if invariant else len(x)
-    n_marglik = settings["marglik_subset"] or default_subset
-    loader, marglik_loader = _loaders(
-        settings, TensorDataset(x, y), TensorDataset(x[:n_marglik], y[:n_marglik])
-    )
-    learns = settings["method"] == "marglik"
-    start = time.perf_counter()
-    la, extra = None, {}
-    if invariant:
-        history = train_invariant_weights(
-            model,
-            loader,
-            settings["method"],
-            n_epochs=settings["epochs"],
-            lr=settings["lr"],
-            lr_hyp=settings["lr_hyp"],
-            marglik_loader=marglik_loader,
-            marglik_frequency=settings["marglik_frequency"],
-            n_hypersteps=settings["hypersteps"],
-            n_epochs_burnin=settings["burnin"],
-            progress_bar=True,
-        )
-        losses, margliks = history.loss, [-v for v in history.objective if v is not None]
-        extra = {
-            "invariance": dataclasses.asdict(history)
-            | {"generators": INVARIANCES[settings["invariance"]]}
-        }
-    else:
-        # wall time of all epochs, also those before a resume (marglik_training checkpoints
-        # it), plus what follows the last epoch (the final Laplace fit)
-        epochs_done: dict[str, Any] = {}
-
-        def record(epoch: int, info: dict[str, Any]) -> None:
-            epochs_done.update(
-                seconds=info["seconds"],
-                at=time.perf_counter(),
-                evaluated_epoch=info["best_epoch"] or epoch,
+    record_path = out / RUN_RECORD
+    present = [name for name in RUN_FILES if (out / name).exists()]
+    record = {"package": __version__, "settings": settings}
+    if present and overwrite and distributed.rank() == 0:
+        for name in present:
+            (out / name).unlink()
+        present = []
+    if present and not overwrite:
+        if not record_path.exists():
+            raise SystemExit(
+                f"--out {out} holds files of a run ({', '.join(present)}) with no record of "
+                f"its settings ({RUN_RECORD}): pass --overwrite to start afresh there, or "
+                "another --out."
             )
+        recorded = json.loads(record_path.read_text())
+        differences = _differences(recorded["settings"], settings)
+        if recorded.get("package") != __version__:
+            differences.insert(0, f"package: {recorded.get('package')!r} -> {__version__!r}")
+        if differences:
+            raise SystemExit(
+                f"--out {out} holds another run; resuming it would mix two runs. Settings "
+                f"that differ: {'; '.join(differences)}. Pass --overwrite to start afresh "
+                "there, or another --out."
+            )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        if distributed.rank() == 0:
+            record_path.write_text(json.dumps(record, indent=2) + "\n")
+    except OSError as error:
+        raise SystemExit(f"--out {out}: cannot write there ({error.strerror}).") from None
+    distributed.barrier()
+    return _checkpoint_epoch(out / "checkpoint.pt")
 
-        schedule = paper_schedule(
-            settings["epochs"], len(loader), lr=settings["lr"], optimizer=settings["optimizer"]
-        ) | {
-            "lr_hyp": settings["lr_hyp"],
-            "n_epochs_burnin": settings["burnin"] if learns else settings["epochs"] + 1,
-            "n_hypersteps": settings["hypersteps"],
-            "marglik_frequency": settings["marglik_frequency"],
-        }
+
+def _checkpoint_epoch(path: Path) -> int | None:
+    """The last epoch a checkpoint holds, None without one.
+
+    Raises:
+        SystemExit: If it cannot be read.
+    """
+    if not path.exists():
+        return None
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+        return int(saved["state"]["epoch"])
+    except Exception as error:  # unpickling errors have no common base class
+        raise SystemExit(
+            f"Checkpoint {path} cannot be read ({type(error).__name__}): it is corrupt, empty "
+            "or truncated. Pass --overwrite to start afresh."
+        ) from None
+
+
+def _train_invariant(
+    settings: dict[str, Any], model: torch.nn.Module, loader: DataLoader, marglik_loader
+) -> tuple[list[float], list[float], dict[str, Any]]:
+    """Train the invariant-weights network: losses, objective values, its results entry."""
+    history = train_invariant_weights(
+        model,
+        loader,
+        settings["method"],
+        n_epochs=settings["epochs"],
+        lr=settings["lr"],
+        lr_hyp=settings["lr_hyp"],
+        marglik_loader=marglik_loader,
+        marglik_frequency=settings["marglik_frequency"],
+        n_hypersteps=settings["hypersteps"],
+        n_epochs_burnin=settings["burnin"],
+        progress_bar=True,
+    )
+    extra = {
+        "invariance": dataclasses.asdict(history)
+        | {"generators": INVARIANCES[settings["invariance"]]}
+    }
+    return history.loss, [-v for v in history.objective if v is not None], extra
+
+
+def _train_relaxed(
+    settings: dict[str, Any],
+    model: torch.nn.Module,
+    loader: DataLoader,
+    marglik_loader: DataLoader,
+    out: Path,
+) -> tuple[Any, torch.nn.Module, list[float], list[float], float, int]:
+    """Train a relaxed network with :func:`marglik_training` (checkpointed in ``out``).
+
+    Returns:
+        ``(la, model, losses, margliks, seconds, evaluated_epoch)``: ``seconds`` counts every
+        epoch, also those run before a resume (the checkpoint keeps their time), and what
+        follows the last epoch (the final Laplace fit).
+    """
+    learns = settings["method"] == "marglik"
+    epochs_done: dict[str, Any] = {}
+
+    def record(epoch: int, info: dict[str, Any]) -> None:
+        epochs_done.update(
+            seconds=info["seconds"],
+            at=time.perf_counter(),
+            evaluated_epoch=info["best_epoch"] or epoch,
+        )
+
+    schedule = paper_schedule(
+        settings["epochs"],
+        len(loader),
+        lr=settings["lr"],
+        optimizer=settings["optimizer"],
+        marglik=learns,
+        n_epochs_burnin=settings["burnin"],
+        marglik_frequency=settings["marglik_frequency"],
+    ) | {"lr_hyp": settings["lr_hyp"], "n_hypersteps": settings["hypersteps"]}
+    start = time.perf_counter()
+    try:
         la, model, margliks, losses = marglik_training(
             model,
             loader,
@@ -485,21 +701,105 @@ def train(settings: dict[str, Any], out: Path) -> dict[str, Any] | None:
             restore_best=settings["restore_best"],
             callback=record,
         )
-        if epochs_done:
-            start = epochs_done["at"] - epochs_done["seconds"]
-        else:  # every epoch ran before this call: the checkpoint holds their time
-            state = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=False)[
-                "state"
-            ]
-            start -= state["seconds"]
-            best = state["best"] if settings["restore_best"] else None
-            epochs_done["evaluated_epoch"] = best["epoch"] if best else state["epoch"]
+    except CheckpointError as error:
+        raise SystemExit(f"{error} Or pass --overwrite.") from None
+    if epochs_done:
+        start = epochs_done["at"] - epochs_done["seconds"]
+        evaluated_epoch = epochs_done["evaluated_epoch"]
+    else:  # every epoch ran before this call: the checkpoint holds their time
+        state = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=False)["state"]
+        start -= state["seconds"]
+        best = state["best"] if settings["restore_best"] else None
+        evaluated_epoch = best["epoch"] if best else state["epoch"]
+    return la, model, losses, margliks, time.perf_counter() - start, evaluated_epoch
+
+
+def _write_files(
+    results: dict[str, Any],
+    settings: dict[str, Any],
+    model: torch.nn.Module,
+    la: Any,
+    out: Path,
+) -> None:
+    """``model.pt``, ``symmetry.png`` (learned runs), ``training.png``, ``results.json``."""
+    torch.save(model.state_dict(), out / "model.pt")
+    if la is not None:
+        plot_symmetry(
+            results["symmetry"], title=f"{settings['model']} on {settings['dataset']}"
+        ).savefig(out / "symmetry.png", dpi=120)
+    if "invariance" in results:
+        _plot_eta(
+            results["invariance"]["eta"], INVARIANCES[settings["invariance"]], out / "eta.png"
+        )
+        labels = ("epoch", f"-{settings['method']} objective / N")
+        _plot_training(results["losses"], results["neg_log_marglik"], out / "training.png", labels)
+    else:
+        _plot_training(results["losses"], results["neg_log_marglik"], out / "training.png")
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+def train(settings: dict[str, Any], out: Path, overwrite: bool = False) -> dict[str, Any] | None:
+    """Train as ``settings`` say and write the run's files to ``out``.
+
+    Steps: check the settings (:func:`check_settings`, before anything is created), prepare
+    the folder (:func:`prepare_out`: resume only the same run), load the data, build the
+    model, train, evaluate, write the files. Under ``torchrun --nproc-per-node W`` the ranks
+    train one model together (:mod:`laplace_equivariance.distributed`) and rank 0 writes.
+
+    Args:
+        settings: The run's settings (:data:`DEFAULTS` keys).
+        out: Folder for ``results.json``, ``model.pt``, the plots and the checkpoint.
+        overwrite: Delete another run's files in ``out`` and start afresh.
+
+    Returns:
+        The results written to ``results.json`` (None on ranks other than 0).
+
+    Raises:
+        SystemExit: For settings that cannot give a valid run, or an ``out`` that holds
+            another run or cannot be written (one line each, naming what to do).
+    """
+    check_settings(settings)
+    world = _join_process_group(settings)
+    invariant = settings["model"] == INVARIANT_WEIGHTS
+    if world > 1 and invariant:
+        raise SystemExit(f"--model {INVARIANT_WEIGHTS} trains in one process, not under torchrun.")
+    resumes_from = prepare_out(settings, out, overwrite)
+    if resumes_from is not None and distributed.rank() == 0:
+        print(
+            f"resuming from epoch {resumes_from} of {settings['epochs']} ({out / 'checkpoint.pt'})"
+        )
+    if settings.get("threads"):
+        torch.set_num_threads(settings["threads"])
+    torch.manual_seed(settings["seed"])
+    data = load_dataset(
+        settings["dataset"],
+        settings["data_dir"],
+        settings["download"],
+        settings["subset"],
+        settings["test_subset"],
+        settings["seed"],
+    )
+    device = settings["device"]
+    model = build_model(settings, data.in_shape, data.n_classes).to(device)
+    x, y = data.x_train.to(device), data.y_train.to(device)
+    default_subset = min(len(x), INVARIANT_MARGLIK_SUBSET) if invariant else len(x)
+    n_marglik = settings["marglik_subset"] or default_subset
+    loader, marglik_loader = _loaders(
+        settings, TensorDataset(x, y), TensorDataset(x[:n_marglik], y[:n_marglik])
+    )
+    la = None
+    if invariant:
+        start = time.perf_counter()
+        losses, margliks, extra = _train_invariant(settings, model, loader, marglik_loader)
+        seconds = time.perf_counter() - start
+    else:
+        la, model, losses, margliks, seconds, evaluated = _train_relaxed(
+            settings, model, loader, marglik_loader, out
+        )
         # the epoch whose model the test metrics are of
-        extra = {"evaluated_epoch": epochs_done["evaluated_epoch"]}
-    seconds = time.perf_counter() - start
+        extra = {"evaluated_epoch": evaluated}
     if distributed.rank() != 0:
         return None
-    torch.save(model.state_dict(), out / "model.pt")
     results: dict[str, Any] = {
         "settings": settings,
         "versions": {
@@ -529,18 +829,8 @@ def train(settings: dict[str, Any], out: Path) -> dict[str, Any] | None:
         **extra,
     }
     if la is not None:
-        report = symmetry_report(la)
-        results["symmetry"] = report
-        plot_symmetry(report, title=f"{settings['model']} on {settings['dataset']}").savefig(
-            out / "symmetry.png", dpi=120
-        )
-    if invariant:
-        _plot_eta(history.eta, INVARIANCES[settings["invariance"]], out / "eta.png")
-        labels = ("epoch", f"-{settings['method']} objective / N")
-        _plot_training(losses, margliks, out / "training.png", labels)
-    else:
-        _plot_training(losses, margliks, out / "training.png")
-    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        results["symmetry"] = symmetry_report(la)
+    _write_files(results, settings, model, la, out)
     return results
 
 
@@ -559,7 +849,8 @@ def evaluate(run: Path, split: str = "test") -> dict[str, float]:
     """
     if split not in ("test", "train"):
         raise ValueError(f"split must be 'test' or 'train', not {split!r}")
-    settings = summary.load_run(run)["settings"]
+    stored = summary.load_run(run)
+    settings = stored["settings"]
     data = load_dataset(
         settings["dataset"],
         settings["data_dir"],
@@ -569,10 +860,36 @@ def evaluate(run: Path, split: str = "test") -> dict[str, float]:
         settings["seed"],
     )
     model = build_model(settings, data.in_shape, data.n_classes)
+    _check_same_function(run, stored, model)
     model.load_state_dict(torch.load(run / "model.pt", map_location="cpu"))
     if split == "train":
         return _metrics(model, data.x_train, data.y_train, "cpu")
     return _metrics(model, data.x_test, data.y_test, "cpu")
+
+
+PATHS_SUMMED_SINCE = (0, 3, 0)
+"""Version since which relaxed layers sum their paths over ``sqrt(K)`` (before: the mean)."""
+
+
+def _check_same_function(run: Path, stored: dict[str, Any], model: torch.nn.Module) -> None:
+    """Refuse weights that this version's layers would turn into another function.
+
+    Raises:
+        SystemExit: For a model with several paths per layer trained before
+            :data:`PATHS_SUMMED_SINCE`.
+    """
+    made_by = stored.get("versions", {}).get("laplace_equivariance", "0")
+    numbers = tuple(int(part) for part in made_by.split(".")[:3] if part.isdigit())
+    several_paths = any(
+        isinstance(m, RelaxedLayer) and len(m.path_names) > 1 for m in model.modules()
+    )
+    if several_paths and numbers < PATHS_SUMMED_SINCE:
+        raise SystemExit(
+            f"{run} was trained by laplace-equivariance {made_by}, whose relaxed layers "
+            f"averaged their paths; this version ({__version__}) sums them over sqrt(K), so "
+            f"the saved weights would give another function. Evaluate it with version "
+            f"{made_by}, or train it again."
+        )
 
 
 def report(runs: Sequence[Path]) -> str:
@@ -597,6 +914,8 @@ def report(runs: Sequence[Path]) -> str:
         learned = " ".join(
             row["learned"] for row in results.get("symmetry", {}).get("layers", [])[:8]
         )
+        if s["method"] == "marglik" and not results.get("neg_log_marglik"):
+            learned = "not learned: no marginal-likelihood step"
         if "invariance" in results:
             eta = results["invariance"]["eta"][-1]
             learned = ", ".join(
@@ -613,6 +932,25 @@ def report(runs: Sequence[Path]) -> str:
     return "\n".join(lines)
 
 
+def _interrupted(settings: dict[str, Any], out: Path) -> str:
+    """The one line printed on Ctrl-C: what the checkpoint holds and how to resume."""
+    checkpoint = out / "checkpoint.pt"
+    if settings["model"] == INVARIANT_WEIGHTS:
+        return (
+            f"Interrupted; --model {INVARIANT_WEIGHTS} keeps no checkpoint: run again to retrain."
+        )
+    try:
+        epoch = _checkpoint_epoch(checkpoint)
+    except SystemExit:
+        epoch = None
+    if epoch is None:
+        return "Interrupted before the first epoch ended: nothing to resume."
+    return (
+        f"Interrupted; {checkpoint} holds epoch {epoch} of {settings['epochs']}: run the same "
+        "command again to resume."
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line.
 
@@ -624,7 +962,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = _parser().parse_args(argv)
     if args.command == "train":
-        results = train(_settings(args), args.out)
+        settings = _settings(args)
+        try:
+            results = train(settings, args.out, overwrite=args.overwrite)
+        except KeyboardInterrupt:
+            print(_interrupted(settings, args.out), file=sys.stderr)
+            return 130
         if results is not None:  # rank 0 (or the only process)
             print(json.dumps(results["test"]))
             print(f"wrote {args.out / 'results.json'}")

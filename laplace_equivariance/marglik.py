@@ -97,6 +97,8 @@ def paper_schedule(
     lr: float = 0.01,
     optimizer: str = "adam",
     marglik: bool = True,
+    n_epochs_burnin: int = 10,
+    marglik_frequency: int = 5,
 ) -> dict[str, Any]:
     """The paper's training schedule (App. F.6) as keyword arguments of :func:`marglik_training`.
 
@@ -122,6 +124,8 @@ def paper_schedule(
         marglik: Learn the prior precisions (the paper's method); False: the MAP baseline
             at unit prior variances, the same schedule without a marginal-likelihood step
             (``n_epochs_burnin = n_epochs + 1``).
+        n_epochs_burnin: Burn-in epochs of a learning run (the paper's 10).
+        marglik_frequency: Epochs between marginal-likelihood fits (the paper's 5).
 
     Returns:
         ``optimizer_cls``, ``optimizer_kwargs``, ``scheduler_cls``, ``scheduler_kwargs``,
@@ -130,17 +134,18 @@ def paper_schedule(
 
     Raises:
         ValueError: For an optimiser other than ``"adam"`` and ``"sgd"``, or with
-            ``marglik=True`` for fewer than 10 epochs (the first marginal-likelihood step
-            comes after the 10 burn-in epochs: nothing would be learned).
+            ``marglik=True`` for a run too short for any marginal-likelihood step
+            (:func:`marglik_step_epochs`; with the paper's burn-in, fewer than 10 epochs):
+            nothing would be learned.
     """
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}.")
-    burnin, frequency = 10, 5
+    burnin, frequency = n_epochs_burnin, marglik_frequency
     if marglik and not marglik_step_epochs(n_epochs, burnin, frequency):
         raise ValueError(
-            f"paper_schedule(n_epochs={n_epochs}) takes no marginal-likelihood step: the "
-            f"first comes at epoch {burnin} (after {burnin} burn-in epochs). Train at least "
-            f"{burnin} epochs, set n_epochs_burnin yourself, or pass marglik=False for MAP."
+            f"paper_schedule(n_epochs={n_epochs}) takes no marginal-likelihood step (burn-in "
+            f"{burnin} epochs, a fit every {frequency}): train longer, give a shorter "
+            "n_epochs_burnin, or pass marglik=False for MAP."
         )
     return {
         "optimizer_cls": Adam if optimizer == "adam" else SGD,

@@ -273,3 +273,142 @@ def test_lengthscale_hyperparameters_from_the_command_line(tmp_path):
     lengthscales = results["lengthscales"]
     assert len(lengthscales) == 8 and "layer1.conv.basis" in lengthscales
     assert all(omega != 1.0 for omega in lengthscales.values())
+
+
+def test_another_run_in_the_same_folder_is_refused_naming_what_differs(runs, capsys):
+    """Issue: reusing --out resumed the old run and relabelled it (another data set, seed)."""
+    _, baseline = runs
+    before = (baseline / "results.json").read_text()
+    argv = ["train", "--dataset", "rotated-mnist", "--seed", "1", "--model", "conv"]
+    argv += ["--method", "map", "--out", str(baseline), *TINY]
+    with pytest.raises(SystemExit, match=r"dataset: 'quadrant-mnist' -> 'rotated-mnist'.*seed"):
+        main(argv)
+    assert (baseline / "results.json").read_text() == before
+    # threads do not change the result: the same run resumes, and says so
+    same = ["train", "--dataset", "quadrant-mnist", "--model", "conv", "--method", "map"]
+    assert main([*same, "--threads", "1", "--out", str(baseline), *TINY]) == 0
+    assert "resuming from epoch 2 of 2" in capsys.readouterr().out
+
+
+def test_overwrite_starts_afresh_in_a_folder_that_holds_another_run(tmp_path):
+    out = tmp_path / "run"
+    base = ["train", "--model", "conv", "--method", "map", "--out", str(out), *TINY]
+    assert main(base) == 0
+    first = json.loads((out / "results.json").read_text())
+    assert main([*base, "--seed", "1", "--overwrite"]) == 0
+    second = json.loads((out / "results.json").read_text())
+    assert second["settings"]["seed"] == 1 and second["losses"] != first["losses"]
+    assert json.loads((out / "run.json").read_text())["settings"]["seed"] == 1
+
+
+def test_a_folder_with_run_files_but_no_record_is_refused(tmp_path):
+    out = tmp_path / "older"
+    out.mkdir()
+    (out / "checkpoint.pt").write_bytes(b"")
+    with pytest.raises(SystemExit, match="no record of its settings.*--overwrite"):
+        main(["train", "--out", str(out), *TINY])
+
+
+def test_a_corrupt_checkpoint_is_one_line_naming_it(tmp_path):
+    out = tmp_path / "corrupt"
+    argv = ["train", "--model", "conv", "--method", "map", "--out", str(out), *TINY]
+    settings = cli._settings(cli._parser().parse_args(argv))
+    out.mkdir()
+    (out / "run.json").write_text(json.dumps({"package": cli.__version__, "settings": settings}))
+    for content in (b"", b"garbage", b"PK\x03\x04"):
+        (out / "checkpoint.pt").write_bytes(content)
+        with pytest.raises(SystemExit, match=f"{out / 'checkpoint.pt'}.*--overwrite"):
+            main(argv)
+
+
+def test_a_learning_run_too_short_to_learn_is_refused_before_anything_exists(tmp_path):
+    """Issue: 2 epochs with burn-in 10 took no marginal-likelihood step yet reported 'learned'."""
+    out = tmp_path / "short"
+    with pytest.raises(SystemExit, match="takes no marginal-likelihood step"):
+        main(["train", "--subset", "64", "--epochs", "2", "--alpha", "1", "--out", str(out)])
+    assert not out.exists()
+
+
+def test_report_does_not_call_an_unlearned_run_learned(runs, tmp_path):
+    learned, _ = runs
+    results = json.loads((learned / "results.json").read_text())
+    results["neg_log_marglik"] = []
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    assert "not learned" in report([tmp_path]).splitlines()[1]
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--epochs", "0"], "--epochs must be at least 1"),
+        (["--epochs", "-3"], "--epochs must be at least 1"),
+        (["--batch-size", "0"], "--batch-size must be at least 1"),
+        (["--subset", "0"], "--subset must be at least 1"),
+        (["--burnin", "-1"], "--burnin must be at least 0"),
+        (["--device", "tpu"], "--device tpu"),
+    ],
+)
+def test_settings_that_cannot_run_stop_before_anything_exists(tmp_path, options, message):
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit, match=message):
+        main(["train", "--out", str(out), *TINY, *options])
+    assert not out.exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_cuda_on_a_machine_without_it_stops_before_anything_exists(tmp_path):
+    out = tmp_path / "cuda"
+    with pytest.raises(SystemExit, match="no CUDA device.*--device cpu"):
+        main(["train", "--out", str(out), *TINY, "--device", "cuda"])
+    assert not out.exists()
+
+
+def test_an_unwritable_out_is_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(SystemExit, match="cannot write there"):
+        main(["train", "--out", str(blocker / "run"), *TINY])
+
+
+def test_ctrl_c_prints_the_checkpoints_epoch_and_how_to_resume(runs, monkeypatch, capsys):
+    _, baseline = runs
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "marglik_training", interrupted)
+    argv = ["train", "--dataset", "quadrant-mnist", "--model", "conv", "--method", "map"]
+    assert main([*argv, "--out", str(baseline), *TINY]) == 130
+    message = capsys.readouterr().err.strip()
+    assert message == (
+        f"Interrupted; {baseline / 'checkpoint.pt'} holds epoch 2 of 2: run the same command "
+        "again to resume."
+    )
+
+
+def test_evaluate_refuses_weights_of_layers_that_averaged_their_paths(runs, tmp_path):
+    learned, _ = runs
+    older = tmp_path / "older"
+    older.mkdir()
+    results = json.loads((learned / "results.json").read_text())
+    results["versions"]["laplace_equivariance"] = "0.2.0"
+    (older / "results.json").write_text(json.dumps(results))
+    (older / "model.pt").write_bytes((learned / "model.pt").read_bytes())
+    with pytest.raises(SystemExit, match="averaged their paths"):
+        evaluate(older)
+
+
+def test_every_option_has_a_help_line_and_help_prints_no_warning():
+    done = subprocess.run(
+        [sys.executable, "-W", "default", "-m", "laplace_equivariance", "train", "--help"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0 and done.stderr == ""
+    train = next(
+        action
+        for action in cli._parser()._subparsers._group_actions[0].choices.values()
+        if action.prog.endswith("train")
+    )
+    undocumented = [a.dest for a in train._actions if a.dest != "help" and not a.help]
+    assert undocumented == []

@@ -406,6 +406,7 @@ def test_paper_schedule_refuses_a_run_too_short_to_learn():
     """The first marginal-likelihood step comes at epoch 10: 9 epochs would learn nothing."""
     with pytest.raises(ValueError, match="no marginal-likelihood step.*marglik=False"):
         paper_schedule(n_epochs=9, steps_per_epoch=3)
+    assert paper_schedule(9, 3, n_epochs_burnin=5)["n_epochs_burnin"] == 5
 
 
 @pytest.mark.parametrize(
@@ -446,11 +447,9 @@ def test_a_corrupt_checkpoint_is_named_with_how_to_start_afresh(tmp_path):
 
 def test_paper_schedule_runs_through_marglik_training():
     model, loader = setup()
-    # two epochs are too few for the paper's burn-in: its schedule, learning from epoch 1
-    schedule = paper_schedule(n_epochs=2, steps_per_epoch=len(loader), marglik=False) | {
-        "n_epochs_burnin": 1,
-        "marglik_frequency": 1,
-    }
+    schedule = paper_schedule(
+        n_epochs=2, steps_per_epoch=len(loader), n_epochs_burnin=1, marglik_frequency=1
+    )
     _, _, margliks, losses = marglik_training(model, loader, prior_structure="path", **schedule)
     assert len(losses) == 2 and len(margliks) == 2 * 20
 
