@@ -159,3 +159,9 @@ def test_deep_relaxed_network_keeps_its_signal_at_initialisation():
                 hidden = torch.relu(out)
         ratios.append(scales[-1] / scales[0])
     assert min(ratios) > 0.4, ratios
+
+
+def test_a_dict_batch_is_named_with_what_to_do():
+    model = models.build("f-fc+conv", (1, 4, 4), 3, alpha=1, widths=(1, 2), subsampling=(1, 2))
+    with pytest.raises(TypeError, match=r"got a dict with keys \['input_ids', 'labels'\].*wrap"):
+        model({"input_ids": torch.randn(2, 1, 4, 4), "labels": torch.zeros(2)})

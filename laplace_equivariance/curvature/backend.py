@@ -230,6 +230,8 @@ class EquivariantKFAC(AsdlGGN):
         super().__init__(
             model, likelihood, last_layer, subnetwork_indices, dict_key_x, dict_key_y, stochastic
         )
+        # laplace-torch's Jacobian-based diag and full draw GGNInterface.num_samples targets
+        self.num_samples = n_mc_samples
         if last_layer and any(
             isinstance(m, RelaxedLayer) and len(m.path_names) > 1 for m in model.modules()
         ):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
@@ -38,8 +38,17 @@ def check_input_shape(x: torch.Tensor, expected: Sequence[int], layer: str) -> N
         layer: The layer's name for the error message.
 
     Raises:
+        TypeError: If ``x`` is not a tensor (a dict batch given to a model that takes
+            tensors).
         ValueError: If ``x.shape[1:]`` differs from ``expected``.
     """
+    if not isinstance(x, torch.Tensor):
+        keys = f" with keys {sorted(x)}" if isinstance(x, Mapping) else ""
+        raise TypeError(
+            f"{layer} takes a tensor of shape (N, {', '.join(map(str, expected))}), got a "
+            f"{type(x).__name__}{keys}. With dict batches (laplace-torch's dict_key_x), wrap "
+            "the network in a module whose forward takes the dict and passes the tensor on."
+        )
     if tuple(x.shape[1:]) != tuple(expected):
         shape = ", ".join(str(s) for s in expected)
         raise ValueError(
