@@ -56,6 +56,8 @@ TABLE_ORDER = (
     "balanced-sgd",
     "balanced-adam-n300",
     "balanced-adam-n1700",
+    "fashion-n1000",
+    "fashion-n4000",
     "alpha1-kfac",
     "alpha1-exact",
 )
@@ -310,14 +312,16 @@ def _runs(folder: Path, task: str) -> list[dict[str, Any]]:
 def table(folders: list[Path]) -> str:
     """The markdown table of every run folder: one row per (folder, task), seeds pooled.
 
-    Columns: the setting (the folder's name), the task, seeds, test accuracy and
-    shift-consistent predictions (%), and per relaxed layer the FC path's relative effective
-    parameters as the largest value over the seeds (a share is "off" below 0.01).
+    Columns: the setting (the folder's name), the package version that made the runs (before
+    0.3.0 a relaxed layer averaged its paths, docs/learned_structure.md), the task, seeds,
+    test accuracy and shift-consistent predictions (%), and per relaxed layer the FC path's
+    relative effective parameters as the largest value over the seeds (a share is "off"
+    below 0.01).
     """
     lines = [
-        "| setting | task | seeds | train images | epochs | test accuracy (%) "
+        "| setting | version | task | seeds | train images | epochs | test accuracy (%) "
         "| shift-consistent (%) | FC share per layer, largest over seeds |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for folder in folders:
         for task in KNOWN_TRUTH_TASKS:
@@ -329,8 +333,9 @@ def table(folders: list[Path]) -> str:
                 f"{max(run['layers'][i]['fc_relative'] for run in runs):.3f}"
                 for i in range(n_layers)
             ]
+            versions = ", ".join(sorted({run["package"] for run in runs}))
             lines.append(
-                f"| {folder.name} | {task} | {len(runs)} | {runs[0]['n_train']} "
+                f"| {folder.name} | {versions} | {task} | {len(runs)} | {runs[0]['n_train']} "
                 f"| {runs[0]['evaluated_epoch']} "
                 f"| {_mean_std([r['test_accuracy'] for r in runs], 100)} "
                 f"| {_mean_std([r['shift_consistency'] for r in runs], 100)} "

@@ -18,6 +18,7 @@ cross-entropy plus the prior term ``||theta||^2 / 2N``), the training accuracy a
 2.30`` and chance accuracy::
 
     python benchmarks/path_scale.py --seeds 0 1 2 --out benchmarks/results/path-scale
+    python benchmarks/path_scale.py --table   # the table in docs/learned_structure.md
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ from laplace_equivariance.data import load_dataset
 from laplace_equivariance.layers import RelaxedLayer
 from laplace_equivariance.marglik import marglik_training, paper_schedule
 
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "path-scale"
+DOCUMENT = ROOT / "docs" / "learned_structure.md"
+MARKERS = ("<!-- path-scale begin -->", "<!-- path-scale end -->")
 COMBINATIONS = ("scaled-sum", "mean")
 SCHEDULE_EPOCHS = 200
 """The cosine schedule's length (the 200-epoch runs of docs/results.md)."""
@@ -107,16 +112,73 @@ def run(seed: int, combination: str, epochs: int, n_train: int) -> dict[str, Any
     }
 
 
+def _per_seed(runs: list[dict[str, Any]], epoch_index: int, key: str, form: str) -> str:
+    """One epoch's value of ``key`` for every run, ``" / "``-separated."""
+    return " / ".join(format(r["epochs"][epoch_index][key], form) for r in runs)
+
+
+def table(folder: Path) -> str:
+    """One row per combination: seeds, the initial scale ratio, then per seed (0 / 1 / 2) the
+    training accuracy at epoch 10 and at the last epoch, the loss and ``||theta||^2`` there."""
+    lines = [
+        "| paths combined by | version | seeds | last / first relaxed layer's output std at "
+        "initialisation | training accuracy at epoch 10, per seed | at the last epoch | "
+        "last epoch | loss there | ||theta||^2 there |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for combination in COMBINATIONS:
+        runs = [json.loads(p.read_text()) for p in sorted(folder.glob(f"{combination}-seed*.json"))]
+        if not runs:
+            continue
+        ratios = torch.tensor([r["init_layer_std"][-1] / r["init_layer_std"][0] for r in runs])
+        spread = ratios.std().item() if len(runs) > 1 else 0.0
+
+        lines.append(
+            f"| {combination} | {', '.join(sorted({r['package'] for r in runs}))} | {len(runs)} "
+            f"| {ratios.mean().item():.3f} ± {spread:.3f} | {_per_seed(runs, 9, 'accuracy', '.3f')} "
+            f"| {_per_seed(runs, -1, 'accuracy', '.3f')} | {runs[0]['epochs'][-1]['epoch']} "
+            f"| {_per_seed(runs, -1, 'loss', '.3f')} | {_per_seed(runs, -1, 'norm2', '.0f')} |"
+        )
+    return "\n".join(lines)
+
+
+def write_table(folder: Path, document: Path, check: bool) -> None:
+    """Put :func:`table` between the document's path-scale markers (or check it).
+
+    Raises:
+        SystemExit: With ``check``, if the document's table differs from the results.
+    """
+    begin, end = MARKERS
+    text = document.read_text()
+    head, rest = text.split(begin)
+    _, tail = rest.split(end)
+    updated = f"{head}{begin}\n{table(folder)}\n{end}{tail}"
+    if check:
+        if updated != text:
+            raise SystemExit(f"{document} is stale: run python benchmarks/path_scale.py --table")
+        return
+    document.write_text(updated)
+
+
 def main() -> None:
-    """Run every (seed, combination) and write one JSON each."""
+    """Run every (seed, combination) and write one JSON each, or write the docs' table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--table", action="store_true", help="write the docs' table from --out's JSONs"
+    )
+    parser.add_argument("--check", action="store_true", help="with --table: only check it")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--combinations", nargs="+", choices=COMBINATIONS, default=COMBINATIONS)
     parser.add_argument("--epochs", type=int, default=30, help="epochs trained (30)")
     parser.add_argument("--n-train", type=int, default=1000, dest="n_train", help="(1000)")
     parser.add_argument("--threads", type=int, default=1, help="(1)")
-    parser.add_argument("--out", type=Path, required=True, help="folder for the JSONs")
+    parser.add_argument(
+        "--out", type=Path, default=RESULTS, help=f"folder of the JSONs ({RESULTS})"
+    )
     args = parser.parse_args()
+    if args.table:
+        write_table(args.out, DOCUMENT, args.check)
+        return
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
     for seed in args.seeds:
