@@ -135,7 +135,8 @@ def table(folder: Path) -> str:
 
         lines.append(
             f"| {combination} | {', '.join(sorted({r['package'] for r in runs}))} | {len(runs)} "
-            f"| {ratios.mean().item():.3f} ± {spread:.3f} | {_per_seed(runs, 9, 'accuracy', '.3f')} "
+            f"| {ratios.mean().item():.3f} ± {spread:.3f} "
+            f"| {_per_seed(runs, 9, 'accuracy', '.3f')} "
             f"| {_per_seed(runs, -1, 'accuracy', '.3f')} | {runs[0]['epochs'][-1]['epoch']} "
             f"| {_per_seed(runs, -1, 'loss', '.3f')} | {_per_seed(runs, -1, 'norm2', '.0f')} |"
         )
