@@ -49,8 +49,10 @@ TABLE_ORDER = (
     "map-conv",
     "map-f-fc",
     "unbalanced-adam",
+    "balanced-adam-mean-of-paths",
     "balanced-adam",
     "balanced-adam-hypersteps-1",
+    "balanced-adam-layerwise-mean-of-paths",
     "balanced-adam-layerwise",
     "balanced-adam-reduce",
     "balanced-sgd",
@@ -345,7 +347,8 @@ def table(folders: list[Path]) -> str:
 
 
 PRECISION_ROWS = ("unbalanced-adam", "balanced-adam", "balanced-adam-layerwise", "alpha1-exact")
-"""Folders whose learned precisions the second table lists."""
+"""Folders whose learned precisions the second table lists (the mean-of-paths rows' are in
+their JSONs)."""
 
 
 def precision_table(folders: list[Path]) -> str:
