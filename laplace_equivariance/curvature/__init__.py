@@ -7,6 +7,7 @@ from laplace_equivariance.curvature.registry import (
     install_construction_check,
     install_fit_hook,
     install_kron_initialiser,
+    install_predictive_chunking,
     install_state_dict_hooks,
     register_with_asdl,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "install_fit_hook",
     "install_construction_check",
     "install_kron_initialiser",
+    "install_predictive_chunking",
     "install_state_dict_hooks",
     "register_with_asdl",
 ]

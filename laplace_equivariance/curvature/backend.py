@@ -31,6 +31,7 @@ from laplace_equivariance.curvature.registry import (
     install_construction_check,
     install_fit_hook,
     install_kron_initialiser,
+    install_predictive_chunking,
     install_state_dict_hooks,
     register_with_asdl,
 )
@@ -52,6 +53,7 @@ register_with_asdl()
 install_kron_initialiser()
 install_fit_hook()
 install_state_dict_hooks()
+install_predictive_chunking()
 install_construction_check()
 
 DEFAULT_MEMORY_LIMIT = 2**31
@@ -566,6 +568,37 @@ class EquivariantKFAC(AsdlGGN):
                 "'diag'), or raise the limit with backend_kwargs={'memory_limit': ...}."
             )
 
+    def examples_per_chunk(self, x: torch.Tensor, copies: int) -> int:
+        """How many examples' ``(K, P)`` Jacobians, ``copies`` times over, fit ``memory_limit``.
+
+        Args:
+            x: A batch of inputs (its first example is run once to count the outputs).
+            copies: Jacobian-sized tensors alive at once (the predictive's functional
+                variance holds a second one).
+
+        Raises:
+            MemoryError: If one example's Jacobians exceed ``memory_limit``.
+        """
+        with torch.no_grad():
+            n_outputs = self.model(x[:1]).shape[-1]
+        example = copies * n_outputs * sum(p.numel() for p in self.params) * x.element_size()
+        if example > self.memory_limit:
+            raise MemoryError(
+                f"The Jacobian of one example takes {example // copies:,} bytes ({copies} "
+                f"at once), more than memory_limit={self.memory_limit:,}: raise the limit with "
+                "backend_kwargs={'memory_limit': ...}, or use hessian_structure='kron' for "
+                "the curvature."
+            )
+        return self.memory_limit // example
+
+    def predictive_chunk_size(self, x: torch.Tensor) -> int:
+        """Examples per call of the GLM predictive.
+
+        Their Jacobians and the functional variance's product with them (two ``(n, K, P)``
+        tensors) fit ``memory_limit``.
+        """
+        return self.examples_per_chunk(x, copies=2)
+
     def _in_chunks(self, curvature, x, y, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
         """``curvature(x, y)`` summed over chunks of examples whose Jacobians fit the limit.
 
@@ -578,16 +611,7 @@ class EquivariantKFAC(AsdlGGN):
         """
         if not isinstance(x, torch.Tensor) or self.last_layer:
             return curvature(self, x, y, **kwargs)
-        with torch.no_grad():
-            n_outputs = self.model(x[:1]).shape[-1]
-        example = n_outputs * sum(p.numel() for p in self.params) * x.element_size()
-        size = self.memory_limit // example
-        if size < 1:
-            raise MemoryError(
-                f"The Jacobian of one example takes {example:,} bytes, more than "
-                f"memory_limit={self.memory_limit:,}: use hessian_structure='kron', or raise "
-                "the limit with backend_kwargs={'memory_limit': ...}."
-            )
+        size = self.examples_per_chunk(x, copies=1)
         losses, hessians = zip(
             *(
                 curvature(self, x_chunk, y_chunk, **kwargs)

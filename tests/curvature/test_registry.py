@@ -13,6 +13,7 @@ from laplace_equivariance.curvature import (
     install_construction_check,
     install_fit_hook,
     install_kron_initialiser,
+    install_predictive_chunking,
     install_state_dict_hooks,
     register_with_asdl,
 )
@@ -49,6 +50,7 @@ def test_accumulating_fit_state_dict_and_construction_check_are_installed_once()
         (install_fit_hook, KronLaplace, "fit"),
         (install_state_dict_hooks, KronLaplace, "state_dict"),
         (install_state_dict_hooks, KronLaplace, "load_state_dict"),
+        (install_predictive_chunking, ParametricLaplace, "_glm_predictive_distribution"),
         (install_construction_check, ParametricLaplace, "__init__"),
     ]:
         install()
