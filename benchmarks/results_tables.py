@@ -31,6 +31,7 @@ import json
 import math
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,9 +125,32 @@ TABLE1_CLAIMS = [
 ]
 
 
-BALANCED_SINCE = "0.2.0"
-"""The package version from which F-FC/S-FC factors start balanced and learned command-line
-runs put one prior on every tensor (docs/learned_structure.md)."""
+@dataclass(frozen=True)
+class BehaviourChange:
+    """A package version from which runs of some models behave differently."""
+
+    since: str
+    affects: Callable[[str], bool]
+    """Whether a model name is affected."""
+    before: str
+    """What runs made before ``since`` did, for the note."""
+
+
+CHANGES = (
+    BehaviourChange(
+        "0.2.0",
+        lambda model: "f-fc" in model or "s-fc" in model,
+        "F-FC/S-FC factors were not balanced at initialisation and learned runs took one "
+        "prior per path",
+    ),
+    BehaviourChange(
+        "0.3.0",
+        lambda model: "+" in model,
+        "relaxed layers averaged their paths (now: their sum over sqrt(K))",
+    ),
+)
+"""Behaviour changes that make older committed runs record another version's behaviour
+(docs/learned_structure.md)."""
 
 
 def _release(version: str) -> tuple[int, ...]:
@@ -134,28 +158,31 @@ def _release(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
 
-def before_balancing(runs: list[Path]) -> list[str]:
-    """A note naming the runs with factored layers made before :data:`BALANCED_SINCE`.
+def older_versions(runs: list[Path]) -> list[str]:
+    """A note naming the runs made before a :data:`CHANGES` entry that affects their model.
 
     Returns:
-        No line, or one paragraph (and a blank line before it).
+        No line, or a blank line and one paragraph per change.
     """
-    old = sorted(
-        {
-            f"{r['settings']['dataset']} {r['settings']['model']} {r['settings']['method']}"
-            for r in map(summary.load_run, runs)
-            if any(kind in r["settings"]["model"] for kind in ("f-fc", "s-fc"))
-            and _release(r["versions"]["laplace_equivariance"]) < _release(BALANCED_SINCE)
-        }
-    )
-    if not old:
-        return []
-    return [
-        "",
-        f"Made by version 0.1.0, before F-FC/S-FC factors were balanced at initialisation and "
-        f"before learned runs took one prior per tensor (docs/learned_structure.md): "
-        f"{', '.join(old)}. They record that version's behaviour, not the current code's.",
-    ]
+    loaded = [summary.load_run(run) for run in runs]
+    lines = []
+    for change in CHANGES:
+        old = sorted(
+            {
+                f"{r['settings']['dataset']} {r['settings']['model']} {r['settings']['method']} "
+                f"({r['versions']['laplace_equivariance']})"
+                for r in loaded
+                if change.affects(r["settings"]["model"])
+                and _release(r["versions"]["laplace_equivariance"]) < _release(change.since)
+            }
+        )
+        if old:
+            lines += [
+                "",
+                f"Made before version {change.since}, when {change.before}: {', '.join(old)}. "
+                "They record that version's behaviour, not the current code's.",
+            ]
+    return lines
 
 
 @dataclass(frozen=True)
@@ -176,7 +203,7 @@ class Section:
         if self.claims:
             lines += ["", "The paper's claims at this budget:", ""]
             lines += [f"- {c.text}: {c.verdict(rows)}" for c in self.claims]
-        return "\n".join(lines + before_balancing(runs))
+        return "\n".join(lines + older_versions(runs))
 
 
 @dataclass(frozen=True)
@@ -202,7 +229,7 @@ class StructureSection:
         if differences:
             lines += ["", "Reduce minus expand, per task:", "", *differences]
         lines += ["", self.conclusion]
-        return "\n".join(lines + before_balancing(runs))
+        return "\n".join(lines + older_versions(runs))
 
 
 def kfac_differences(rows: list[summary.Row]) -> list[str]:
