@@ -47,6 +47,7 @@ __all__ = [
     "resize_to_32",
     "rotate",
     "rotate_images",
+    "shift_images",
     "translate_images",
 ]
 
@@ -177,6 +178,20 @@ def translate_images(images: torch.Tensor, max_shift: int = 8, seed: int = 0) ->
     """
     generator = torch.Generator().manual_seed(seed)
     shifts = torch.randint(-max_shift, max_shift + 1, (len(images), 2), generator=generator)
+    return shift_images(images, shifts, max_shift)
+
+
+def shift_images(images: torch.Tensor, shifts: torch.Tensor, max_shift: int) -> torch.Tensor:
+    """Shift image ``i`` by ``shifts[i] = (dx, dy)`` pixels (down, right), zero fill.
+
+    Args:
+        images: ``(N, C, H, W)``.
+        shifts: ``(N, 2)`` integers in ``[-max_shift, max_shift]``.
+        max_shift: The bound on the shifts (the padding).
+
+    Returns:
+        Shifted images, same shape.
+    """
     padded = F.pad(images, (max_shift,) * 4)
     out = torch.empty_like(images)
     height, width = images.shape[-2:]

@@ -99,13 +99,15 @@ def paper_schedule(
     marglik: bool = True,
     n_epochs_burnin: int = 10,
     marglik_frequency: int = 5,
+    lr_min: float = 0.0,
 ) -> dict[str, Any]:
     """The paper's training schedule (App. F.6) as keyword arguments of :func:`marglik_training`.
 
     Adam with learning rate ``lr`` for the weights (``optimizer="sgd"``: SGD with momentum
     0.9, which the reference code's ``classification_image.py`` uses for every model although
     App. F.6 names Adam), cosine-annealed to 0 over all
-    ``n_epochs * steps_per_epoch`` batches (the scheduler steps after every batch); Adam with
+    ``n_epochs * steps_per_epoch`` batches (``lr_min`` for another end; the scheduler steps
+    after every batch); Adam with
     learning rate 0.1 for the hyperparameters; 10 burn-in epochs; every 5 epochs a Laplace
     fit and 20 hyperparameter steps on it (``n_hypersteps_prior: 20`` of the reference code's
     ``configs/cifar10.yaml``, which its Table 1 scripts use); unit prior variances at the
@@ -126,6 +128,8 @@ def paper_schedule(
             (``n_epochs_burnin = n_epochs + 1``).
         n_epochs_burnin: Burn-in epochs of a learning run (the paper's 10).
         marglik_frequency: Epochs between marginal-likelihood fits (the paper's 5).
+        lr_min: Learning rate at the end of the cosine schedule (the paper's 0; the reference
+            code's ``lr_min``).
 
     Returns:
         ``optimizer_cls``, ``optimizer_kwargs``, ``scheduler_cls``, ``scheduler_kwargs``,
@@ -151,7 +155,7 @@ def paper_schedule(
         "optimizer_cls": Adam if optimizer == "adam" else SGD,
         "optimizer_kwargs": {"lr": lr} if optimizer == "adam" else {"lr": lr, "momentum": 0.9},
         "scheduler_cls": CosineAnnealingLR,
-        "scheduler_kwargs": {"T_max": max(1, n_epochs * steps_per_epoch)},
+        "scheduler_kwargs": {"T_max": max(1, n_epochs * steps_per_epoch), "eta_min": lr_min},
         "n_epochs": n_epochs,
         "lr_hyp": 0.1,
         "n_epochs_burnin": burnin if marglik else n_epochs + 1,

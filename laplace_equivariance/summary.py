@@ -162,7 +162,14 @@ HEADER = (
 )
 
 
-LATER_OPTIONS = {"kfac_approx": "expand", "threads": None, "timeout": 600, "optimizer": "adam"}
+LATER_OPTIONS = {
+    "kfac_approx": "expand",
+    "threads": None,
+    "timeout": 600,
+    "optimizer": "adam",
+    "augment": False,
+    "lr_min": 0.0,
+}
 """Options added after runs were committed, with the value those runs had."""
 
 MARGLIK_ONLY = (

@@ -412,3 +412,37 @@ def test_every_option_has_a_help_line_and_help_prints_no_warning():
     )
     undocumented = [a.dest for a in train._actions if a.dest != "help" and not a.help]
     assert undocumented == []
+
+
+def test_augment_never_reaches_the_marginal_likelihoods_loader(tmp_path, monkeypatch):
+    """--augment flips and shifts the training batches; every batch the marginal likelihood
+    sees is an unaugmented training image."""
+    seen = {}
+
+    def recording(model, loader, **kwargs):
+        seen["train"] = [x for x, _ in loader]
+        seen["marglik"] = [x for x, _ in kwargs["marglik_loader"]]
+        seen["eta_min"] = kwargs["scheduler_kwargs"]["eta_min"]
+        return marglik_training(model, loader, **kwargs)
+
+    monkeypatch.setattr(cli, "marglik_training", recording)
+    out = tmp_path / "augmented"
+    argv = ["train", "--augment", "--lr-min", "1e-4", "--out", str(out), *TINY]
+    assert main(argv) == 0
+    data = cli.load_dataset("quadrant-mnist", None, False, 64, 32, 0)
+    originals = {tuple(x.flatten().tolist()) for x in data.x_train}
+    marglik_images = torch.cat(seen["marglik"])
+    assert len(marglik_images) == 64
+    assert all(tuple(x.flatten().tolist()) in originals for x in marglik_images)
+    train_images = torch.cat(seen["train"])
+    assert sum(tuple(x.flatten().tolist()) not in originals for x in train_images) > 32
+    assert seen["eta_min"] == 1e-4
+    settings = json.loads((out / "results.json").read_text())["settings"]
+    assert settings["augment"] is True and settings["lr_min"] == 1e-4
+
+
+def test_the_cifar_config_augments():
+    settings = cli._settings(
+        cli._parser().parse_args(["train", "--config", "table2", "--out", "x"])
+    )
+    assert settings["augment"] is True and settings["dataset"] == "cifar10"

@@ -390,6 +390,7 @@ def test_paper_schedule_anneals_the_learning_rate_to_zero_over_the_run():
         optimizer.step()
         scheduler.step()
     assert rates[0] == 0.01 and rates[6] == pytest.approx(0.005)
+    assert paper_schedule(40, 3, lr_min=1e-6)["scheduler_kwargs"]["eta_min"] == 1e-6
     assert optimizer.param_groups[0]["lr"] == pytest.approx(0.0, abs=1e-15)
 
 

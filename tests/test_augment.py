@@ -1,0 +1,32 @@
+"""Random flips and shifts of the training batches (App. F.6's CIFAR-10 recipe)."""
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from laplace_equivariance.augment import MAX_SHIFT, augmenting_collate, flip_and_shift
+from laplace_equivariance.data import shift_images
+
+
+def test_every_image_is_a_shift_of_itself_or_of_its_mirror_image():
+    images = torch.randn(64, 3, 8, 8)
+    out = flip_and_shift(images)
+    shifts = [(dx, dy) for dx in range(-4, 5) for dy in range(-4, 5)]
+    flips = 0
+    for image, augmented in zip(images, out, strict=True):
+        candidates = {
+            (mirrored, shift): shift_images(source[None], torch.tensor([shift]), MAX_SHIFT)[0]
+            for mirrored, source in ((False, image), (True, image.flip(-1)))
+            for shift in shifts
+        }
+        matches = [key for key, c in candidates.items() if torch.equal(c, augmented)]
+        assert matches, "not a flip-and-shift of its input"
+        flips += matches[0][0]
+    assert 16 < flips < 48  # about half of 64 mirrored
+    assert not torch.equal(out, images)
+
+
+def test_the_collate_augments_images_and_keeps_labels():
+    images, labels = torch.randn(8, 1, 6, 6), torch.arange(8)
+    torch.manual_seed(0)
+    x, y = next(iter(DataLoader(TensorDataset(images, labels), 8, collate_fn=augmenting_collate)))
+    assert torch.equal(y, labels) and x.shape == images.shape and not torch.equal(x, images)
