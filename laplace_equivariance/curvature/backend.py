@@ -622,8 +622,36 @@ class EquivariantKFAC(AsdlGGN):
         return sum(losses[1:], losses[0]), sum(hessians[1:], hessians[0])
 
     def jacobians(self, x, enable_backprop: bool = False):
-        """Jacobians of the outputs with respect to all trainable parameters (``torch.func``)."""
-        return CurvatureInterface.jacobians(self, x, enable_backprop)
+        """Per-example Jacobians of the outputs with respect to all trainable parameters.
+
+        laplace-torch's ``CurvatureInterface.jacobians`` differentiates the whole batch's
+        ``(N, K)`` outputs at once: ``N K`` vector-Jacobian products, each through all ``N``
+        examples, so time and memory grow as ``N^2`` (100 test images of a 17,000-parameter
+        network: 15 s and 4 GB). Here ``torch.func.vmap`` of ``jacrev`` over one example at a
+        time gives the same ``(N, K, P)`` tensor with ``N K`` products through one example
+        each. Dict inputs (``dict_key_x``) take laplace-torch's path.
+
+        Args:
+            x: Inputs ``(N, ...)``.
+            enable_backprop: Keep the graph (to differentiate through the predictive).
+
+        Returns:
+            ``(Js, f)``: Jacobians ``(N, K, P)`` (columns in ``model.parameters()`` order, or
+            the subnetwork's) and outputs ``(N, K)``.
+        """
+        if not isinstance(x, torch.Tensor):
+            return CurvatureInterface.jacobians(self, x, enable_backprop)
+
+        def output(params, buffers, example):
+            out = torch.func.functional_call(self.model, (params, buffers), (example[None],))[0]
+            return out, out
+
+        per_example = torch.func.vmap(torch.func.jacrev(output, has_aux=True), (None, None, 0))
+        jacobians, f = per_example(self.params_dict, self.buffers_dict, x)
+        Js = torch.cat([j.flatten(start_dim=2) for j in jacobians.values()], dim=2)
+        if self.subnetwork_indices is not None:
+            Js = Js[:, :, self.subnetwork_indices]
+        return (Js, f) if enable_backprop else (Js.detach(), f.detach())
 
     full = functools.partialmethod(_in_chunks, GGNInterface.full)
     """The exact GGN ``(loss, H)``, ``H`` of shape ``(P, P)``, from bounded Jacobian chunks."""
