@@ -1,38 +1,35 @@
-"""docs/results.md, speed.md and models.md are what ``benchmarks/results_tables.py`` makes of
-the committed results files (and the models' parameter counts)."""
+"""docs/results.md, speed.md and models.md are what ``benchmarks/results_tables.py`` (one
+module of ``benchmarks/generated_docs`` each) makes of the committed results files (and the
+models' parameter counts)."""
 
-import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import results_tables  # noqa: E402
+from benchmarks.generated_docs import models_md, results_md, speed_md  # noqa: E402
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location(
-        "results_tables", ROOT / "benchmarks" / "results_tables.py"
+@pytest.mark.parametrize("module", results_tables.DOCUMENTS, ids=lambda m: m.__name__)
+def test_docs_tables_are_generated_from_the_committed_results(module):
+    assert module.DOCUMENT.read_text() == module.render(), (
+        f"{module.DOCUMENT} is stale: run python benchmarks/results_tables.py"
     )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
-def test_docs_tables_are_generated_from_the_committed_results():
-    script = load_script()
-    documents = (
-        ("results.md", script.render()),
-        ("speed.md", script.render_speed()),
-        ("models.md", script.render_models()),
-    )
-    for name, text in documents:
-        assert (ROOT / "docs" / name).read_text() == text, (
-            f"docs/{name} is stale: run python benchmarks/results_tables.py"
-        )
+def test_each_document_has_its_own_module():
+    assert [m.DOCUMENT.name for m in (results_md, speed_md, models_md)] == [
+        "results.md",
+        "speed.md",
+        "models.md",
+    ]
 
 
 def test_claims_are_judged_by_the_seed_spread():
-    script = load_script()
 
     class Row:
         def __init__(self, model, method, accuracies):
@@ -42,7 +39,7 @@ def test_claims_are_judged_by_the_seed_spread():
         def accuracy(self):
             return self._accuracies
 
-    claim = script.Claim("conv above fc", "d", ("conv", "map"), ("fc", "map"))
+    claim = results_md.Claim("conv above fc", "d", ("conv", "map"), ("fc", "map"))
     rows = [Row("conv", "map", [90.0, 91.0, 92.0]), Row("fc", "map", [80.0, 81.0, 82.0])]
     assert claim.verdict(rows).startswith("reproduced")
     rows = [Row("conv", "map", [80.0, 85.0, 90.0]), Row("fc", "map", [81.0, 86.0, 88.0])]
@@ -54,7 +51,6 @@ def test_claims_are_judged_by_the_seed_spread():
 
 
 def test_invariant_weights_claims_compare_learned_angles_over_seeds():
-    script = load_script()
 
     def learned(dataset, objective, degrees):
         return {
@@ -72,7 +68,7 @@ def test_invariant_weights_claims_compare_learned_angles_over_seeds():
         | learned("partially-rotated-mnist", "laplace", [50.0])
         | learned("mnist", "laplace", [5.0])
     )
-    claims = script.InvariantWeightsSection.claims(experiments)
+    claims = results_md.InvariantWeightsSection.claims(experiments)
     assert claims[0].endswith("reproduced (difference +90.0 degrees, standard error 8.2)")
     assert "not distinguishable" in claims[1]
     assert all(line.endswith("one seed: no verdict") for line in claims[2:4])
@@ -81,7 +77,6 @@ def test_invariant_weights_claims_compare_learned_angles_over_seeds():
 
 
 def test_kfac_differences_need_two_seeds_of_each_mode():
-    script = load_script()
 
     class Row:
         def __init__(self, mode, accuracies):
@@ -97,7 +92,9 @@ def test_kfac_differences_need_two_seeds_of_each_mode():
         def neg_log_marglik_per_example(self):
             return [a / 10 for a in self._accuracies]
 
-    one_seed = script.kfac_differences([Row("expand", [80.0, 82.0]), Row("reduce", [81.0])])
+    one_seed = results_md.kfac_differences([Row("expand", [80.0, 82.0]), Row("reduce", [81.0])])
     assert one_seed == ["- d: one seed of a mode: no difference judged"]
-    (line,) = script.kfac_differences([Row("expand", [80.0, 82.0]), Row("reduce", [83.0, 85.0])])
+    (line,) = results_md.kfac_differences(
+        [Row("expand", [80.0, 82.0]), Row("reduce", [83.0, 85.0])]
+    )
     assert line.startswith("- d: test accuracy +3.0 (standard error 1.4)")

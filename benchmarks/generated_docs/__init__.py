@@ -1,0 +1,1 @@
+"""The generators of docs/results.md, docs/speed.md and docs/models.md (one module each)."""

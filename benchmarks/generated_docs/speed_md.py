@@ -1,0 +1,350 @@
+"""docs/speed.md: the timing benchmarks' JSON files as tables, with their issues' targets.
+
+Each JSON names its command, device and thread count.
+"""
+
+from __future__ import annotations
+
+import json
+
+from benchmarks.generated_docs.common import (
+    RESULTS,
+    ROOT,
+    load_json,
+    machine,
+    markdown_table,
+)
+
+DOCUMENT = ROOT / "docs" / "speed.md"
+
+
+def _met(value: float, target: float) -> str:
+    return "yes" if value <= target else "**no**"
+
+
+def _speed_section(title: str, reports: list[dict], about: str, table: str) -> str:
+    runs = [
+        f"`{report.get('environment', report)['command']}` ({machine(report)})"
+        for report in reports
+    ]
+    return "\n".join([f"## {title}", "", about, "", "; ".join(runs), "", table])
+
+
+def _count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless one: ``"1 fit"``, ``"3 fits"``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _floor(fit: dict) -> str:
+    """A fit's floor (forward and backward passes only) in seconds and epochs."""
+    return f"{fit['floor_s']:.2f} s, {fit['floor_over_epoch']:.1f}x"
+
+
+def _before_after_section() -> str:
+    """The fits before and after a change, from alternating runs in one session."""
+    folder = RESULTS / "fit_over_epoch-before-after"
+    runs = sorted(
+        folder.glob("*.json"), key=lambda p: (p.stem.split("-")[1], not p.stem.startswith("before"))
+    )
+    reports = [(p.stem, json.loads(p.read_text())) for p in runs]
+    before = next(r["package_commit"] for name, r in reports if name.startswith("before"))
+    first = reports[0][1]
+    models = " ".join(dict.fromkeys(row["model"] for _, r in reports for row in r["rows"]))
+    return _speed_section(
+        "The Kron fit before and after, alternating runs",
+        [first],
+        f"The models of the section above at N = 512, run {len(reports)} times in one session "
+        f"with {_count(first['repeats'], 'fit')} after the warm-up, alternating the package "
+        f"at commit {before} (from a worktree, `git worktree add /tmp/before {before}`, run as "
+        "`PYTHONPATH=/tmp/before python benchmarks/fit_over_epoch.py --n 512 --models "
+        f"{models} --repeats {first['repeats']} --out ...`) with the current one: the fits' "
+        "seconds compare across runs, the epoch on this shared machine moves by 20% between "
+        "runs and with it every ratio.",
+        markdown_table(
+            ["run", "code", "model", "epoch", "exact GGN fit", "MC Fisher fit", "eigenvalues"],
+            [
+                [
+                    name,
+                    r["package_commit"],
+                    row["model"],
+                    f"{row['epoch_s']:.2f} s",
+                    f"{row['exact']['fit_s']:.2f} s, {row['exact']['fit_over_epoch']:.1f}x",
+                    f"{row['mc']['fit_s']:.2f} s, {row['mc']['fit_over_epoch']:.1f}x",
+                    f"{row['exact']['eigenvalues_s']:.2f} s",
+                ]
+                for name, r in reports
+                for row in r["rows"]
+            ],
+        ),
+    )
+
+
+def render() -> str:
+    """The whole of docs/speed.md."""
+    sections = []
+    rows = []
+    reports = [
+        load_json(name)
+        for name in ("marglik_speed-cpu.json", "marglik_speed-cpu-marglik-batch-256.json")
+    ]
+    for r in reports:
+        rows.append(
+            [
+                str(r["arguments"]["marglik_batch_size"]),
+                f"{r['map_s']:.1f} s",
+                f"{r['exact_ggn_s']:.1f} s, {r['exact_over_map']:.2f}x",
+                _met(r["exact_over_map"], 2.2),
+                f"{r['mc_fisher_s']:.1f} s, {r['mc_over_map']:.2f}x",
+                _met(r["mc_over_map"], 1.5),
+            ]
+        )
+    sections.append(
+        _speed_section(
+            "Marginal-likelihood training against MAP training",
+            reports,
+            "F-FC+CONV at alpha 4, 2,048 random 1x32x32 inputs, 10 classes, 10 epochs, the "
+            "marginal likelihood every 5 epochs from epoch 5 (20 steps) on the whole training "
+            "set, against MAP training of the same model in the same run. Targets: exact GGN "
+            "<= 2.2x MAP, Monte-Carlo Fisher <= 1.5x. The fit does not depend on its batch "
+            "size (tested), only its time does.",
+            markdown_table(
+                [
+                    "fit batch",
+                    "MAP",
+                    "exact GGN",
+                    "<= 2.2x",
+                    "Monte-Carlo Fisher",
+                    "<= 1.5x",
+                ],
+                rows,
+            ),
+        )
+    )
+    r = load_json("kfac_speed-cpu.json")
+    conv, decomposition = r["conv"], r["f-fc+conv"]["decomposition"]
+    sections.append(
+        _speed_section(
+            "EquivariantKFAC fits",
+            [r],
+            f"Batch {r['batch']}, N = {r['n']} random 3x32x32 inputs, 10 classes, alpha "
+            f"{r['alpha']}, float32.",
+            markdown_table(
+                ["measurement", "value", "target", "met"],
+                [
+                    [
+                        "CONV: fit, EquivariantKFAC / AsdlGGN",
+                        f"{conv['ratio_to_asdl_ggn']:.2f}x",
+                        "<= 1.1x",
+                        _met(conv["ratio_to_asdl_ggn"], 1.1),
+                    ],
+                    [
+                        "F-FC+CONV: eigenvalues and eigenvectors, dense / block-diagonal",
+                        f"{decomposition['speed_up']:.0f}x faster "
+                        f"({decomposition['dense']['seconds']:.1f} s / "
+                        f"{decomposition['block_diagonal']['seconds']:.2f} s)",
+                        ">= 10x",
+                        "yes" if decomposition["speed_up"] >= 10 else "**no**",
+                    ],
+                    [
+                        "F-FC+CONV: factors and eigenvectors, dense / block-diagonal",
+                        f"{decomposition['memory_ratio']:.0f}x smaller",
+                        ">= 10x",
+                        "yes" if decomposition["memory_ratio"] >= 10 else "**no**",
+                    ],
+                ],
+            ),
+        )
+    )
+    r = load_json("fit_over_epoch-cpu.json")
+    sections.append(
+        _speed_section(
+            "The Kron fit in training epochs",
+            [r],
+            f"Batch {r['batch']}, N random 3x32x32 inputs, 10 classes, alpha {r['alpha']}, "
+            f"float32: the median of {r['repeats']} training epochs over the N examples, and "
+            f"of {r['repeats']} EquivariantKFAC fits over them after a warm-up fit (each fit's "
+            "time in the JSON). The fit decomposes the factors into eigenvalues "
+            "(timed apart too) and leaves the eigenvectors to the first use that needs them "
+            "(the predictive; the marginal likelihood does not), timed on their own. "
+            "A fit's floor is its forward pass and its backward passes (classes - 1 for the "
+            "exact GGN, one for the Monte-Carlo Fisher) through the graph the fit records, "
+            "computing no curvature: what remains of the fit above it is the factors' products, "
+            "the eigenvalues and the hooks. "
+            "Targets: exact GGN <= 5 epochs, Monte-Carlo Fisher <= 2, already at N = 512.",
+            markdown_table(
+                [
+                    "model",
+                    "N",
+                    "epoch",
+                    "exact GGN fit",
+                    "<= 5x",
+                    "its floor",
+                    "MC Fisher fit",
+                    "<= 2x",
+                    "its floor",
+                    "eigenvalues (in the fit)",
+                    "eigenvectors (later)",
+                ],
+                [
+                    [
+                        row["model"],
+                        str(row["n"]),
+                        f"{row['epoch_s']:.2f} s",
+                        f"{row['exact']['fit_s']:.2f} s, {row['exact']['fit_over_epoch']:.1f}x",
+                        _met(row["exact"]["fit_over_epoch"], r["targets"]["exact"]),
+                        _floor(row["exact"]),
+                        f"{row['mc']['fit_s']:.2f} s, {row['mc']['fit_over_epoch']:.1f}x",
+                        _met(row["mc"]["fit_over_epoch"], r["targets"]["mc"]),
+                        _floor(row["mc"]),
+                        f"{row['exact']['eigenvalues_s']:.2f} s",
+                        f"{row['exact']['eigenvectors_s']:.2f} s",
+                    ]
+                    for row in r["rows"]
+                ],
+            ),
+        )
+    )
+    sections.append(_before_after_section())
+    r = load_json("layer_speed-cpu.json")
+    sections.append(
+        _speed_section(
+            "Forward and backward pass of the layers",
+            [r],
+            f"Table 2's models on a batch of {r['batch']} random {r['input']} inputs, median of "
+            "5 after a warm-up, each model in a fresh process. Target for F-FC+CONV: within 3x "
+            "of CONV.",
+            markdown_table(
+                ["model", "parameters", "fwd+bwd", "ratio to CONV", "peak RSS"],
+                [
+                    [
+                        row["model"],
+                        f"{row['parameters']:,}",
+                        f"{row['median_s']:.3f} s",
+                        f"{row['ratio_to_conv']:.2f}",
+                        f"{row['peak_rss_mib']:.0f} MiB",
+                    ]
+                    for row in r["rows"]
+                ],
+            ),
+        )
+    )
+    r = load_json("class_backward_passes-cpu.json")
+    sections.append(
+        _speed_section(
+            "The exact GGN's per-class backward passes",
+            [r],
+            f"The {r['arguments']['classes']} per-class backward passes of one batch of "
+            f"{r['arguments']['batch']} (F-FC+CONV, alpha {r['arguments']['alpha']}).",
+            markdown_table(
+                ["graph", "time"],
+                [
+                    [
+                        "with the parameters' edges (ASDL)",
+                        f"{r['with_parameter_edges_s'] * 1e3:.0f} ms",
+                    ],
+                    [
+                        "activations only (EquivariantKFAC)",
+                        f"{r['activations_only_s'] * 1e3:.0f} ms",
+                    ],
+                    [
+                        "one pass batched over the classes",
+                        f"{r['batched_over_classes_s'] * 1e3:.0f} ms",
+                    ],
+                ],
+            ),
+        )
+    )
+    r = load_json("conv_a_factor-cpu.json")
+    sections.append(
+        _speed_section(
+            "CONV's A factor: FFT cross-spectra against unfolded patches",
+            [r],
+            "Every map size of the paper's network; the relative difference is in float32.",
+            markdown_table(
+                ["map", "unfold", "FFT", "speed-up", "relative difference"],
+                [
+                    [
+                        "x".join(map(str, m["map"])),
+                        f"{m['unfold_ms']:.2f} ms",
+                        f"{m['fft_ms']:.2f} ms",
+                        f"{m['speed_up']:.1f}x",
+                        f"{m['relative_difference']:.1e}",
+                    ]
+                    for m in r["maps"]
+                ],
+            ),
+        )
+    )
+    r = load_json("lengthscale_gradient-cpu.json")
+    sections.append(
+        _speed_section(
+            "Lengthscale gradients: total and partial derivative",
+            [r],
+            "Gradient of the marginal likelihood in omega on one-layer float64 models, and the "
+            "cost of a hyperparameter step.",
+            markdown_table(
+                ["case", "refit central difference", "total (autograd)", "partial"],
+                [
+                    [
+                        row["case"],
+                        f"{row['refit central difference']:.4f}",
+                        f"{row['total (autograd)']:.4f}",
+                        f"{row['partial']:.2f}",
+                    ]
+                    for row in r["rows"]
+                ],
+            )
+            + "\n\n"
+            + markdown_table(
+                ["model", "alpha", "examples", "la.fit", "total: value + gradient", "partial"],
+                [
+                    [
+                        row["model"],
+                        str(row["alpha"]),
+                        str(row["examples"]),
+                        f"{row['la.fit seconds']:.2f} s",
+                        f"{row['total lml + gradient seconds']:.2f} s",
+                        f"{row['partial lml + gradient seconds']:.2f} s",
+                    ]
+                    for row in r["cost"]
+                ],
+            ),
+        )
+    )
+    if (RESULTS / "distributed_speed-cpu.json").exists():
+        r = load_json("distributed_speed-cpu.json")
+        one, two = r["world_size_1"], r["world_size_2"]
+        sections.append(
+            _speed_section(
+                "One process against two (torch.distributed, gloo)",
+                [r],
+                f"F-FC+CONV at alpha {r['arguments']['alpha']}, {r['arguments']['n']} random "
+                "1x32x32 inputs, global batches of 128, one thread per process; a "
+                f"marginal-likelihood step is a Laplace fit plus {r['arguments']['hypersteps']} "
+                "hyperparameter steps.",
+                markdown_table(
+                    ["", "one process", "two processes", "speed-up"],
+                    [
+                        [
+                            "MAP epoch",
+                            f"{one['epoch_s']:.2f} s",
+                            f"{two['epoch_s']:.2f} s",
+                            f"{r['epoch_speed_up']:.2f}x",
+                        ],
+                        [
+                            "marginal-likelihood step",
+                            f"{one['marglik_step_s']:.2f} s",
+                            f"{two['marglik_step_s']:.2f} s",
+                            f"{r['marglik_step_speed_up']:.2f}x",
+                        ],
+                    ],
+                ),
+            )
+        )
+    header = (
+        "# Speed\n\nGenerated by `python benchmarks/results_tables.py` from the benchmarks' "
+        "JSON files under `benchmarks/results/`; do not edit by hand. Timings are ratios "
+        "measured in one run on an idle machine; on the 2-core CPU they move by 10-20% "
+        "between runs. No GPU figures: no GPU was lent to the sessions that ran them.\n"
+    )
+    return header + "\n" + "\n\n".join(sections) + "\n"
