@@ -21,6 +21,7 @@ import json
 import math
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,9 @@ from laplace_equivariance.diagnostics import symmetry_report
 from laplace_equivariance.layers import FactoredLinear2d
 from laplace_equivariance.layers.init import he_uniform_, unit_uniform_
 from laplace_equivariance.priors import PriorGroups, parameter_paths
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.generated_docs.common import write_between_markers  # noqa: E402
 
 WIDTHS = (1, 2, 2, 4)
 SUBSAMPLING = (1, 2, 3, 4)
@@ -404,26 +408,15 @@ def fixed_weight_table(folders: list[Path]) -> str:
 
 
 def write_table(folders: list[Path], document: Path, check: bool) -> None:
-    """Put :func:`table` between the document's ``<!-- known-truth -->`` markers (or check it).
-
-    Raises:
-        SystemExit: With ``check``, if the document's table differs from the results.
-    """
-    begin, end = "<!-- known-truth begin -->", "<!-- known-truth end -->"
-    text = document.read_text()
-    head, rest = text.split(begin)
-    _, tail = rest.split(end)
+    """Put the tables between the document's ``<!-- known-truth -->`` markers (or check them)."""
     tables = "\n\n".join(
         part
         for part in (table(folders), precision_table(folders), fixed_weight_table([FIXED]))
         if part
     )
-    updated = f"{head}{begin}\n{tables}\n{end}{tail}"
-    if check:
-        if updated != text:
-            raise SystemExit(f"{document} is stale: run python benchmarks/known_truth.py --table")
-        return
-    document.write_text(updated)
+    markers = ("<!-- known-truth begin -->", "<!-- known-truth end -->")
+    command = "python benchmarks/known_truth.py --table"
+    write_between_markers(document, markers, tables, check, command)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -27,6 +27,7 @@ import argparse
 import json
 import math
 import platform
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,6 +36,8 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.generated_docs.common import write_between_markers  # noqa: E402
 from laplace_equivariance import __version__, models
 from laplace_equivariance.data import load_dataset
 from laplace_equivariance.layers import RelaxedLayer
@@ -144,21 +147,9 @@ def table(folder: Path) -> str:
 
 
 def write_table(folder: Path, document: Path, check: bool) -> None:
-    """Put :func:`table` between the document's path-scale markers (or check it).
-
-    Raises:
-        SystemExit: With ``check``, if the document's table differs from the results.
-    """
-    begin, end = MARKERS
-    text = document.read_text()
-    head, rest = text.split(begin)
-    _, tail = rest.split(end)
-    updated = f"{head}{begin}\n{table(folder)}\n{end}{tail}"
-    if check:
-        if updated != text:
-            raise SystemExit(f"{document} is stale: run python benchmarks/path_scale.py --table")
-        return
-    document.write_text(updated)
+    """Put :func:`table` between the document's path-scale markers (or check it)."""
+    command = "python benchmarks/path_scale.py --table"
+    write_between_markers(document, MARKERS, table(folder), check, command)
 
 
 def main() -> None:

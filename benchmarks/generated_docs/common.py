@@ -40,3 +40,30 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     """A markdown table of ``rows`` under ``header``."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def write_between_markers(
+    document: Path, markers: tuple[str, str], content: str, check: bool, command: str
+) -> None:
+    """Put ``content`` between the two marker lines of ``document`` (or check that it is there).
+
+    Args:
+        document: A markdown file holding both markers.
+        markers: The begin and end marker lines.
+        content: The generated text.
+        check: Only compare.
+        command: The command that regenerates it, for the stale message.
+
+    Raises:
+        SystemExit: With ``check``, if the document's text differs.
+    """
+    begin, end = markers
+    text = document.read_text()
+    head, rest = text.split(begin)
+    _, tail = rest.split(end)
+    updated = f"{head}{begin}\n{content}\n{end}{tail}"
+    if check:
+        if updated != text:
+            raise SystemExit(f"{document} is stale: run {command}")
+        return
+    document.write_text(updated)

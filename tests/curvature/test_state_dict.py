@@ -16,6 +16,16 @@ from laplace_equivariance import EquivariantKFAC, marglik_training, models
 from laplace_equivariance.curvature import BlockDiagonalKron
 
 
+def _kron(model: torch.nn.Module) -> Laplace:
+    return Laplace(
+        model,
+        "classification",
+        subset_of_weights="all",
+        hessian_structure="kron",
+        backend=EquivariantKFAC,
+    )
+
+
 def _small(name: str) -> torch.nn.Module:
     if "gconv" in name:  # group convolutions need room for the rotations
         return models.build(name, (1, 4, 4), 3, alpha=1, widths=(1, 1), subsampling=(1, 2))
@@ -32,13 +42,7 @@ def test_reloaded_kron_gives_the_same_predictive_and_marginal_likelihood(name, t
         model, loader, n_epochs=2, n_epochs_burnin=1, n_hypersteps=2, backend=EquivariantKFAC
     )
     torch.save(la.state_dict(), tmp_path / "la.pt")
-    reloaded = Laplace(
-        model,
-        "classification",
-        subset_of_weights="all",
-        hessian_structure="kron",
-        backend=EquivariantKFAC,
-    )
+    reloaded = _kron(model)
     reloaded.load_state_dict(torch.load(tmp_path / "la.pt", weights_only=False))
     assert isinstance(reloaded.H_facs, BlockDiagonalKron)
     for link_approx in ("probit", "bridge"):
@@ -55,22 +59,10 @@ def test_reloaded_block_factors_keep_their_rows(tmp_path):
     their rows (exact zeros); the reloaded approximation keeps them."""
     model = models.build("f-fc", (1, 4, 4), 2, alpha=1, widths=(1, 2), subsampling=(1, 2))
     x, y = torch.randn(6, 1, 4, 4), torch.randint(0, 2, (6,))
-    la = Laplace(
-        model,
-        "classification",
-        subset_of_weights="all",
-        hessian_structure="kron",
-        backend=EquivariantKFAC,
-    )
+    la = _kron(model)
     la.fit(DataLoader(TensorDataset(x, y), batch_size=6))
     state = la.state_dict()
     assert any(chunks is not None for group in state["H_rows"] for chunks in group)
-    reloaded = Laplace(
-        model,
-        "classification",
-        subset_of_weights="all",
-        hessian_structure="kron",
-        backend=EquivariantKFAC,
-    )
+    reloaded = _kron(model)
     reloaded.load_state_dict(state)
     torch.testing.assert_close(reloaded.log_det_posterior_precision, la.log_det_posterior_precision)
