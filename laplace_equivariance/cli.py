@@ -329,7 +329,7 @@ def _parser() -> argparse.ArgumentParser:
         "run is otherwise refused) [off]",
     )
     evaluate = commands.add_parser("evaluate", help="evaluate a trained run on its test set")
-    evaluate.add_argument("run", type=Path)
+    evaluate.add_argument("run", type=Path, help="the --out folder of a train run")
     evaluate.add_argument(
         "--split",
         choices=("test", "train"),
@@ -337,7 +337,7 @@ def _parser() -> argparse.ArgumentParser:
         help="the run's test set (default) or its training set",
     )
     report = commands.add_parser("report", help="print a table of runs")
-    report.add_argument("runs", type=Path, nargs="+")
+    report.add_argument("runs", type=Path, nargs="+", help="--out folders of train runs")
     report.add_argument(
         "--markdown",
         action="store_true",

@@ -405,12 +405,13 @@ def test_every_option_has_a_help_line_and_help_prints_no_warning():
         text=True,
     )
     assert done.returncode == 0 and done.stderr == ""
-    train = next(
-        action
-        for action in cli._parser()._subparsers._group_actions[0].choices.values()
-        if action.prog.endswith("train")
-    )
-    undocumented = [a.dest for a in train._actions if a.dest != "help" and not a.help]
+    commands = cli._parser()._subparsers._group_actions[0].choices.values()
+    undocumented = [
+        f"{command.prog} {a.dest}"
+        for command in commands
+        for a in command._actions
+        if a.dest != "help" and not a.help
+    ]
     assert undocumented == []
 
 

@@ -256,7 +256,8 @@ def install_fit_hook() -> None:
 
     The backend's ``after_fit(la, previous, n_new)`` runs after laplace-torch's fit, with
     ``previous`` the backend's projected statistics and example count of the earlier fit(s)
-    when the fit accumulates (``override=False``), else None.
+    when the fit accumulates (``override=False``), else None. An empty loader is refused
+    before laplace-torch's fit (which would raise a bare ``StopIteration``).
 
     Raises:
         RuntimeError: If ``KronLaplace.fit`` does not exist.
@@ -266,6 +267,11 @@ def install_fit_hook() -> None:
         def fit(self, train_loader, override: bool = True, progress_bar: bool = False) -> None:
             if not hasattr(self._backend_cls, "after_fit"):
                 return original(self, train_loader, override=override, progress_bar=progress_bar)
+            if len(train_loader.dataset) == 0 or len(train_loader) == 0:
+                raise ValueError(
+                    f"Laplace.fit got an empty loader ({len(train_loader.dataset)} examples, "
+                    f"{len(train_loader)} batches): give it the training data."
+                )
             accumulates = not override and getattr(self, "H_facs", None) is not None
             previous = (self.backend.projected_factors, self.n_data) if accumulates else None
             original(self, train_loader, override=override, progress_bar=progress_bar)

@@ -374,3 +374,22 @@ def test_stock_marglik_training_runs_with_layerwise_priors():
     assert len(margliks) == 4 and all(torch.isfinite(torch.as_tensor(m)) for m in margliks)
     assert margliks[-1] < margliks[0]
     assert isinstance(la.H_facs, BlockDiagonalKron)
+
+
+def test_fit_on_an_empty_loader_is_named():
+    from laplace import Laplace
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from laplace_equivariance import EquivariantKFAC, models
+
+    model = models.build("f-fc+conv", (1, 4, 4), 3, alpha=1, widths=(1, 2), subsampling=(1, 2))
+    la = Laplace(
+        model,
+        "classification",
+        subset_of_weights="all",
+        hessian_structure="kron",
+        backend=EquivariantKFAC,
+    )
+    empty = DataLoader(TensorDataset(torch.zeros(0, 1, 4, 4), torch.zeros(0).long()))
+    with pytest.raises(ValueError, match="empty loader"):
+        la.fit(empty)
