@@ -110,6 +110,12 @@ def main() -> None:
     parser.add_argument("--data-dir", dest="data_dir")
     parser.add_argument("--out", type=Path, default=Path("runs/tables"))
     parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start afresh in run folders that hold other runs (otherwise refused; a folder "
+        "of the same run resumes)",
+    )
+    parser.add_argument(
         "--markdown",
         action="store_true",
         help="train nothing: print the markdown table (mean ± std over seeds) of the runs "
@@ -166,7 +172,7 @@ def main() -> None:
             if args.markdown:
                 continue
             start = time.perf_counter()
-            cli.train(settings, folder)
+            cli.train(settings, folder, overwrite=args.overwrite)
             print(f"{folder.name}: {time.perf_counter() - start:.0f} s", flush=True)
     done = [folder for folder in folders if (folder / "results.json").exists()]
     print(summary.markdown(done) if args.markdown else cli.report(done))
