@@ -597,7 +597,8 @@ def prepare_out(settings: dict[str, Any], out: Path, overwrite: bool = False) ->
 
     A folder with a run's files resumes (from ``checkpoint.pt``) only if its
     :data:`RUN_RECORD` has the same package version and the same settings, except
-    :data:`NOT_RESULT_SETTINGS`; ``overwrite`` deletes the run's files and starts afresh.
+    :data:`NOT_RESULT_SETTINGS`; ``overwrite`` deletes the run's files and starts afresh. A
+    record alone (a run stopped before its first epoch ended) is replaced.
 
     Returns:
         The last epoch the checkpoint holds when the run resumes, else None.
@@ -613,7 +614,7 @@ def prepare_out(settings: dict[str, Any], out: Path, overwrite: bool = False) ->
         for name in present:
             (out / name).unlink()
         present = []
-    if present and not overwrite:
+    if present and present != [RUN_RECORD] and not overwrite:
         if not record_path.exists():
             raise SystemExit(
                 f"--out {out} holds files of a run ({', '.join(present)}) with no record of "
@@ -774,9 +775,9 @@ def _write_files(
 def train(settings: dict[str, Any], out: Path, overwrite: bool = False) -> dict[str, Any] | None:
     """Train as ``settings`` say and write the run's files to ``out``.
 
-    Steps: check the settings (:func:`check_settings`, before anything is created), prepare
-    the folder (:func:`prepare_out`: resume only the same run), load the data, build the
-    model, train, evaluate, write the files. Under ``torchrun --nproc-per-node W`` the ranks
+    Steps: check the settings (:func:`check_settings`), load the data (both before anything
+    is created), prepare the folder (:func:`prepare_out`: resume only the same run), build
+    the model, train, evaluate, write the files. Under ``torchrun --nproc-per-node W`` the ranks
     train one model together (:mod:`laplace_equivariance.distributed`) and rank 0 writes.
 
     Args:
@@ -796,11 +797,6 @@ def train(settings: dict[str, Any], out: Path, overwrite: bool = False) -> dict[
     invariant = settings["model"] == INVARIANT_WEIGHTS
     if world > 1 and invariant:
         raise SystemExit(f"--model {INVARIANT_WEIGHTS} trains in one process, not under torchrun.")
-    resumes_from = prepare_out(settings, out, overwrite)
-    if resumes_from is not None and distributed.rank() == 0:
-        print(
-            f"resuming from epoch {resumes_from} of {settings['epochs']} ({out / 'checkpoint.pt'})"
-        )
     if settings.get("threads"):
         torch.set_num_threads(settings["threads"])
     torch.manual_seed(settings["seed"])
@@ -812,6 +808,11 @@ def train(settings: dict[str, Any], out: Path, overwrite: bool = False) -> dict[
         settings["test_subset"],
         settings["seed"],
     )
+    resumes_from = prepare_out(settings, out, overwrite)
+    if resumes_from is not None and distributed.rank() == 0:
+        print(
+            f"resuming from epoch {resumes_from} of {settings['epochs']} ({out / 'checkpoint.pt'})"
+        )
     device = settings["device"]
     model = build_model(settings, data.in_shape, data.n_classes).to(device)
     x, y = data.x_train.to(device), data.y_train.to(device)

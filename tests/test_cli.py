@@ -447,3 +447,13 @@ def test_the_cifar_config_augments():
         cli._parser().parse_args(["train", "--config", "table2", "--out", "x"])
     )
     assert settings["augment"] is True and settings["dataset"] == "cifar10"
+
+
+def test_a_missing_data_set_creates_nothing(tmp_path, monkeypatch):
+    from laplace_equivariance import data
+
+    monkeypatch.setattr(data, "DEBIAN_FASHION_MNIST", tmp_path / "absent")
+    out = tmp_path / "fashion"
+    with pytest.raises(FileNotFoundError, match="apt-get install dataset-fashion-mnist"):
+        main(["train", "--dataset", "fashion-mnist", "--out", str(out), *TINY])
+    assert not out.exists()

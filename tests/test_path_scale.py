@@ -1,0 +1,40 @@
+"""``benchmarks/path_scale.py``: the two ways of combining paths, and its docs table."""
+
+import importlib.util
+from pathlib import Path
+
+import torch
+
+from laplace_equivariance.layers import CircularConv2d, RelaxedLayer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _benchmark():
+    spec = importlib.util.spec_from_file_location(
+        "path_scale", ROOT / "benchmarks" / "path_scale.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_mean_is_the_reference_codes_combination_only_inside_the_block():
+    module = _benchmark()
+    layer = RelaxedLayer({"a": CircularConv2d(1, 2, 3, 4), "b": CircularConv2d(1, 2, 3, 4)})
+    x = torch.randn(3, 1, 4, 4)
+    with module.combined_by("mean"):
+        torch.testing.assert_close(layer(x), (layer.a(x) + layer.b(x)) / 2)
+    torch.testing.assert_close(layer(x), (layer.a(x) + layer.b(x)) / 2**0.5)
+
+
+def test_a_run_records_the_initial_scales_and_every_epoch():
+    result = _benchmark().run(seed=0, combination="mean", epochs=1, n_train=64)
+    assert len(result["init_layer_std"]) == 8 and len(result["epochs"]) == 1
+    assert result["init_layer_std"][-1] < 0.3 * result["init_layer_std"][0]
+    assert {"loss", "accuracy", "norm2"} <= set(result["epochs"][0])
+
+
+def test_the_docs_table_is_the_committed_results():
+    module = _benchmark()
+    module.write_table(module.RESULTS, module.DOCUMENT, check=True)
