@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import platform
 import sys
 from collections.abc import Iterator
@@ -56,20 +55,21 @@ SCHEDULE_EPOCHS = 200
 def combined_by(combination: str) -> Iterator[None]:
     """Relaxed layers combine their paths as ``combination`` says inside the block.
 
-    ``"mean"`` rescales the package's ``sum / sqrt(K)`` by ``sqrt(K) / K``.
+    ``"mean"`` divides the paths' sum by ``K``, with the arithmetic of version 0.2.0's layers
+    (so its runs repeat that version's digits).
     """
-    original = RelaxedLayer.forward
+    original = RelaxedLayer.combine
     if combination == "mean":
 
-        def forward(self: RelaxedLayer, x: torch.Tensor) -> torch.Tensor:
+        def combine(self: RelaxedLayer, total: torch.Tensor) -> torch.Tensor:
             k = len(self.path_names)
-            return original(self, x) * math.sqrt(k) / k
+            return total / k if k > 1 else total
 
-        RelaxedLayer.forward = forward
+        RelaxedLayer.combine = combine
     try:
         yield
     finally:
-        RelaxedLayer.forward = original
+        RelaxedLayer.combine = original
 
 
 def layer_scales(model: models.RelaxedNet, x: torch.Tensor) -> list[float]:

@@ -125,8 +125,19 @@ class RelaxedLayer(nn.Module):
             outputs,
             " after subsampling",
         )
-        total = sum(outputs[1:], outputs[0])
-        return total / math.sqrt(len(self.path_names)) if len(self.path_names) > 1 else total
+        return self.combine(sum(outputs[1:], outputs[0]))
+
+    def combine(self, total: torch.Tensor) -> torch.Tensor:
+        """The paths' summed outputs divided by ``sqrt(K)`` (unchanged for one path).
+
+        Args:
+            total: The sum of the paths' outputs (the grid paths subsampled).
+
+        Returns:
+            The layer's output, same shape.
+        """
+        k = len(self.path_names)
+        return total / math.sqrt(k) if k > 1 else total
 
     @staticmethod
     def _check_shapes(names: list[str], outputs: list[torch.Tensor], where: str) -> None:
