@@ -126,7 +126,7 @@ def table(folder: Path) -> str:
     lines = [
         "| paths combined by | version | seeds | last / first relaxed layer's output std at "
         "initialisation | training accuracy at epoch 10, per seed | at the last epoch | "
-        "last epoch | loss there | ||theta||^2 there |",
+        "last epoch | loss there | squared norm of the weights there |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for combination in COMBINATIONS:
