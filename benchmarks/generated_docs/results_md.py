@@ -354,12 +354,13 @@ STRUCTURE_ABOUT = (
 
 
 STRUCTURE_CONCLUSION_60 = (
-    "Every seed of both tasks learns CONV in layers 1-7 and (all but one seed of the digit "
-    "task) FC in layer 8, the paper's pattern; but no path is off (FC shares of 2-37 % in "
-    "layers 1-7), the two "
-    "tasks end with nearly the same structure, and the learned model is not more accurate than "
-    "MAP F-FC+CONV (the claims of the 60-epoch table). At 60 epochs the precisions have had 11 "
-    "fits of 20 steps; docs/learned_structure.md shows the truth learned on smaller tasks in 38."
+    "Every seed of both tasks learns CONV in layers 1-7 and FC in layer 8, the paper's pattern; "
+    "but no path is off (FC shares of 2-46 % in layers 1-7), the two tasks end with nearly the "
+    "same structure, and the learned model is "
+    "not more accurate than MAP F-FC+CONV (the claims of the 60-epoch table). The digit task's "
+    "rows are version 0.3.0's, the (digit, quadrant) task's version 0.2.0's. At 60 epochs the "
+    "precisions have had 11 fits of 20 steps; docs/learned_structure.md shows the truth learned "
+    "on smaller tasks in 38, and firmer with more data."
 )
 
 
