@@ -5,7 +5,8 @@ predictive's cost), the factors' eigenvectors are computed once by a one-image c
 ``la(x, pred_type="glm", link_approx="probit")`` on ``--images`` random images is timed; the
 peak resident memory of the process (``ru_maxrss``) covers the whole run::
 
-    python benchmarks/predictive_memory.py --images 16 --out benchmarks/results/predictive_memory-cpu.json
+    python benchmarks/predictive_memory.py --images 16 \
+        --out benchmarks/results/predictive_memory-cpu.json
 """
 
 from __future__ import annotations
