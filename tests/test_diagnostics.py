@@ -34,10 +34,12 @@ def test_effective_parameters_follow_the_prior(fitted):
     assert all(0 <= g <= n for g, n in zip(gammas, sizes, strict=True))
     fitted.prior_precision = 1e12
     assert max(effective_parameters(fitted)) < 1e-3  # the prior decides every direction
-    fitted.prior_precision = 1e-12
+    fitted.prior_precision = 1e-10
     # gamma -> rank of the KFAC block, rank(B) rank(A) <= 8 examples x 2 logit directions;
-    # eigenvalues at rounding level (~1e-17) add ~1e-5 each against a precision of 1e-12
-    assert all(g <= 16 + 1e-3 for g in effective_parameters(fitted)[:2])
+    # the other eigenvalues sit at rounding level (~1e-16 of the largest, about 1e-15 here):
+    # up to 1,024 of them add ~1e-5 each against a precision of 1e-10 (measured: 0.0015; at
+    # 1e-12 they add 0.14, the rounding floor itself)
+    assert all(g <= 16 + 1e-2 for g in effective_parameters(fitted)[:2])
 
 
 def test_effective_parameters_equal_a_dense_computation(fitted):

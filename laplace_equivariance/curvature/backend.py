@@ -585,9 +585,9 @@ class EquivariantKFAC(AsdlGGN):
         if example > self.memory_limit:
             raise MemoryError(
                 f"The Jacobian of one example takes {example // copies:,} bytes ({copies} "
-                f"at once), more than memory_limit={self.memory_limit:,}: raise the limit with "
-                "backend_kwargs={'memory_limit': ...}, or use hessian_structure='kron' for "
-                "the curvature."
+                f"at once), more than memory_limit={self.memory_limit:,}: use "
+                "hessian_structure='kron' for the curvature, or raise the limit with "
+                "backend_kwargs={'memory_limit': ...}."
             )
         return self.memory_limit // example
 
