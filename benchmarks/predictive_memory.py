@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import resource
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from laplace import Laplace
 from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance import EquivariantKFAC, __version__, models
+from laplace_equivariance.cli import device_name
 
 
 def main() -> None:
@@ -61,7 +61,7 @@ def main() -> None:
         "peak_resident_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
         "examples_per_chunk": la.backend.predictive_chunk_size(test),
         "parameters": models.count_parameters(model),
-        "device": platform.processor() or platform.machine(),
+        "device": device_name("cpu"),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "package": __version__,
