@@ -54,7 +54,9 @@ def main() -> None:
     seconds = time.perf_counter() - start
     result = {
         "command": "python benchmarks/predictive_memory.py "
-        f"--images {args.images} --threads {args.threads}",
+        f"--images {args.images} --threads {args.threads}"
+        + ("" if args.memory_limit is None else f" --memory-limit {args.memory_limit}"),
+        "memory_limit": la.backend.memory_limit,
         "images": args.images,
         "seconds": seconds,
         "seconds_per_image": seconds / args.images,
