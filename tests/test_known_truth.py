@@ -12,22 +12,15 @@ least 90 % and some layer keeps FC (share above 0.5).
 """
 
 import argparse
-import importlib.util
-from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.scripts import load_script
 
 
 def _benchmark():
-    spec = importlib.util.spec_from_file_location(
-        "known_truth", ROOT / "benchmarks" / "known_truth.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks", "known_truth")
 
 
 def _defaults() -> argparse.Namespace:

@@ -1,22 +1,13 @@
 """``benchmarks/path_scale.py``: the two ways of combining paths, and its docs table."""
 
-import importlib.util
-from pathlib import Path
-
 import torch
 
 from laplace_equivariance.layers import CircularConv2d, RelaxedLayer
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.scripts import load_script
 
 
 def _benchmark():
-    spec = importlib.util.spec_from_file_location(
-        "path_scale", ROOT / "benchmarks" / "path_scale.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks", "path_scale")
 
 
 def test_mean_is_the_reference_codes_combination_only_inside_the_block():
