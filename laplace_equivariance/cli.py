@@ -689,13 +689,14 @@ def _train_relaxed(
     loader: DataLoader,
     marglik_loader: DataLoader,
     out: Path,
-) -> tuple[Any, torch.nn.Module, list[float], list[float], float, int]:
+) -> tuple[Any, torch.nn.Module, list[float], list[float], float, dict[str, Any]]:
     """Train a relaxed network with :func:`marglik_training` (checkpointed in ``out``).
 
     Returns:
-        ``(la, model, losses, margliks, seconds, evaluated_epoch)``: ``seconds`` counts every
+        ``(la, model, losses, margliks, seconds, timing)``: ``seconds`` counts every
         epoch, also those run before a resume (the checkpoint keeps their time), and what
-        follows the last epoch (the final Laplace fit).
+        follows the last epoch (the final Laplace fit); ``timing`` holds
+        ``evaluated_epoch`` and ``epoch_seconds`` (each epoch's time, its fit included).
     """
     learns = settings["method"] == "marglik"
     epochs_done: dict[str, Any] = {}
@@ -703,6 +704,7 @@ def _train_relaxed(
     def record(epoch: int, info: dict[str, Any]) -> None:
         epochs_done.update(
             seconds=info["seconds"],
+            epoch_seconds=info["epoch_seconds"],
             at=time.perf_counter(),
             evaluated_epoch=info["best_epoch"] or epoch,
         )
@@ -739,13 +741,19 @@ def _train_relaxed(
         raise SystemExit(f"{error} Or pass --overwrite.") from None
     if epochs_done:
         start = epochs_done["at"] - epochs_done["seconds"]
-        evaluated_epoch = epochs_done["evaluated_epoch"]
+        timing = {
+            "evaluated_epoch": epochs_done["evaluated_epoch"],
+            "epoch_seconds": epochs_done["epoch_seconds"],
+        }
     else:  # every epoch ran before this call: the checkpoint holds their time
         state = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=False)["state"]
         start -= state["seconds"]
         best = state["best"] if settings["restore_best"] else None
-        evaluated_epoch = best["epoch"] if best else state["epoch"]
-    return la, model, losses, margliks, time.perf_counter() - start, evaluated_epoch
+        timing = {
+            "evaluated_epoch": best["epoch"] if best else state["epoch"],
+            "epoch_seconds": state.get("epoch_seconds", []),
+        }
+    return la, model, losses, margliks, time.perf_counter() - start, timing
 
 
 def _write_files(
@@ -827,11 +835,10 @@ def train(settings: dict[str, Any], out: Path, overwrite: bool = False) -> dict[
         losses, margliks, extra = _train_invariant(settings, model, loader, marglik_loader)
         seconds = time.perf_counter() - start
     else:
-        la, model, losses, margliks, seconds, evaluated = _train_relaxed(
+        # evaluated_epoch: the epoch whose model the test metrics are of
+        la, model, losses, margliks, seconds, extra = _train_relaxed(
             settings, model, loader, marglik_loader, out
         )
-        # the epoch whose model the test metrics are of
-        extra = {"evaluated_epoch": evaluated}
     if distributed.rank() != 0:
         return None
     results: dict[str, Any] = {

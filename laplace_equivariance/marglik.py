@@ -268,13 +268,18 @@ class _Options:
 
 @dataclass
 class _Progress:
-    """What a checkpoint keeps besides the optimisers: epochs done, traces, best epoch, time."""
+    """What a checkpoint keeps besides the optimisers.
+
+    Epochs done, traces, best epoch, and time: in all and of each epoch (its
+    marginal-likelihood fit included).
+    """
 
     epoch: int = 0
     margliks: list[float] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
     best: dict[str, Any] | None = None
     seconds: float = 0.0
+    epoch_seconds: list[float] = field(default_factory=list)
 
 
 @contextmanager
@@ -543,6 +548,7 @@ class _Trainer:
             "sigma_noise": float(self.sigma_noise()),
             "lengthscale": {name: omega.item() for name, omega in self.lengthscales.items()},
             "seconds": self.progress.seconds,
+            "epoch_seconds": list(self.progress.epoch_seconds),
             "best_epoch": best.get("epoch") if self.options.restore_best and best else None,
         }
 
@@ -803,7 +809,8 @@ def marglik_training(
         if marglik_step:
             trainer.hyperparameter_steps(epoch)
         trainer.progress.epoch = epoch
-        trainer.progress.seconds += time.perf_counter() - start
+        trainer.progress.epoch_seconds.append(time.perf_counter() - start)
+        trainer.progress.seconds += trainer.progress.epoch_seconds[-1]
         info = trainer.info(accuracy, marglik_step)
         epochs.set_postfix(
             loss=f"{info['loss']:.3f}",

@@ -177,6 +177,9 @@ def test_training_time_counts_the_epochs_run_before_a_resume(runs):
     assert again["losses"] == first["losses"]
     # the epochs' time comes from the checkpoint (without it: milliseconds)
     assert again["train_seconds"] > 0.5 * first["train_seconds"] > 0
+    # each epoch's time, its marginal-likelihood fit included, also kept across the resume
+    assert len(first["epoch_seconds"]) == 2 and again["epoch_seconds"] == first["epoch_seconds"]
+    assert sum(first["epoch_seconds"]) <= first["train_seconds"]
 
 
 def test_evaluate_reproduces_the_test_metrics(runs, capsys):

@@ -96,6 +96,50 @@ def test_fashion_mnist_from_the_debian_package():
     assert data.x_train.shape == (100, 1, 32, 32) and data.n_classes == 10
 
 
+@pytest.mark.parametrize("name, classes", [("quadrant-fashion", 40), ("quadrant-fashion-item", 10)])
+def test_quadrant_fashion_places_each_item_in_its_quadrant(name, classes):
+    """Table 1's tasks on Fashion-MNIST: labels item (+ 10 * quadrant), the item inside the
+    labelled quadrant (the rest of the canvas is background), standardised with Fashion's
+    statistics; 60,000 training items available."""
+    from laplace_equivariance.data import (
+        DEBIAN_FASHION_MNIST,
+        FASHION_MEAN,
+        FASHION_STD,
+        load_dataset,
+    )
+
+    if not DEBIAN_FASHION_MNIST.exists():
+        pytest.skip("apt-get install dataset-fashion-mnist to run this test")
+    data = load_dataset(name, n_train=200, n_test=20, seed=1)
+    plain = load_dataset("fashion-mnist", n_train=200, n_test=20)
+    assert data.x_train.shape == (200, 1, 32, 32) and data.n_classes == classes
+    assert torch.equal(data.y_train % 10, plain.y_train)
+    background = -FASHION_MEAN / FASHION_STD
+    assert data.x_train.amin() == pytest.approx(background, abs=1e-6)
+    if classes == 40:
+        for image, label in zip(data.x_train[:20], data.y_train[:20], strict=True):
+            rows, cols = divmod(int(label) // 10, 2)
+            outside = image[0].clone()
+            outside[16 * rows : 16 * rows + 16, 16 * cols : 16 * cols + 16] = background
+            assert outside.sub(background).abs().max() < 1e-5
+
+
+def test_fashion_idx_files_under_data_dir(tmp_path):
+    """--data-dir holding Zalando's four IDX files reads them (no torchvision layout)."""
+    import shutil
+
+    from laplace_equivariance.data import DEBIAN_FASHION_MNIST, FASHION_IDX_FILES, load_dataset
+
+    if not DEBIAN_FASHION_MNIST.exists():
+        pytest.skip("apt-get install dataset-fashion-mnist to run this test")
+    for name in FASHION_IDX_FILES:
+        shutil.copy(DEBIAN_FASHION_MNIST / name, tmp_path / name)
+    data = load_dataset("fashion-mnist", data_dir=tmp_path, n_train=50, n_test=5)
+    reference = load_dataset("fashion-mnist", n_train=50, n_test=5)
+    assert str(tmp_path) in data.source
+    assert torch.equal(data.x_train, reference.x_train)
+
+
 def test_missing_data_says_how_to_get_it(monkeypatch, tmp_path):
     from laplace_equivariance import data as module
 
