@@ -15,8 +15,8 @@ canvas; 40 classes (digit, quadrant) or 10), quadrant Fashion-MNIST (the same ta
 Fashion-MNIST's 60,000 training items, Table 1's data scale offline), translated MNIST
 (uniform shifts in [-8, 8] pixels, zero fill), rotated MNIST / CIFAR-10 (a uniform angle in
 [-180, 180) degrees) and partially rotated MNIST ([-90, 90) degrees, invariant-weights
-Table 1). MNIST is resized bilinearly from 28x28 to 32x32 as in the reference code. A missing data set raises
-:class:`FileNotFoundError` saying how to get it.
+Table 1). MNIST is resized bilinearly from 28x28 to 32x32 as in the reference code. A
+missing data set raises :class:`FileNotFoundError` saying how to get it.
 
 :func:`known_truth_task` builds small 16x16 tasks (scikit-learn's 8x8 digits, or
 Fashion-MNIST at 8x8 for larger training sets) whose right structure is known by
