@@ -25,9 +25,14 @@ from laplace_equivariance.curvature.monte_carlo import (
     MonteCarloGaussianFisher,
     check_sample_count,
 )
+from laplace_equivariance.curvature.normalization import (
+    NORMALIZATION_RULES,
+    check_normalization,
+)
 from laplace_equivariance.curvature.projection import ProjectedFactor
 from laplace_equivariance.curvature.registry import (
     device_and_dtype,
+    exact_normalization_blocks,
     install_construction_check,
     install_fit_hook,
     install_kron_initialiser,
@@ -190,7 +195,9 @@ class EquivariantKFAC(AsdlGGN):
 
     Raises:
         UnsupportedModuleError: If a module with trainable parameters has no KFAC rule
-            (BatchNorm, an unknown custom layer, a circular or grouped ``nn.Conv2d``).
+            (an unknown custom layer, a circular or grouped ``nn.Conv2d``, a BatchNorm
+            without running statistics; BatchNorm, GroupNorm and LayerNorm get exact blocks,
+            :mod:`laplace_equivariance.curvature.normalization`).
         ValueError: If ``n_mc_samples`` is not a positive integer, or above one without
             ``stochastic=True``, ``memory_limit`` is not positive, or ``kfac_approx`` is
             unknown or ``"reduce"`` on a model with a trainable stock ``nn.Conv2d``.
@@ -254,6 +261,15 @@ class EquivariantKFAC(AsdlGGN):
             own = [n for n, p in module.named_parameters(recurse=False) if p.requires_grad]
             if not own or type(module) in RULES or isinstance(module, AnchorBasis):
                 continue
+            if type(module) in NORMALIZATION_RULES:
+                if getattr(module, "track_running_stats", True) is False:
+                    raise UnsupportedModuleError(
+                        f"{type(module).__name__} {name!r} has no running statistics "
+                        "(track_running_stats=False): it normalises every batch with the "
+                        "batch's own, which couples the examples, so no per-example curvature "
+                        "exists. Use GroupNorm or LayerNorm, or track running statistics."
+                    )
+                continue
             if type(module) is nn.Linear:
                 continue
             if type(module) is nn.Conv2d and _stock_conv_is_exact(module):
@@ -262,7 +278,8 @@ class EquivariantKFAC(AsdlGGN):
                 f"EquivariantKFAC has no KFAC rule for module {name or '<root>'!r} "
                 f"({type(module).__name__}) with trainable parameters {own}. Replace it by "
                 "a supported layer (laplace_equivariance.layers, nn.Linear, zero-padded "
-                "nn.Conv2d), or freeze its parameters with requires_grad_(False)."
+                "nn.Conv2d, BatchNorm, GroupNorm, LayerNorm), or freeze its parameters with "
+                "requires_grad_(False)."
             )
 
     def _parameter_groups(self) -> list[tuple[nn.Parameter, str, nn.Module]]:
@@ -301,7 +318,7 @@ class EquivariantKFAC(AsdlGGN):
         zeros = functools.partial(torch.zeros, device=device, dtype=dtype)
         kfacs = []
         for p, name, module in self._parameter_groups():
-            if name != "weight" or p.ndim == 1:
+            if not self._factored_weight(name, module) or p.ndim == 1:
                 kfacs.append([zeros(p.numel(), p.numel())])
                 continue
             b, rest = p.shape[0], p[0].numel()
@@ -324,23 +341,24 @@ class EquivariantKFAC(AsdlGGN):
         """
         kfacs, rows = [], []
         for _, name, module in self._parameter_groups():
-            stats = getattr(module, "fisher", None)
-            if stats is None:
-                raise RuntimeError(
-                    f"ASDL computed no curvature for {type(module).__name__}; is its output "
-                    "used by the model's forward pass?"
-                )
-            if name == "weight":
+            blocks = module.__dict__.get(EXTRA_BLOCKS_ATTR, {})
+            if self._factored_weight(name, module):
+                stats = self._asdl_statistics(module)
                 a_rows = module.__dict__.get(A_ROWS_ATTR)
                 A = stats.kron.A.mul_(1 / N)  # in place, as laplace-torch's rescaling
                 kfacs.append([stats.kron.B, A])
                 rows.append([None, None if a_rows is None else FactorRows.of(a_rows * N**-0.5, A)])
             elif name in self._bias_names(module):
-                kfacs.append([stats.kron.B.clone()])
+                kfacs.append([self._asdl_statistics(module).kron.B.clone()])
+                rows.append([None])
+            elif name in blocks:
+                kfacs.append([blocks[name]])
                 rows.append([None])
             else:
-                kfacs.append([getattr(module, EXTRA_BLOCKS_ATTR)[name]])
-                rows.append([None])
+                raise RuntimeError(
+                    f"No curvature was computed for {type(module).__name__}'s {name!r}; is "
+                    "its output used by the model's forward pass?"
+                )
         for module in self._model.modules():
             module.__dict__.pop(EXTRA_BLOCKS_ATTR, None)
             module.__dict__.pop(A_ROWS_ATTR, None)
@@ -355,8 +373,30 @@ class EquivariantKFAC(AsdlGGN):
         return BlockDiagonalKron(kfacs, rows)
 
     @staticmethod
-    def _bias_names(module: nn.Module) -> tuple[str, ...]:
-        rule = RULES.get(type(module))
+    def _asdl_statistics(module: nn.Module):
+        """ASDL's Kronecker factors of ``module`` (``module.fisher``)."""
+        stats = getattr(module, "fisher", None)
+        if stats is None:
+            raise RuntimeError(
+                f"ASDL computed no curvature for {type(module).__name__}; is its output "
+                "used by the model's forward pass?"
+            )
+        return stats
+
+    @staticmethod
+    def _rule(module: nn.Module):
+        """This package's rule for ``module``, or None (ASDL's own ``Linear``/``Conv2d``)."""
+        return RULES.get(type(module)) or NORMALIZATION_RULES.get(type(module))
+
+    @classmethod
+    def _factored_weight(cls, name: str, module: nn.Module) -> bool:
+        """Whether parameter ``name`` of ``module`` is a weight with factors ``[B, A]``."""
+        rule = cls._rule(module)
+        return name == "weight" and (rule is None or rule.factored_weight(module))
+
+    @classmethod
+    def _bias_names(cls, module: nn.Module) -> tuple[str, ...]:
+        rule = cls._rule(module)
         if rule is not None:
             return rule.bias_names(module)
         return ("bias",) if getattr(module, "bias", None) is not None else ()
@@ -394,11 +434,15 @@ class EquivariantKFAC(AsdlGGN):
             and m.lengthscale_mode is LengthscaleMode.HYPERPARAMETER
             and m.lengthscale.requires_grad
         ]
+        for name, module in self._model.named_modules():
+            if type(module) in NORMALIZATION_RULES:
+                check_normalization(name, module)
         with (
             warnings.catch_warnings(),
             _activation_graph_only(self._model),
             kfac_approximation(self._model, self.kfac_approx),
             paired_factored_maps(self._model),
+            exact_normalization_blocks(self._model),
         ):
             warnings.filterwarnings(
                 "ignore", message="Using a non-full backward hook", category=FutureWarning
@@ -640,6 +684,29 @@ class EquivariantKFAC(AsdlGGN):
         """
         if not isinstance(x, torch.Tensor):
             return CurvatureInterface.jacobians(self, x, enable_backprop)
+        parts, f = self.parameter_jacobians(x, enable_backprop)
+        Js = torch.cat(parts, dim=2)
+        if self.subnetwork_indices is not None:
+            Js = Js[:, :, self.subnetwork_indices]
+        return Js, f
+
+    def parameter_jacobians(
+        self, x: torch.Tensor, enable_backprop: bool = False
+    ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """:meth:`jacobians` split by trainable parameter, before concatenation.
+
+        The GLM predictive takes these (one Kron group per parameter tensor) without ever
+        building the ``(N, K, P)`` concatenation
+        (:meth:`~laplace_equivariance.curvature.kron.BlockDiagonalKronDecomposed.inv_square_form`).
+
+        Args:
+            x: Inputs ``(N, ...)``.
+            enable_backprop: Keep the graph.
+
+        Returns:
+            ``(Js, f)``: one ``(N, K, numel)`` tensor per trainable parameter, in
+            ``model.parameters()`` order, and the outputs ``(N, K)``.
+        """
 
         def output(params, buffers, example):
             out = torch.func.functional_call(self.model, (params, buffers), (example[None],))[0]
@@ -647,10 +714,10 @@ class EquivariantKFAC(AsdlGGN):
 
         per_example = torch.func.vmap(torch.func.jacrev(output, has_aux=True), (None, None, 0))
         jacobians, f = per_example(self.params_dict, self.buffers_dict, x)
-        Js = torch.cat([j.flatten(start_dim=2) for j in jacobians.values()], dim=2)
-        if self.subnetwork_indices is not None:
-            Js = Js[:, :, self.subnetwork_indices]
-        return (Js, f) if enable_backprop else (Js.detach(), f.detach())
+        Js = [j.flatten(start_dim=2) for j in jacobians.values()]
+        if enable_backprop:
+            return Js, f
+        return [j.detach() for j in Js], f.detach()
 
     full = functools.partialmethod(_in_chunks, GGNInterface.full)
     """The exact GGN ``(loss, H)``, ``H`` of shape ``(P, P)``, from bounded Jacobian chunks."""

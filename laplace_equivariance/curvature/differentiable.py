@@ -61,9 +61,20 @@ def _inputs(rule: type, module: nn.Module, in_data: torch.Tensor, out_data: torc
 
 def _module_factors(
     module: nn.Module, in_data: torch.Tensor, out_data: torch.Tensor, grads: Sequence[torch.Tensor]
-) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-    """``(B, A, extra blocks)`` of one module from its input and per-class output gradients."""
+) -> tuple[torch.Tensor | None, torch.Tensor | None, dict[str, torch.Tensor]]:
+    """``(B, A, extra blocks)`` of one module from its input and per-class output gradients.
+
+    ``B`` and ``A`` are None where the weight has an exact block (a normalisation's).
+    """
     rule = operation_of(module)
+    extra: dict[str, torch.Tensor] = {}
+    if issubclass(rule, KroneckerRule):
+        for g in grads:
+            for name, per_example in rule.extra_blocks(module, in_data, g).items():
+                block = outer_sum(per_example)
+                extra[name] = extra[name] + block if name in extra else block
+        if not rule.factored_weight(module):
+            return None, None, extra
     side = _projected_side(module, rule)
     if side == 1:
         a = project_factor(rule.unprojected_statistic(module, in_data), module.basis())
@@ -74,12 +85,6 @@ def _module_factors(
         b = project_factor(statistic, module.basis())
     else:
         b = sum(rule.cov_kron_B(module, rule.preprocess_out_grads(module, g)) for g in grads)
-    extra: dict[str, torch.Tensor] = {}
-    if issubclass(rule, KroneckerRule):
-        for g in grads:
-            for name, per_example in rule.extra_blocks(module, in_data, g).items():
-                block = outer_sum(per_example)
-                extra[name] = extra[name] + block if name in extra else block
     return b, a, extra
 
 
@@ -141,7 +146,7 @@ def batch_factors(backend, x: torch.Tensor, n_data: int) -> list[list[torch.Tens
     kfacs = []
     for _, name, owner in groups:
         b, a, extra = factors[owner]
-        if name == "weight":
+        if backend._factored_weight(name, owner):
             kfacs.append([b, a / n_data])
         elif name in backend._bias_names(owner):
             kfacs.append([b])

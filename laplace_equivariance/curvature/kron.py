@@ -18,7 +18,8 @@ matrix of its rows (:mod:`laplace_equivariance.curvature.factor_rows`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import math
+from collections.abc import Iterator, Sequence
 
 import torch
 from laplace.utils.matrix import Kron, KronDecomposed
@@ -367,31 +368,68 @@ class BlockDiagonalKronDecomposed(KronDecomposed):
         equation = "...nb,nbc->...nc" if transpose else "...nc,nbc->...nb"
         return torch.einsum(equation, blocks, Q).reshape(W.shape)
 
+    def _rotate(
+        self, vectors: list[torch.Tensor], values: list[torch.Tensor], W: torch.Tensor, transpose
+    ) -> torch.Tensor:
+        """``Q^T w`` (``transpose``) or ``Q w`` for each row ``w`` of ``W`` ``(rows, p)``.
+
+        ``Q = Q_0 kron Q_1`` (``Q_0`` on the weight's leading dimension), or the one factor.
+        """
+        if len(vectors) == 1:
+            return self._apply(vectors[0], W, transpose)
+        block = W.reshape(-1, len(values[0]), len(values[1]))
+        block = self._apply(vectors[1], block, transpose)
+        block = self._apply(vectors[0], block.transpose(1, 2), transpose)
+        return block.transpose(1, 2).reshape(W.shape)
+
+    def _groups(self):
+        """Per parameter group: its eigenvectors, eigenvalues and prior precision."""
+        return zip(self.eigenvectors, self.eigenvalues, self.deltas, strict=True)
+
     def _bmm(self, W: torch.Tensor, exponent: float = -1) -> torch.Tensor:
         """``(self ** exponent) @ W`` for ``W`` of shape ``(batch, classes, params)``."""
         batch, classes, n_params = W.shape
         W = W.reshape(batch * classes, n_params)
         out, start = [], 0
-        for vectors, values, delta in zip(
-            self.eigenvectors, self.eigenvalues, self.deltas, strict=True
-        ):
-            spectrum = self._spectrum(values, delta, exponent)
-            if len(values) == 1:
-                p = len(values[0])
-                rotated = self._apply(vectors[0], W[:, start : start + p], transpose=True)
-                out.append(self._apply(vectors[0], rotated * spectrum, transpose=False))
-            else:
-                p_in, p_out = len(values[0]), len(values[1])
-                p = p_in * p_out
-                block = W[:, start : start + p].reshape(-1, p_in, p_out)
-                block = self._apply(vectors[1], block, transpose=True)
-                block = self._apply(vectors[0], block.transpose(1, 2), transpose=True)
-                block = block.transpose(1, 2) * spectrum
-                block = self._apply(vectors[1], block, transpose=False)
-                block = self._apply(vectors[0], block.transpose(1, 2), transpose=False)
-                out.append(block.transpose(1, 2).reshape(-1, p))
+        for vectors, values, delta in self._groups():
+            spectrum = self._spectrum(values, delta, exponent).flatten()
+            p = len(spectrum)
+            rotated = self._rotate(vectors, values, W[:, start : start + p], transpose=True)
+            out.append(self._rotate(vectors, values, rotated * spectrum, transpose=False))
             start += p
         return torch.cat(out, dim=1).reshape(batch, classes, n_params)
+
+    def inv_square_form(self, W: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor:
+        r"""``W Sigma W^T`` for each batch entry, ``Sigma = self ** -1``.
+
+        The GLM's functional (co)variance, ``(batch, classes, params) -> (batch, classes,
+        classes)``; ``W`` may also come split by parameter group, a sequence of ``(batch,
+        classes, group size)`` tensors (the Jacobians per parameter tensor, never
+        concatenated).
+
+        laplace-torch's ``KronDecomposed`` computes ``Sigma W^T`` (four rotations of every
+        row) and multiplies. With :math:`\Sigma = Q S^{-1} Q^\top` per group, here
+        :math:`W \Sigma W^\top = \sum_g R_g R_g^\top` with :math:`R_g = W_g Q_g S_g^{-1/2}`:
+        two rotations per row, no ``(batch, classes, params)`` result, one group at a time.
+        """
+        sizes = [math.prod(len(v) for v in values) for values in self.eigenvalues]
+        if isinstance(W, torch.Tensor) and W.shape[-1] != sum(sizes):
+            raise ValueError(f"W has {W.shape[-1]} parameters; the approximation has {sum(sizes)}.")
+        parts = W.split(sizes, dim=-1) if isinstance(W, torch.Tensor) else list(W)
+        given = [part.shape[-1] for part in parts]
+        if given != sizes:
+            raise ValueError(
+                f"W comes in groups of {given} parameters; the approximation's: {sizes}."
+            )
+        batch, classes, _ = parts[0].shape
+        out = parts[0].new_zeros(batch, classes, classes)
+        for part, (vectors, values, delta) in zip(parts, self._groups(), strict=True):
+            root = self._spectrum(values, delta, -0.5).flatten()
+            rows = part.reshape(batch * classes, len(root))
+            rotated = self._rotate(vectors, values, rows, transpose=True) * root
+            rotated = rotated.reshape(batch, classes, len(root))
+            out = out.baddbmm(rotated, rotated.transpose(1, 2))
+        return out
 
     def diag(self, exponent: float = 1) -> torch.Tensor:
         """Diagonal of ``self ** exponent``, computed block by block.
@@ -403,9 +441,7 @@ class BlockDiagonalKronDecomposed(KronDecomposed):
             The diagonal, one entry per parameter.
         """
         diags = []
-        for vectors, values, delta in zip(
-            self.eigenvectors, self.eigenvalues, self.deltas, strict=True
-        ):
+        for vectors, values, delta in self._groups():
             spectrum = self._spectrum(values, delta, exponent)
             squares = [v.pow(2) for v in vectors]  # diag(Q L Q^T) = (Q * Q) @ L
             if len(values) == 1:
@@ -425,9 +461,7 @@ class BlockDiagonalKronDecomposed(KronDecomposed):
             A dense block-diagonal matrix.
         """
         blocks = []
-        for vectors, values, delta in zip(
-            self.eigenvectors, self.eigenvalues, self.deltas, strict=True
-        ):
+        for vectors, values, delta in self._groups():
             spectrum = self._spectrum(values, delta, exponent).flatten()
             dense = [densify(v) for v in vectors]
             Q = dense[0] if len(dense) == 1 else kron(dense[0], dense[1])

@@ -3,7 +3,9 @@
 ASDL 0.1a4 has no registration API: which modules it supports is decided by the tuple
 ``asdl.core._supported_module_classes`` and the function ``asdl.core.get_op_class`` (both
 looked up at call time). :func:`register_with_asdl` extends both, idempotently, so that
-ASDL's own fisher makers (exact GGN, Monte-Carlo Fisher) run our KFAC rules on our modules.
+ASDL's own fisher makers (exact GGN, Monte-Carlo Fisher) run our KFAC rules on our modules;
+:func:`exact_normalization_blocks` extends them for torch's normalisation modules while
+:class:`~laplace_equivariance.EquivariantKFAC` computes its factors, and only then.
 
 laplace-torch 0.3's ``KronLaplace._init_H`` pre-allocates dense factors of shape
 ``[shape[0]^2, prod(shape[1:])^2]`` for every parameter, which for F-FC's block-diagonal
@@ -46,8 +48,10 @@ version otherwise (tests/curvature/test_registry.py fails loudly when they chang
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+from collections.abc import Iterator
 
 import asdl
 import asdl.core
@@ -57,7 +61,8 @@ from laplace.lllaplace import LLLaplace
 from torch import nn
 
 from laplace_equivariance.curvature.factor_rows import FactorRows
-from laplace_equivariance.curvature.kron import BlockDiagonalKron
+from laplace_equivariance.curvature.kron import BlockDiagonalKron, BlockDiagonalKronDecomposed
+from laplace_equivariance.curvature.normalization import NORMALIZATION_RULES
 from laplace_equivariance.curvature.rules import RULES
 
 __all__ = [
@@ -89,6 +94,36 @@ def _require(condition: bool, what: str) -> None:
         )
 
 
+NORMALIZATION_ATTR = "_kfac_exact_normalization"
+"""Attribute that marks a normalisation module for its exact-block rule while
+:func:`exact_normalization_blocks` is active."""
+
+
+@contextlib.contextmanager
+def exact_normalization_blocks(model: nn.Module) -> Iterator[None]:
+    """Let ASDL run this package's normalisation rules on ``model`` inside the block only.
+
+    The rules: :data:`~laplace_equivariance.curvature.normalization.NORMALIZATION_RULES`.
+
+    ASDL has its own operations for BatchNorm and LayerNorm, which laplace-torch's stock
+    backends use (``AsdlGGN``'s diagonal, for one); this package's rules must not replace
+    them there. Inside the block the modules are marked for :func:`register_with_asdl`'s
+    lookup, and ``GroupNorm``, which ASDL does not know, is among its supported classes.
+    """
+    marked = [m for m in model.modules() if type(m) in NORMALIZATION_RULES]
+    supported = asdl.core._supported_module_classes
+    missing = tuple(cls for cls in NORMALIZATION_RULES if cls not in supported)
+    for module in marked:
+        setattr(module, NORMALIZATION_ATTR, True)
+    asdl.core._supported_module_classes = supported + missing
+    try:
+        yield
+    finally:
+        asdl.core._supported_module_classes = supported
+        for module in marked:
+            module.__dict__.pop(NORMALIZATION_ATTR, None)
+
+
 def register_with_asdl() -> None:
     """Make ASDL run :data:`~laplace_equivariance.curvature.rules.RULES` on our modules.
 
@@ -109,6 +144,8 @@ def register_with_asdl() -> None:
     @functools.wraps(original)
     def get_op_class(module):
         rule = RULES.get(type(module))
+        if rule is None and module.__dict__.get(NORMALIZATION_ATTR, False):
+            rule = NORMALIZATION_RULES[type(module)]
         return rule if rule is not None else original(module)
 
     setattr(get_op_class, _MARKER, True)
@@ -131,8 +168,9 @@ def require_fitted(la) -> None:
 
 
 def operation_of(module: nn.Module) -> type:
-    """The ASDL operation class (KFAC rule) that covers ``module``."""
-    return asdl.core.get_op_class(module)
+    """The ASDL operation class (KFAC rule) that covers ``module`` in this package's fits."""
+    rule = NORMALIZATION_RULES.get(type(module))
+    return rule if rule is not None else asdl.core.get_op_class(module)
 
 
 def _wrap_once(owner: type, attribute: str, make_wrapper) -> None:
@@ -221,13 +259,41 @@ def install_state_dict_hooks() -> None:
     _wrap_once(KronLaplace, "load_state_dict", make_loader)
 
 
+def _by_parameter_tensor(la) -> bool:
+    """Whether ``la``'s GLM variance can come from Jacobians split by parameter tensor."""
+    return (
+        isinstance(la, KronLaplace)
+        and not isinstance(la, LLLaplace)
+        and hasattr(la.backend, "parameter_jacobians")
+        and la.backend.subnetwork_indices is None
+        and isinstance(la.H, BlockDiagonalKronDecomposed)
+    )
+
+
+@torch.enable_grad()
+def _glm_by_parameter_tensor(la, X: torch.Tensor, diagonal_output: bool):
+    """laplace-torch's GLM mean and variance, from Jacobians per parameter tensor.
+
+    ``KronLaplace.functional_variance(Js)`` is ``posterior_precision.inv_square_form(Js)``;
+    here the same form takes the Jacobians split by parameter tensor (one Kron group each),
+    so the ``(N, K, P)`` concatenation is never built.
+    """
+    Js, f_mu = la.backend.parameter_jacobians(X, enable_backprop=la.enable_backprop)
+    f_var = la.posterior_precision.inv_square_form(Js)
+    if diagonal_output:
+        f_var = torch.diagonal(f_var, dim1=-2, dim2=-1)
+    return (f_mu, f_var) if la.enable_backprop else (f_mu.detach(), f_var.detach())
+
+
 def install_predictive_chunking() -> None:
     """Let a backend with ``predictive_chunk_size`` bound the GLM predictive's memory.
 
     The mean and (per example) covariance of the GLM predictive are computed example by
     example, so chunks of examples concatenate to the whole batch's result; the joint
     predictive (``joint=True``, covariances between examples) and dict inputs are left to
-    laplace-torch. Idempotent.
+    laplace-torch. A fitted Kron approximation of all weights whose backend gives
+    ``parameter_jacobians`` takes them split by parameter tensor
+    (:func:`_glm_by_parameter_tensor`). Idempotent.
 
     Raises:
         RuntimeError: If ``ParametricLaplace._glm_predictive_distribution`` does not exist.
@@ -238,11 +304,13 @@ def install_predictive_chunking() -> None:
             chunk_size = getattr(self.backend, "predictive_chunk_size", None)
             if joint or chunk_size is None or not isinstance(X, torch.Tensor):
                 return original(self, X, joint=joint, diagonal_output=diagonal_output)
-            size = chunk_size(X)
-            if size >= len(X):
-                return original(self, X, joint=joint, diagonal_output=diagonal_output)
+            if _by_parameter_tensor(self):
+                predict = functools.partial(_glm_by_parameter_tensor, self)
+            else:
+                predict = functools.partial(original, self)
             parts = [
-                original(self, chunk, diagonal_output=diagonal_output) for chunk in X.split(size)
+                predict(chunk, diagonal_output=diagonal_output)
+                for chunk in X.split(chunk_size(X))
             ]
             return torch.cat([mean for mean, _ in parts]), torch.cat([var for _, var in parts])
 

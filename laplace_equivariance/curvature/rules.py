@@ -308,6 +308,14 @@ class KroneckerRule(Operation):
         return None
 
     @staticmethod
+    def factored_weight(module) -> bool:
+        """Whether the module's ``weight`` gets Kronecker factors ``[B, A]``.
+
+        Otherwise it gets an exact block from :meth:`extra_blocks`.
+        """
+        return True
+
+    @staticmethod
     def bias_names(module) -> tuple[str, ...]:
         """Names of biases whose block is the weight's ``B`` factor (KFAC-expand convention)."""
         return ("bias",) if getattr(module, "bias", None) is not None else ()
@@ -338,12 +346,8 @@ class KroneckerRule(Operation):
         if rows is not None and self._cov_scale != 1:
             self._module.__dict__[A_ROWS_ATTR] = rows * math.sqrt(self._cov_scale)
 
-    def backward_pre_process(self, out_grads: torch.Tensor, vector=None) -> None:
-        """Accumulate the extra parameters' exact blocks, then ASDL's ``B``.
-
-        For a hyperparameter lengthscale and a projected ``B``, also accumulate ``B``'s
-        statistic.
-        """
+    def accumulate_extra_blocks(self, out_grads: torch.Tensor) -> None:
+        """Add one backward pass's outer products of :meth:`extra_blocks` to the module's."""
         blocks = getattr(self._module, EXTRA_BLOCKS_ATTR)
         grads = self.extra_blocks(self._module, self._raw_in_data, out_grads)
         for name, per_example in grads.items():
@@ -351,6 +355,14 @@ class KroneckerRule(Operation):
                 blocks[name].addmm_(per_example.T, per_example, alpha=self._cov_scale)
             else:
                 blocks[name] = outer_sum(per_example).mul_(self._cov_scale)
+
+    def backward_pre_process(self, out_grads: torch.Tensor, vector=None) -> None:
+        """Accumulate the extra parameters' exact blocks, then ASDL's ``B``.
+
+        For a hyperparameter lengthscale and a projected ``B``, also accumulate ``B``'s
+        statistic.
+        """
+        self.accumulate_extra_blocks(out_grads)
         if self._keeps_statistic(0):
             statistic = self.unprojected_statistic(self._module, out_grads) * self._cov_scale
             previous = self._module.__dict__.get(UNPROJECTED_ATTR)

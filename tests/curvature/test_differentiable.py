@@ -34,10 +34,12 @@ def every_rule() -> nn.Module:
     """(N, 2, 4, 4) -> (N, K) through every rule, two bases with a hyperparameter omega.
 
     Tanh activations: with ReLUs some initialisations leave a layer dead for every example,
-    and then no derivative reaches the layers before it.
+    and then no derivative reaches the layers before it. In evaluation mode (BatchNorm's
+    per-example curvature needs its running statistics).
     """
     return nn.Sequential(
         SparseCircularConv2d(2, 2, 3, size=4, **HYPER),
+        nn.GroupNorm(1, 2),
         nn.Tanh(),
         CircularConv2d(2, 2, 3, size=4),
         nn.Tanh(),
@@ -52,12 +54,14 @@ def every_rule() -> nn.Module:
         SparseFactoredLinear2d(2, 2, 2, 2),
         nn.Tanh(),
         FullyConnected2d(2, 2, 2, 2),
+        nn.BatchNorm2d(2),
         nn.Tanh(),
         nn.Conv2d(2, 2, 3, padding=1),
         nn.Tanh(),
         nn.Flatten(),
+        nn.LayerNorm(8),
         nn.Linear(8, K),
-    )
+    ).eval()
 
 
 def test_batch_factors_sum_to_the_fitted_factors(device):

@@ -63,6 +63,15 @@ def test_decomposed_products_logdet_and_diag_with_layerwise_prior(pair, damping)
         torch.testing.assert_close(ours.bmm(W, exponent), reference.bmm(W, exponent))
         torch.testing.assert_close(ours.diag(exponent), reference.diag(exponent))
     torch.testing.assert_close(ours.inv_square_form(W), reference.inv_square_form(W))
+    joint = W.reshape(1, 8, -1)  # functional_covariance's shape: every output of the batch
+    torch.testing.assert_close(ours.inv_square_form(joint), reference.inv_square_form(joint))
+    with pytest.raises(ValueError, match="W has 34 parameters; the approximation has 35"):
+        ours.inv_square_form(W[..., :-1])
+    # split by group (the Jacobians per parameter tensor): the same, unconcatenated
+    groups = list(W.split([24, 5, 6], dim=-1))
+    torch.testing.assert_close(ours.inv_square_form(groups), reference.inv_square_form(W))
+    with pytest.raises(ValueError, match=r"groups of \[24, 5\] parameters"):
+        ours.inv_square_form(groups[:2])
 
 
 def test_undecomposed_product_equals_the_dense_matrix(pair):

@@ -45,9 +45,13 @@ def test_chunked_predictive_equals_the_whole_batchs(structure, link_approx):
     expected = whole(x, pred_type="glm", link_approx=link_approx)
     torch.manual_seed(1)
     calls = []
-    backend_jacobians = chunked.backend.jacobians
-    chunked.backend.jacobians = lambda xs, **kw: (
-        calls.append(len(xs)) or backend_jacobians(xs, **kw)
+    # kron takes the Jacobians split by parameter tensor, diag laplace-torch's concatenation
+    method = "parameter_jacobians" if structure == "kron" else "jacobians"
+    backend_jacobians = getattr(chunked.backend, method)
+    setattr(
+        chunked.backend,
+        method,
+        lambda xs, **kw: calls.append(len(xs)) or backend_jacobians(xs, **kw),
     )
     got = chunked(x, pred_type="glm", link_approx=link_approx)
     assert calls == [2] * 6
@@ -56,6 +60,20 @@ def test_chunked_predictive_equals_the_whole_batchs(structure, link_approx):
         assert (got - expected).abs().max() < 0.2
     else:
         torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("diagonal_output", [False, True])
+def test_variance_from_jacobians_per_parameter_tensor_equals_laplace_torchs(diagonal_output):
+    """The Kron predictive's variance from per-tensor Jacobians (never concatenated) equals
+    laplace-torch's functional_variance of the concatenated (N, K, P) Jacobians."""
+    la, x = _fitted(None)
+    Js, f_mu = la.backend.jacobians(x)
+    expected = la.functional_variance(Js)
+    if diagonal_output:
+        expected = torch.diagonal(expected, dim1=-2, dim2=-1)
+    mean, var = la._glm_predictive_distribution(x, diagonal_output=diagonal_output)
+    torch.testing.assert_close(mean, f_mu, rtol=0, atol=1e-12)
+    torch.testing.assert_close(var, expected, rtol=1e-12, atol=1e-14)
 
 
 def test_one_example_beyond_the_limit_is_refused_with_what_to_do():
