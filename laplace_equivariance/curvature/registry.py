@@ -309,8 +309,7 @@ def install_predictive_chunking() -> None:
             else:
                 predict = functools.partial(original, self)
             parts = [
-                predict(chunk, diagonal_output=diagonal_output)
-                for chunk in X.split(chunk_size(X))
+                predict(chunk, diagonal_output=diagonal_output) for chunk in X.split(chunk_size(X))
             ]
             return torch.cat([mean for mean, _ in parts]), torch.cat([var for _, var in parts])
 
