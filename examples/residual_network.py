@@ -17,6 +17,13 @@ precisions, prints the test accuracy and NLL of its GLM predictive and each rela
 learned path and FC share (:func:`laplace_equivariance.symmetry_report`), and writes the plot::
 
     python examples/residual_network.py          # 100 epochs on 1,000 items
+
+With seed 0 on one thread of a 2-core AMD EPYC it takes 1 min 49 s (4.5 GB peak resident,
+most of it the predictive on the 2,000 test images) and prints 61.3 % test accuracy (NLL
+1.189; training accuracy 98 %), every relaxed layer learned as CONV, and FC shares 0.150
+(stem), 0.007 and 0.002 (first block), 0.047 (subsampling layer), 0.013 and 0.097 (second
+block): the residual blocks' FC paths switch off, as the task's translation invariance says
+they may. One run, not a seed average.
 """
 
 from __future__ import annotations
@@ -93,6 +100,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=100, help="(100; at least 10)")
     parser.add_argument("--n-train", type=int, default=1000, dest="n_train", help="(1000)")
+    parser.add_argument(
+        "--test-images", type=int, default=2000, dest="test_images", help="(all 2000)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="(0)")
     parser.add_argument("--threads", type=int, default=1, help="(1)")
     parser.add_argument("--out", type=Path, default=Path("residual_network_symmetry.png"))
@@ -119,9 +129,10 @@ def main(argv: list[str] | None = None) -> dict:
         prior_precision=trained.prior_precision,
     )
     la.fit(loader)
-    probs = la(data.x_test, pred_type="glm", link_approx="probit")
-    accuracy = (probs.argmax(-1) == data.y_test).float().mean().item()
-    nll = -probs[torch.arange(len(probs)), data.y_test].log().mean().item()
+    x_test, y_test = data.x_test[: args.test_images], data.y_test[: args.test_images]
+    probs = la(x_test, pred_type="glm", link_approx="probit")
+    accuracy = (probs.argmax(-1) == y_test).float().mean().item()
+    nll = -probs[torch.arange(len(probs)), y_test].log().mean().item()
     print(f"test accuracy {100 * accuracy:.1f} %, NLL {nll:.3f} ({len(probs)} images)")
 
     # 3. the learned symmetry (normalisation tensors and the head under "outside")

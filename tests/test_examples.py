@@ -1,5 +1,7 @@
 """The worked examples run end to end on a tiny budget."""
 
+import pytest
+
 from tests.scripts import load_script
 
 
@@ -19,3 +21,28 @@ def test_own_model_trains_fits_predicts_and_reports(tmp_path, capsys):
     assert out.stat().st_size > 0
     printed = capsys.readouterr().out
     assert "test accuracy" in printed and "layer2: learned" in printed
+
+
+def test_residual_network_with_normalization_trains_fits_predicts_and_reports(tmp_path, capsys):
+    """Residual blocks of relaxed layers with GroupNorm and BatchNorm: marglik_training
+    (BatchNorm on batch statistics), a fresh Laplace fit in evaluation mode, its predictive,
+    and the report: six relaxed layers, the normalisations' tensors under "outside"."""
+    from laplace_equivariance.data import DEBIAN_FASHION_MNIST
+
+    if not DEBIAN_FASHION_MNIST.exists():
+        pytest.skip("apt-get install dataset-fashion-mnist to run this example")
+    out = tmp_path / "symmetry.png"
+    argv = ["--epochs", "10", "--n-train", "200", "--test-images", "100", "--out", str(out)]
+    report = _example("residual_network").main(argv)
+    layers = [row["layer"] for row in report["layers"]]
+    assert layers == [
+        "stem",
+        "block1.layer1",
+        "block1.layer2",
+        "down",
+        "block2.layer1",
+        "block2.layer2",
+    ]
+    assert {"block1.norm1.weight", "down_norm.weight", "down_norm.bias"} <= set(report["outside"])
+    assert out.stat().st_size > 0
+    assert "(100 images)" in capsys.readouterr().out
