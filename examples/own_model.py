@@ -22,6 +22,7 @@ and FC share (both layers CONV, FC shares 0.011 and 0.010), and writes
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -73,23 +74,27 @@ class TwoLayerNet(nn.Module):
         return self.head(x.mean(dim=(-2, -1)))
 
 
-def main(argv: list[str] | None = None) -> dict:
-    """Train, fit, evaluate and report; returns the symmetry report."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=200, help="(200; at least 10)")
-    parser.add_argument("--n-train", type=int, default=1000, dest="n_train", help="(1000)")
-    parser.add_argument("--seed", type=int, default=0, help="(0)")
-    parser.add_argument("--threads", type=int, default=1, help="(1)")
-    parser.add_argument("--out", type=Path, default=Path("own_model_symmetry.png"))
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
-    data = known_truth_task("shifted-digits", n_train=args.n_train, seed=args.seed)
+def learn_and_report(
+    model: nn.Module, data, epochs: int, out: Path, title: str, test_images: int | None = None
+) -> dict:
+    """Steps 1-3 for any network of relaxed layers on ``data`` (an ``ImageData``).
+
+    Args:
+        model: The network, ``(N, C, H, W) -> (N, n_classes)``.
+        data: Training and test images and labels.
+        epochs: Epochs of :func:`laplace_equivariance.marglik_training` (at least 10).
+        out: Where the symmetry plot goes.
+        title: The plot's title.
+        test_images: Evaluate the predictive on the first ``test_images`` test images (all:
+            None).
+
+    Returns:
+        The symmetry report.
+    """
     loader = DataLoader(TensorDataset(data.x_train, data.y_train), batch_size=128, shuffle=True)
-    model = TwoLayerNet(data.n_classes)
 
     # 1. weights and prior precisions (one per parameter tensor)
-    schedule = paper_schedule(args.epochs, len(loader), lr=0.003)
+    schedule = paper_schedule(epochs, len(loader), lr=0.003)
     trained, model, _, _ = marglik_training(
         model, loader, prior_structure="layerwise", progress_bar=True, **schedule
     )
@@ -104,20 +109,54 @@ def main(argv: list[str] | None = None) -> dict:
         prior_precision=trained.prior_precision,
     )
     la.fit(loader)
-    probs = la(data.x_test, pred_type="glm", link_approx="probit")
-    accuracy = (probs.argmax(-1) == data.y_test).float().mean().item()
-    nll = -probs[torch.arange(len(probs)), data.y_test].log().mean().item()
+    x_test, y_test = data.x_test[:test_images], data.y_test[:test_images]
+    probs = la(x_test, pred_type="glm", link_approx="probit")
+    accuracy = (probs.argmax(-1) == y_test).float().mean().item()
+    nll = -probs[torch.arange(len(probs)), y_test].log().mean().item()
     print(f"test accuracy {100 * accuracy:.1f} %, NLL {nll:.3f} ({len(probs)} images)")
 
-    # 3. the learned symmetry
+    # 3. the learned symmetry (tensors outside the relaxed layers under "outside")
     report = symmetry_report(la)
     for row in report["layers"]:
         share = row["paths"]["fc"]["relative"]
         print(f"{row['layer']}: learned {row['learned']}, FC share {share:.3f}")
     print(f"log marginal likelihood {la.log_marginal_likelihood().item():.1f}")
-    plot_symmetry(report, title="TwoLayerNet on shifted digits").savefig(args.out, dpi=120)
-    print(f"wrote {args.out}")
+    plot_symmetry(report, title=title).savefig(out, dpi=120)
+    print(f"wrote {out}")
     return report
+
+
+def run_example(
+    argv: list[str] | None,
+    network: Callable[[int], nn.Module],
+    task: str,
+    epochs: int,
+    name: str,
+    title: str,
+) -> dict:
+    """Parse the options every example takes, build ``network(n_classes)`` for the known-truth
+    ``task``, and :func:`learn_and_report`; ``name`` names the plot file (``name_symmetry.png``)."""
+    parser = argparse.ArgumentParser(description=f"{title}: train, fit, predict, report.")
+    parser.add_argument("--epochs", type=int, default=epochs, help=f"({epochs}; at least 10)")
+    parser.add_argument("--n-train", type=int, default=1000, dest="n_train", help="(1000)")
+    parser.add_argument("--test-images", type=int, dest="test_images", help="(all)")
+    parser.add_argument("--seed", type=int, default=0, help="(0)")
+    parser.add_argument("--threads", type=int, default=1, help="(1)")
+    out = f"{name}_symmetry.png"
+    parser.add_argument("--out", type=Path, default=Path(out), help=f"({out})")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    data = known_truth_task(task, n_train=args.n_train, seed=args.seed)
+    model = network(data.n_classes)
+    return learn_and_report(model, data, args.epochs, args.out, title, args.test_images)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Train, fit, evaluate and report; returns the symmetry report."""
+    return run_example(
+        argv, TwoLayerNet, "shifted-digits", 200, "own_model", "TwoLayerNet on shifted digits"
+    )
 
 
 if __name__ == "__main__":

@@ -11,10 +11,11 @@ evaluation mode on its running ones (laplace-torch's ``fit`` sets ``model.eval()
 The data are real and install offline: Fashion-MNIST items (Debian package
 ``dataset-fashion-mnist``) area-averaged to 8x8 and placed at a random circular shift of a
 16x16 canvas, labelled by the item (:func:`laplace_equivariance.data.known_truth_task`,
-``shifted-fashion``): translation invariant, so CONV paths suffice. The script trains weights
-and prior precisions, fits a fresh ``Laplace(..., backend=EquivariantKFAC)`` at the learned
-precisions, prints the test accuracy and NLL of its GLM predictive and each relaxed layer's
-learned path and FC share (:func:`laplace_equivariance.symmetry_report`), and writes the plot::
+``shifted-fashion``): translation invariant, so CONV paths suffice. The steps are
+``examples/own_model.py``'s (``learn_and_report``): train weights and prior precisions, fit a
+fresh ``Laplace(..., backend=EquivariantKFAC)`` at the learned precisions, print the test
+accuracy and NLL of its GLM predictive and each relaxed layer's learned path and FC share
+(:func:`laplace_equivariance.symmetry_report`), and write the plot::
 
     python examples/residual_network.py          # 100 epochs on 1,000 items
 
@@ -28,24 +29,17 @@ they may. One run, not a seed average.
 
 from __future__ import annotations
 
-import argparse
+import sys
 from pathlib import Path
 
 import torch
-from laplace import Laplace
 from torch import nn
 from torch.nn import functional as F
-from torch.utils.data import DataLoader, TensorDataset
 
-from laplace_equivariance import (
-    EquivariantKFAC,
-    marglik_training,
-    paper_schedule,
-    plot_symmetry,
-    symmetry_report,
-)
-from laplace_equivariance.data import known_truth_task
 from laplace_equivariance.layers import CircularConv2d, FactoredLinear2d, RelaxedLayer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from own_model import run_example  # noqa: E402  (the steps every example shares)
 
 
 def relaxed(in_channels: int, out_channels: int, side: int, subsample: bool) -> RelaxedLayer:
@@ -96,54 +90,9 @@ class ResidualNet(nn.Module):
 
 
 def main(argv: list[str] | None = None) -> dict:
-    """Train, fit, evaluate and report; returns the symmetry report."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=100, help="(100; at least 10)")
-    parser.add_argument("--n-train", type=int, default=1000, dest="n_train", help="(1000)")
-    parser.add_argument(
-        "--test-images", type=int, default=2000, dest="test_images", help="(all 2000)"
-    )
-    parser.add_argument("--seed", type=int, default=0, help="(0)")
-    parser.add_argument("--threads", type=int, default=1, help="(1)")
-    parser.add_argument("--out", type=Path, default=Path("residual_network_symmetry.png"))
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
-    data = known_truth_task("shifted-fashion", n_train=args.n_train, seed=args.seed)
-    loader = DataLoader(TensorDataset(data.x_train, data.y_train), batch_size=128, shuffle=True)
-    model = ResidualNet(data.n_classes)
-
-    # 1. weights and prior precisions (one per parameter tensor, normalisations' included)
-    schedule = paper_schedule(args.epochs, len(loader), lr=0.003)
-    trained, model, _, _ = marglik_training(
-        model, loader, prior_structure="layerwise", progress_bar=True, **schedule
-    )
-
-    # 2. a Laplace approximation as laplace-torch builds it, at the learned precisions
-    la = Laplace(
-        model,
-        "classification",
-        subset_of_weights="all",
-        hessian_structure="kron",
-        backend=EquivariantKFAC,
-        prior_precision=trained.prior_precision,
-    )
-    la.fit(loader)
-    x_test, y_test = data.x_test[: args.test_images], data.y_test[: args.test_images]
-    probs = la(x_test, pred_type="glm", link_approx="probit")
-    accuracy = (probs.argmax(-1) == y_test).float().mean().item()
-    nll = -probs[torch.arange(len(probs)), y_test].log().mean().item()
-    print(f"test accuracy {100 * accuracy:.1f} %, NLL {nll:.3f} ({len(probs)} images)")
-
-    # 3. the learned symmetry (normalisation tensors and the head under "outside")
-    report = symmetry_report(la)
-    for row in report["layers"]:
-        share = row["paths"]["fc"]["relative"]
-        print(f"{row['layer']}: learned {row['learned']}, FC share {share:.3f}")
-    print(f"log marginal likelihood {la.log_marginal_likelihood().item():.1f}")
-    plot_symmetry(report, title="ResidualNet on shifted Fashion-MNIST").savefig(args.out, dpi=120)
-    print(f"wrote {args.out}")
-    return report
+    """Train, fit, evaluate and report (:func:`own_model.run_example`); returns the report."""
+    title = "ResidualNet on shifted Fashion-MNIST"
+    return run_example(argv, ResidualNet, "shifted-fashion", 100, "residual_network", title)
 
 
 if __name__ == "__main__":
