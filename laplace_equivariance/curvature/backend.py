@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import warnings
+from typing import Any
 
 import torch
 from asdl.fisher import FisherConfig, get_fisher_maker
@@ -19,7 +20,7 @@ from torch import nn
 from laplace_equivariance import distributed
 from laplace_equivariance.curvature.cross_entropy import ReducedRankCrossEntropyGGN
 from laplace_equivariance.curvature.factor_rows import FactorRows
-from laplace_equivariance.curvature.kron import BlockDiagonalKron
+from laplace_equivariance.curvature.kron import BlockDiagonalKron, OuterProductJacobian
 from laplace_equivariance.curvature.monte_carlo import (
     MonteCarloCrossEntropyFisher,
     MonteCarloGaussianFisher,
@@ -49,7 +50,13 @@ from laplace_equivariance.curvature.rules import (
     kfac_approximation,
     paired_factored_maps,
 )
-from laplace_equivariance.layers import AnchorBasis, LengthscaleMode, RelaxedLayer
+from laplace_equivariance.layers import (
+    AnchorBasis,
+    FactoredInputMap,
+    FactoredOutputMap,
+    LengthscaleMode,
+    RelaxedLayer,
+)
 
 __all__ = ["EquivariantKFAC", "UnsupportedModuleError"]
 
@@ -78,6 +85,13 @@ FISHER_MAKERS = {
 }
 """This package's fisher maker per (ASDL fisher type, loss type); ASDL's own for the rest
 (the exact GGN of a regression)."""
+
+
+def _map_output_shape(module: nn.Module) -> tuple[int, ...]:
+    """One example's output shape of an F-FC map: ``(C', C)`` or ``(C', X', Y')``."""
+    if type(module) is FactoredInputMap:
+        return (module.out_channels, module.in_channels)
+    return (module.out_channels, *module.out_size)
 
 
 def _stock_conv_is_exact(module: nn.Conv2d) -> bool:
@@ -691,33 +705,84 @@ class EquivariantKFAC(AsdlGGN):
         return Js, f
 
     def parameter_jacobians(
-        self, x: torch.Tensor, enable_backprop: bool = False
-    ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        self, x: torch.Tensor, enable_backprop: bool = False, outer_products: bool = False
+    ) -> tuple[list[torch.Tensor | OuterProductJacobian], torch.Tensor]:
         """:meth:`jacobians` split by trainable parameter, before concatenation.
 
         The GLM predictive takes these (one Kron group per parameter tensor) without ever
         building the ``(N, K, P)`` concatenation
         (:meth:`~laplace_equivariance.curvature.kron.BlockDiagonalKronDecomposed.inv_square_form`).
+        With ``outer_products``, the weights of F-FC's maps (``FactoredInputMap``,
+        ``FactoredOutputMap``) come as :class:`OuterProductJacobian`: their Jacobian is
+        the output gradient with respect to the map's output times the map's input, so only
+        those two are computed (the gradient by differentiating a zero added to the map's
+        output), not the ``(N, K, C' C XY)`` Jacobian.
 
         Args:
             x: Inputs ``(N, ...)``.
             enable_backprop: Keep the graph.
+            outer_products: Give F-FC maps' weights as outer products.
 
         Returns:
-            ``(Js, f)``: one ``(N, K, numel)`` tensor per trainable parameter, in
-            ``model.parameters()`` order, and the outputs ``(N, K)``.
+            ``(Js, f)``: one ``(N, K, numel)`` tensor (or :class:`OuterProductJacobian`) per
+            trainable parameter, in ``model.parameters()`` order, and the outputs ``(N, K)``.
         """
+        maps = {}
+        if outer_products:
+            maps = {
+                f"{name}.weight": module
+                for name, module in self.model.named_modules()
+                if type(module) in (FactoredInputMap, FactoredOutputMap)
+                and f"{name}.weight" in self.params_dict
+            }
+        free = {k: v for k, v in self.params_dict.items() if k not in maps}
+        held = {k: self.params_dict[k].detach() for k in maps}
+        probes = {
+            k: torch.zeros(_map_output_shape(m), dtype=x.dtype, device=x.device)
+            for k, m in maps.items()
+        }
+        current: dict[str, Any] = {}
 
-        def output(params, buffers, example):
+        def add_probe(key: str):
+            def hook(_module, inputs, output):
+                current["inputs"][key] = inputs[0][0]
+                return output + current["probes"][key]
+
+            return hook
+
+        def output(free_params, map_probes, buffers, example):
+            current.update(probes=map_probes, inputs={})
+            params = {**free_params, **held}
             out = torch.func.functional_call(self.model, (params, buffers), (example[None],))[0]
-            return out, out
+            return out, (out, current["inputs"])
 
-        per_example = torch.func.vmap(torch.func.jacrev(output, has_aux=True), (None, None, 0))
-        jacobians, f = per_example(self.params_dict, self.buffers_dict, x)
-        Js = [j.flatten(start_dim=2) for j in jacobians.values()]
+        handles = [module.register_forward_hook(add_probe(k)) for k, module in maps.items()]
+        per_example = torch.func.vmap(
+            torch.func.jacrev(output, argnums=(0, 1), has_aux=True), (None, None, None, 0)
+        )
+        try:
+            (jacobians, gradients), (f, inputs) = per_example(free, probes, self.buffers_dict, x)
+        finally:
+            for handle in handles:
+                handle.remove()
+        Js: list[torch.Tensor | OuterProductJacobian] = []
+        for name in self.params_dict:
+            if name not in maps:
+                Js.append(jacobians[name].flatten(start_dim=2))
+            elif type(maps[name]) is FactoredInputMap:  # U: d f / d h (N, K, C', C), V: x
+                Js.append(OuterProductJacobian(gradients[name], inputs[name].flatten(2)))
+            else:  # U: d f / d y (N, K, C', Q) as (N, K, Q, C'), V: h (N, C', C)
+                left = gradients[name].flatten(start_dim=3).transpose(2, 3)
+                Js.append(OuterProductJacobian(left, inputs[name]))
         if enable_backprop:
             return Js, f
-        return [j.detach() for j in Js], f.detach()
+        detached = [
+            OuterProductJacobian(j.left.detach(), j.right.detach())
+            if isinstance(j, OuterProductJacobian)
+            else j.detach()
+            for j in Js
+        ]
+        return detached, f.detach()
 
     full = functools.partialmethod(_in_chunks, GGNInterface.full)
     """The exact GGN ``(loss, H)``, ``H`` of shape ``(P, P)``, from bounded Jacobian chunks."""

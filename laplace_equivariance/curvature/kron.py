@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 import torch
 from laplace.utils.matrix import Kron, KronDecomposed
@@ -28,7 +29,7 @@ from laplace.utils.utils import block_diag, kron
 from laplace_equivariance.curvature.eigen import LazyEigenvectors, symmetric_eigvalsh_all
 from laplace_equivariance.curvature.factor_rows import FactorRows
 
-__all__ = ["BlockDiagonalKron", "BlockDiagonalKronDecomposed", "densify"]
+__all__ = ["BlockDiagonalKron", "BlockDiagonalKronDecomposed", "OuterProductJacobian", "densify"]
 
 
 def densify(factor: torch.Tensor) -> torch.Tensor:
@@ -273,6 +274,31 @@ def _flat_eigenvalues(
     return (values if rows is None else rows.padded(factor, values)).flatten()
 
 
+class OuterProductJacobian(NamedTuple):
+    r"""Per-example Jacobians of a weight ``(B, M, W)`` that are outer products, never formed.
+
+    :math:`J_{nk}[b, m, w] = U_{nk}[b, m]\, V_n[m, w]`: F-FC's input map ``theta2 (C', C, XY)``
+    has ``U`` the output gradient with respect to ``h (C', C)`` and ``V`` the input ``(C,
+    XY)``; its output map ``theta1 (X'Y', C', C)`` has ``U`` the output gradient ``(X'Y',
+    C')`` and ``V = h``. ``B`` is the leading dimension (the Kronecker factor ``B``), ``M``
+    the blocks of the block-diagonal ``A`` and ``W`` their size.
+    """
+
+    left: torch.Tensor
+    """``U``, ``(N, K, B, M)``."""
+    right: torch.Tensor
+    """``V``, ``(N, M, W)``."""
+
+    @property
+    def numel(self) -> int:
+        """Parameters of the weight, ``B M W``."""
+        return math.prod(self.left.shape[2:]) * self.right.shape[-1]
+
+    def dense(self) -> torch.Tensor:
+        """The Jacobians ``(N, K, B M W)`` (tests and unstructured factors)."""
+        return (self.left[..., None] * self.right[:, None, None]).flatten(start_dim=2)
+
+
 class BlockDiagonalKronDecomposed(KronDecomposed):
     """:class:`laplace.utils.matrix.KronDecomposed` with block-diagonal eigenvector factors.
 
@@ -405,7 +431,7 @@ class BlockDiagonalKronDecomposed(KronDecomposed):
         The GLM's functional (co)variance, ``(batch, classes, params) -> (batch, classes,
         classes)``; ``W`` may also come split by parameter group, a sequence of ``(batch,
         classes, group size)`` tensors (the Jacobians per parameter tensor, never
-        concatenated).
+        concatenated) or :class:`OuterProductJacobian` (:meth:`_outer_product_form`).
 
         laplace-torch's ``KronDecomposed`` computes ``Sigma W^T`` (four rotations of every
         row) and multiplies. With :math:`\Sigma = Q S^{-1} Q^\top` per group, here
@@ -416,20 +442,55 @@ class BlockDiagonalKronDecomposed(KronDecomposed):
         if isinstance(W, torch.Tensor) and W.shape[-1] != sum(sizes):
             raise ValueError(f"W has {W.shape[-1]} parameters; the approximation has {sum(sizes)}.")
         parts = W.split(sizes, dim=-1) if isinstance(W, torch.Tensor) else list(W)
-        given = [part.shape[-1] for part in parts]
+        given = [p.numel if isinstance(p, OuterProductJacobian) else p.shape[-1] for p in parts]
         if given != sizes:
             raise ValueError(
                 f"W comes in groups of {given} parameters; the approximation's: {sizes}."
             )
-        batch, classes, _ = parts[0].shape
-        out = parts[0].new_zeros(batch, classes, classes)
+        first = parts[0].left if isinstance(parts[0], OuterProductJacobian) else parts[0]
+        batch, classes = first.shape[:2]
+        out = first.new_zeros(batch, classes, classes)
         for part, (vectors, values, delta) in zip(parts, self._groups(), strict=True):
+            if isinstance(part, OuterProductJacobian):
+                if len(vectors) == 2 and vectors[0].ndim == 2 and vectors[1].ndim == 3:
+                    out = out + self._outer_product_form(part, vectors, values, delta)
+                    continue
+                part = part.dense()
             root = self._spectrum(values, delta, -0.5).flatten()
             rows = part.reshape(batch * classes, len(root))
             rotated = self._rotate(vectors, values, rows, transpose=True) * root
             rotated = rotated.reshape(batch, classes, len(root))
             out = out.baddbmm(rotated, rotated.transpose(1, 2))
         return out
+
+    def _outer_product_form(
+        self,
+        J: OuterProductJacobian,
+        vectors: list[torch.Tensor],
+        values: list[torch.Tensor],
+        delta: torch.Tensor,
+    ) -> torch.Tensor:
+        r"""``J Sigma_g J^T`` of one group whose Jacobians are outer products, ``(N, K, K)``.
+
+        With ``Q_B`` dense ``(B, B)``, ``Q_A`` block-diagonal ``(M, W, W)`` and the spectrum
+        :math:`S[i, m, t]` of the group, the rotated Jacobian is
+        :math:`(U^\top Q_B)[k, i, m]\,(V Q_A)[m, t]`, so
+
+        .. math::
+
+            (J \Sigma J^\top)_{kl} = \sum_{i, m} U'_{k i m} U'_{l i m}
+            \sum_t \frac{V'^2_{m t}}{S_{i m t}},
+
+        at ``N (K B^2 M + M W^2 + B M W + K^2 B M)`` multiply-adds instead of the
+        ``N K B M W (B + W)`` of rotating the formed Jacobian.
+        """
+        q_b, q_a = vectors
+        n_b, n_m, n_w = q_b.shape[0], q_a.shape[0], q_a.shape[1]
+        left = torch.einsum("nkbm,bi->nkim", J.left, q_b)
+        right = torch.einsum("nmw,mwt->nmt", J.right, q_a)
+        inverse = self._spectrum(values, delta, -1).reshape(n_b, n_m, n_w)
+        weights = torch.einsum("nmt,imt->nim", right.square(), inverse)
+        return torch.einsum("nkim,nlim,nim->nkl", left, left, weights)
 
     def diag(self, exponent: float = 1) -> torch.Tensor:
         """Diagonal of ``self ** exponent``, computed block by block.

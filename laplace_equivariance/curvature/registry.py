@@ -276,9 +276,12 @@ def _glm_by_parameter_tensor(la, X: torch.Tensor, diagonal_output: bool):
 
     ``KronLaplace.functional_variance(Js)`` is ``posterior_precision.inv_square_form(Js)``;
     here the same form takes the Jacobians split by parameter tensor (one Kron group each),
-    so the ``(N, K, P)`` concatenation is never built.
+    F-FC maps' weights as outer products, so neither the ``(N, K, P)`` concatenation nor
+    those weights' Jacobians are ever built.
     """
-    Js, f_mu = la.backend.parameter_jacobians(X, enable_backprop=la.enable_backprop)
+    Js, f_mu = la.backend.parameter_jacobians(
+        X, enable_backprop=la.enable_backprop, outer_products=True
+    )
     f_var = la.posterior_precision.inv_square_form(Js)
     if diagonal_output:
         f_var = torch.diagonal(f_var, dim1=-2, dim2=-1)

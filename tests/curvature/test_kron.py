@@ -7,6 +7,7 @@ from laplace.utils.matrix import Kron, KronDecomposed
 from laplace_equivariance.curvature.kron import (
     BlockDiagonalKron,
     BlockDiagonalKronDecomposed,
+    OuterProductJacobian,
     densify,
 )
 
@@ -72,6 +73,14 @@ def test_decomposed_products_logdet_and_diag_with_layerwise_prior(pair, damping)
     torch.testing.assert_close(ours.inv_square_form(groups), reference.inv_square_form(W))
     with pytest.raises(ValueError, match=r"groups of \[24, 5\] parameters"):
         ours.inv_square_form(groups[:2])
+    # the first group (B 3x3, A two blocks 4x4) as outer products U[b, m] V[m, w], never formed
+    outer = OuterProductJacobian(
+        torch.randn(4, 2, 3, 2, dtype=torch.float64), torch.randn(4, 2, 4, dtype=torch.float64)
+    )
+    formed = torch.cat([outer.dense(), *groups[1:]], dim=-1)
+    torch.testing.assert_close(
+        ours.inv_square_form([outer, *groups[1:]]), reference.inv_square_form(formed)
+    )
 
 
 def test_undecomposed_product_equals_the_dense_matrix(pair):

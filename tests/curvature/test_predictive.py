@@ -8,6 +8,7 @@ from laplace import Laplace
 from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance import EquivariantKFAC, models
+from laplace_equivariance.curvature.kron import OuterProductJacobian
 
 
 def _fitted(memory_limit: int | None, structure: str = "kron"):
@@ -73,6 +74,37 @@ def test_variance_from_jacobians_per_parameter_tensor_equals_laplace_torchs(diag
         expected = torch.diagonal(expected, dim1=-2, dim2=-1)
     mean, var = la._glm_predictive_distribution(x, diagonal_output=diagonal_output)
     torch.testing.assert_close(mean, f_mu, rtol=0, atol=1e-12)
+    torch.testing.assert_close(var, expected, rtol=1e-12, atol=1e-14)
+
+
+def test_f_fc_maps_as_outer_products_give_laplace_torchs_variance():
+    """Several channels on both sides of every F-FC map: the variance from the maps' outer
+    products (their Jacobians never formed) equals laplace-torch's from the formed Jacobians."""
+    torch.manual_seed(2)
+    model = models.build(
+        "f-fc+conv", (2, 4, 4), 3, alpha=2, widths=(1, 2), subsampling=(1, 2)
+    ).double()
+    x = torch.randn(10, 2, 4, 4, dtype=torch.float64)
+    y = torch.randint(0, 3, (10,))
+    la = Laplace(
+        model,
+        "classification",
+        subset_of_weights="all",
+        hessian_structure="kron",
+        backend=EquivariantKFAC,
+    )
+    la.fit(DataLoader(TensorDataset(x, y), batch_size=5))
+    la.prior_precision = 0.3
+    parts, _ = la.backend.parameter_jacobians(x, outer_products=True)
+    outer = [p for p in parts if isinstance(p, OuterProductJacobian)]
+    # every map but the last output map (one output position) has B, M > 1
+    assert len(outer) == 4 and sum(min(p.left.shape[2:]) > 1 for p in outer) == 3
+    formed, _ = la.backend.parameter_jacobians(x)
+    for part, jacobian in zip(parts, formed, strict=True):
+        reference = part.dense() if isinstance(part, OuterProductJacobian) else part
+        torch.testing.assert_close(reference, jacobian, rtol=1e-12, atol=1e-14)
+    _, var = la._glm_predictive_distribution(x)
+    expected = la.functional_variance(la.backend.jacobians(x)[0])
     torch.testing.assert_close(var, expected, rtol=1e-12, atol=1e-14)
 
 
