@@ -11,12 +11,13 @@ from laplace_equivariance import EquivariantKFAC, models
 from laplace_equivariance.curvature.kron import OuterProductJacobian
 
 
-def _fitted(memory_limit: int | None, structure: str = "kron"):
+def _fitted(memory_limit: int | None, structure: str = "kron", channels: int = 1, alpha: int = 1):
+    """A small F-FC+CONV (``channels`` input channels, width ``alpha``) fitted on 12 images."""
     torch.manual_seed(0)
     model = models.build(
-        "f-fc+conv", (1, 4, 4), 3, alpha=1, widths=(1, 2), subsampling=(1, 2)
+        "f-fc+conv", (channels, 4, 4), 3, alpha=alpha, widths=(1, 2), subsampling=(1, 2)
     ).double()
-    x = torch.randn(12, 1, 4, 4, dtype=torch.float64)
+    x = torch.randn(12, channels, 4, 4, dtype=torch.float64)
     y = torch.randint(0, 3, (12,))
     kwargs = {} if memory_limit is None else {"memory_limit": memory_limit}
     la = Laplace(
@@ -80,21 +81,7 @@ def test_variance_from_jacobians_per_parameter_tensor_equals_laplace_torchs(diag
 def test_f_fc_maps_as_outer_products_give_laplace_torchs_variance():
     """Several channels on both sides of every F-FC map: the variance from the maps' outer
     products (their Jacobians never formed) equals laplace-torch's from the formed Jacobians."""
-    torch.manual_seed(2)
-    model = models.build(
-        "f-fc+conv", (2, 4, 4), 3, alpha=2, widths=(1, 2), subsampling=(1, 2)
-    ).double()
-    x = torch.randn(10, 2, 4, 4, dtype=torch.float64)
-    y = torch.randint(0, 3, (10,))
-    la = Laplace(
-        model,
-        "classification",
-        subset_of_weights="all",
-        hessian_structure="kron",
-        backend=EquivariantKFAC,
-    )
-    la.fit(DataLoader(TensorDataset(x, y), batch_size=5))
-    la.prior_precision = 0.3
+    la, x = _fitted(None, channels=2, alpha=2)
     parts, _ = la.backend.parameter_jacobians(x, outer_products=True)
     outer = [p for p in parts if isinstance(p, OuterProductJacobian)]
     # every map but the last output map (one output position) has B, M > 1
