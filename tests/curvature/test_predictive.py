@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from laplace import Laplace
+from laplace.baselaplace import ParametricLaplace
 from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance import EquivariantKFAC, models
@@ -93,6 +94,20 @@ def test_f_fc_maps_as_outer_products_give_laplace_torchs_variance():
     _, var = la._glm_predictive_distribution(x)
     expected = la.functional_variance(la.backend.jacobians(x)[0])
     torch.testing.assert_close(var, expected, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("link_approx", ["probit", "bridge", "mc"])
+def test_predictive_equals_laplace_torchs_own(link_approx, monkeypatch):
+    """la(x, pred_type="glm") with this package's predictive against laplace-torch's own
+    (the unwrapped method: formed, concatenated Jacobians), same seed: equal to 1e-6."""
+    la, x = _fitted(None, channels=2, alpha=2)
+    torch.manual_seed(3)
+    ours = la(x, pred_type="glm", link_approx=link_approx)
+    original = ParametricLaplace._glm_predictive_distribution.__wrapped__
+    monkeypatch.setattr(ParametricLaplace, "_glm_predictive_distribution", original)
+    torch.manual_seed(3)
+    theirs = la(x, pred_type="glm", link_approx=link_approx)
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-6)
 
 
 def test_one_example_beyond_the_limit_is_refused_with_what_to_do():
