@@ -6,7 +6,8 @@ Public API:
   S-CONV, GCONV, polyphase subsampling, relaxed layers as sums of paths).
 - :func:`laplace_equivariance.models.build`: the paper's architecture for every layer type.
 - :class:`EquivariantKFAC`: the laplace-torch curvature backend for these layers.
-- :func:`symmetry_report`, :func:`plot_symmetry`: the learned symmetry per layer and path.
+- :func:`symmetry_report`, :func:`plot_symmetry`: the learned symmetry per layer and path;
+  :func:`path_output_shares`: how much of each layer's output each path carries on data.
 - :func:`marglik_training`: laplace-torch's ``marglik_training`` (same parameters and
   results on stock models) with per-path priors, lengthscale hyperparameters, checkpoints
   (:class:`CheckpointError` for one that cannot be read or used);
@@ -33,7 +34,12 @@ from laplace_equivariance.curvature import (
     UnsupportedBackendError,
     UnsupportedModuleError,
 )
-from laplace_equivariance.diagnostics import effective_parameters, plot_symmetry, symmetry_report
+from laplace_equivariance.diagnostics import (
+    effective_parameters,
+    path_output_shares,
+    plot_symmetry,
+    symmetry_report,
+)
 from laplace_equivariance.invariance import InvariantWeightsNet, train_invariant_weights
 from laplace_equivariance.marglik import (
     CheckpointError,
@@ -67,6 +73,7 @@ __all__ = [
     "marglik_training",
     "models",
     "paper_schedule",
+    "path_output_shares",
     "plot_symmetry",
     "symmetry_report",
     "train_invariant_weights",

@@ -14,6 +14,9 @@ marginal-likelihood run too short for any marginal-likelihood step, a device thi
 lacks, an ``--out`` that cannot be written) stop with one line before anything is created;
 Ctrl-C prints the epoch the checkpoint holds. ``evaluate RUN [--split train]`` rebuilds
 the model from ``model.pt`` and evaluates it on the run's test (or training) set.
+``paths RUN`` prints each path's share of its layer's output energy
+(:func:`~laplace_equivariance.path_output_shares`) on the run's first 1,000 training images,
+which ``results.json`` of a relaxed model also records as ``path_outputs``.
 ``--config table1|table2|table3`` sets the paper's settings (App. F.1, F.6); every option
 overrides them. S-layer lengthscales are MAP-trained weights by default; ``--lengthscale-mode
 hyperparameter`` learns them with the marginal likelihood (``--lengthscale-derivative
@@ -48,7 +51,7 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 from laplace_equivariance import __version__, distributed, models, summary
 from laplace_equivariance.augment import augmenting_collate
 from laplace_equivariance.data import DATASETS, load_dataset
-from laplace_equivariance.diagnostics import plot_symmetry, symmetry_report
+from laplace_equivariance.diagnostics import path_output_shares, plot_symmetry, symmetry_report
 from laplace_equivariance.invariance import (
     ACTIVATIONS,
     INVARIANCES,
@@ -335,6 +338,17 @@ def _parser() -> argparse.ArgumentParser:
         choices=("test", "train"),
         default="test",
         help="the run's test set (default) or its training set",
+    )
+    paths = commands.add_parser(
+        "paths",
+        help="each path's share of its layer's output on a trained run's training images",
+    )
+    paths.add_argument("run", type=Path, help="the --out folder of a train run")
+    paths.add_argument(
+        "--examples",
+        type=int,
+        default=PATH_OUTPUT_EXAMPLES,
+        help=f"training images to measure on [{PATH_OUTPUT_EXAMPLES}]",
     )
     report = commands.add_parser("report", help="print a table of runs")
     report.add_argument("runs", type=Path, nargs="+", help="--out folders of train runs")
@@ -871,8 +885,41 @@ def train(settings: dict[str, Any], out: Path, overwrite: bool = False) -> dict[
     }
     if la is not None:
         results["symmetry"] = symmetry_report(la)
+    if any(isinstance(m, RelaxedLayer) for m in model.modules()):
+        results["path_outputs"] = path_output_shares(
+            model.eval(), data.x_train[:PATH_OUTPUT_EXAMPLES].to(device)
+        )
     _write_files(results, settings, model, la, out)
     return results
+
+
+def load_trained(run: Path) -> tuple[torch.nn.Module, Any]:
+    """Rebuild a trained run's model (on the CPU, evaluation mode) and its data.
+
+    Args:
+        run: The ``--out`` folder of a ``train`` run.
+
+    Returns:
+        The model with the run's ``model.pt`` loaded, and the run's data set
+        (:func:`laplace_equivariance.data.load_dataset`, its ``--subset`` applied).
+
+    Raises:
+        SystemExit: If the weights came from a version whose layers computed another function.
+    """
+    stored = summary.load_run(run)
+    settings = stored["settings"]
+    data = load_dataset(
+        settings["dataset"],
+        settings["data_dir"],
+        False,
+        settings["subset"],
+        settings["test_subset"],
+        settings["seed"],
+    )
+    model = build_model(settings, data.in_shape, data.n_classes)
+    _check_same_function(run, stored, model)
+    model.load_state_dict(torch.load(run / "model.pt", map_location="cpu"))
+    return model.eval(), data
 
 
 def evaluate(run: Path, split: str = "test") -> dict[str, float]:
@@ -890,22 +937,31 @@ def evaluate(run: Path, split: str = "test") -> dict[str, float]:
     """
     if split not in ("test", "train"):
         raise ValueError(f"split must be 'test' or 'train', not {split!r}")
-    stored = summary.load_run(run)
-    settings = stored["settings"]
-    data = load_dataset(
-        settings["dataset"],
-        settings["data_dir"],
-        False,
-        settings["subset"],
-        settings["test_subset"],
-        settings["seed"],
-    )
-    model = build_model(settings, data.in_shape, data.n_classes)
-    _check_same_function(run, stored, model)
-    model.load_state_dict(torch.load(run / "model.pt", map_location="cpu"))
+    model, data = load_trained(run)
     if split == "train":
         return _metrics(model, data.x_train, data.y_train, "cpu")
     return _metrics(model, data.x_test, data.y_test, "cpu")
+
+
+PATH_OUTPUT_EXAMPLES = 1000
+"""Training examples on which ``train`` and ``paths`` measure each path's output share."""
+
+
+def path_outputs(run: Path, examples: int = PATH_OUTPUT_EXAMPLES) -> list[dict[str, Any]]:
+    """Each path's share of its layer's output energy for a trained run.
+
+    Measured on the first ``examples`` of the run's training images
+    (:func:`~laplace_equivariance.path_output_shares`).
+
+    Args:
+        run: The ``--out`` folder of a ``train`` run.
+        examples: How many training images to measure on.
+
+    Returns:
+        ``[{"layer", "paths": {path: share}}, ...]`` per relaxed layer.
+    """
+    model, data = load_trained(run)
+    return path_output_shares(model, data.x_train[:examples])
 
 
 PATHS_SUMMED_SINCE = (0, 3, 0)
@@ -1014,6 +1070,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {args.out / 'results.json'}")
     elif args.command == "evaluate":
         print(json.dumps(evaluate(args.run, args.split)))
+    elif args.command == "paths":
+        print(json.dumps(path_outputs(args.run, args.examples)))
     elif args.markdown:
         print(summary.markdown(args.runs))
     else:

@@ -25,6 +25,19 @@ MacKay's fixed point: at converged precisions a path's ``gamma`` equals the sum 
 ``delta ||theta||^2`` over its tensors. A path keeps a weak prior while its weights are
 large, so early in training (weights still near a large initialisation) the shares say as
 much about the initialisation as about the data.
+
+Effective parameters say how well the data determine a path's weights, not how much of the
+layer's output the path carries: a CONV path with prior precision 1e5 and weights of squared
+norm 1e-5 can keep a relative share near one half when the FC path beside it is just as poorly
+determined per parameter. :func:`path_output_shares` measures the second on data: path ``p``'s
+share of layer ``l`` is
+
+.. math::
+    s_p = \frac{\sum_n \lVert y_p(x_n) \rVert^2}{\sum_q \sum_n \lVert y_q(x_n) \rVert^2},
+
+with ``y_p(x_n)`` the path's term of the layer's sum on the layer's input for example ``n``
+(:meth:`~laplace_equivariance.layers.RelaxedLayer.path_outputs`). A path under 1% of the
+output energy is off in what the network computes.
 """
 
 from __future__ import annotations
@@ -33,11 +46,13 @@ from typing import Any
 
 import torch
 from laplace.baselaplace import KronLaplace
+from torch import nn
 
 from laplace_equivariance.curvature.registry import likelihood_scale, require_fitted
+from laplace_equivariance.layers import RelaxedLayer
 from laplace_equivariance.priors import parameter_paths
 
-__all__ = ["effective_parameters", "plot_symmetry", "symmetry_report"]
+__all__ = ["effective_parameters", "path_output_shares", "plot_symmetry", "symmetry_report"]
 
 
 def effective_parameters(la: KronLaplace) -> list[float]:
@@ -118,6 +133,60 @@ def symmetry_report(la: KronLaplace) -> dict[str, Any]:
         learned = max(paths, key=lambda p: paths[p]["relative"])
         rows.append({"layer": layer, "paths": paths, "learned": learned})
     return {"layers": rows, "outside": outside}
+
+
+def path_output_shares(
+    model: nn.Module, x: torch.Tensor, batch_size: int = 256
+) -> list[dict[str, Any]]:
+    """Each path's share of its relaxed layer's output energy on inputs ``x``.
+
+    Args:
+        model: A model with :class:`~laplace_equivariance.layers.RelaxedLayer` modules, in
+            the mode it should be measured in (``model.eval()`` for a trained model).
+        x: Inputs, shape ``(N, *in_shape)``, on the model's device.
+        batch_size: Examples per forward pass.
+
+    Returns:
+        ``[{"layer": name, "paths": {path: share}}, ...]``, one row per relaxed layer in
+        ``model.named_modules()`` order; a layer's shares sum to one (see the module
+        docstring for the formula).
+
+    Raises:
+        ValueError: If the model has no relaxed layer, ``x`` is empty, or a layer's paths
+            all give zero outputs on ``x`` (no share is defined).
+    """
+    layers = [(n, m) for n, m in model.named_modules() if isinstance(m, RelaxedLayer)]
+    if not layers:
+        raise ValueError(
+            f"{type(model).__name__} has no RelaxedLayer: path_output_shares measures the paths "
+            "of relaxed layers (laplace_equivariance.models.build makes such models)."
+        )
+    if len(x) == 0:
+        raise ValueError("path_output_shares needs at least one input.")
+    energy = {name: dict.fromkeys(layer.path_names, 0.0) for name, layer in layers}
+
+    def measure(name: str, layer: RelaxedLayer):
+        def hook(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> None:
+            for path, term in layer.path_outputs(inputs[0]).items():
+                energy[name][path] += term.double().square().sum().item()
+
+        return hook
+
+    handles = [layer.register_forward_pre_hook(measure(n, layer)) for n, layer in layers]
+    try:
+        with torch.no_grad():
+            for batch in x.split(batch_size):
+                model(batch)
+    finally:
+        for handle in handles:
+            handle.remove()
+    rows = []
+    for name, paths in energy.items():
+        total = sum(paths.values())
+        if total == 0:
+            raise ValueError(f"Every path of {name} gives zero output on these inputs.")
+        rows.append({"layer": name, "paths": {p: e / total for p, e in paths.items()}})
+    return rows
 
 
 def plot_symmetry(report: dict[str, Any], title: str | None = None):

@@ -24,8 +24,16 @@ NOT_THE_EXPERIMENT = ("seed", "threads", "timeout", "device", "data_dir", "downl
 are seeds of one experiment (where they ran is shown per row, not grouped by)."""
 
 
+PATH_OUTPUTS_FILE = "path_outputs.json"
+"""A run's path output shares measured after training (``laplace-equivariance paths RUN >
+RUN/path_outputs.json``), for runs whose ``results.json`` predates its ``path_outputs``."""
+
+
 def load_run(run: Path) -> dict[str, Any]:
     """The ``results.json`` of a run.
+
+    Its ``path_outputs`` come from :data:`PATH_OUTPUTS_FILE` where ``results.json`` has none
+    and that file exists.
 
     Raises:
         FileNotFoundError: If ``run`` has no ``results.json``.
@@ -33,7 +41,11 @@ def load_run(run: Path) -> dict[str, Any]:
     path = Path(run) / "results.json"
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist: is {run} the --out folder of a train run?")
-    return json.loads(path.read_text())
+    results = json.loads(path.read_text())
+    measured_later = Path(run) / PATH_OUTPUTS_FILE
+    if "path_outputs" not in results and measured_later.exists():
+        results["path_outputs"] = json.loads(measured_later.read_text())
+    return results
 
 
 def mean_std(values: list[float], scale: float = 1.0, digits: int = 1) -> str:
@@ -125,15 +137,42 @@ class Row:
         A path is off when its relative effective parameters are under ``threshold``.
         """
         return [
-            sum(
-                entry["relative"] < threshold
-                for layer in r["symmetry"]["layers"]
-                if len(layer["paths"]) > 1
-                for entry in layer["paths"].values()
+            _count_off(
+                [
+                    {p: e["relative"] for p, e in row["paths"].items()}
+                    for row in r["symmetry"]["layers"]
+                ],
+                threshold,
             )
             for r in self.results
             if "symmetry" in r
         ]
+
+    def output_shares(self, path: str = "fc") -> list[float]:
+        """Per relaxed layer, ``path``'s share of the layer's output energy, mean over seeds.
+
+        The shares of :func:`~laplace_equivariance.path_output_shares`.
+
+        Returns:
+            One value per layer; empty unless every seed's run measured it.
+        """
+        measured = [r["path_outputs"] for r in self.results if "path_outputs" in r]
+        if not measured or len(measured) < len(self.results):
+            return []
+        return [
+            statistics.fmean(layers[i]["paths"].get(path, 0.0) for layers in measured)
+            for i in range(len(measured[0]))
+        ]
+
+    def outputs_off(self, threshold: float = 0.01) -> list[int]:
+        """Per seed, how many paths of multi-path layers carry under ``threshold`` of output.
+
+        A path's share of its layer's output energy; empty unless every seed measured it.
+        """
+        measured = [r["path_outputs"] for r in self.results if "path_outputs" in r]
+        if len(measured) < len(self.results):
+            return []
+        return [_count_off([row["paths"] for row in layers], threshold) for layers in measured]
 
     def cells(self) -> list[str]:
         """The markdown cells of this row."""
@@ -263,9 +302,15 @@ def compare(runs: Sequence[Path], reference: Sequence[Path]) -> str:
     return "\n".join(lines)
 
 
+def _count_off(layers: list[dict[str, float]], threshold: float) -> int:
+    """How many paths of the multi-path layers have a share under ``threshold``."""
+    return sum(share < threshold for paths in layers if len(paths) > 1 for share in paths.values())
+
+
 STRUCTURE_HEADER = (
     "| data | model | KFAC | seeds | test acc % | test NLL | -log marglik / N "
-    "| FC share per layer (mean over seeds) | paths off per seed |"
+    "| FC share per layer (mean over seeds) | paths off per seed "
+    "| FC output share per layer (mean over seeds) | outputs off per seed |"
 )
 
 
@@ -273,7 +318,10 @@ def structure_markdown(runs: Sequence[Path]) -> str:
     """The learned runs' accuracy beside the structure they learned, one row per experiment.
 
     The FC share of a layer is the FC path's relative effective number of parameters (App. D),
-    averaged over seeds; a path is off when its share is under 1%.
+    averaged over seeds; a path is off when its share is under 1%. The FC output share is the
+    FC path's share of the layer's output energy on training images
+    (:func:`~laplace_equivariance.path_output_shares`; "-" where a seed did not measure it),
+    and an output is off under 1% of its layer's.
 
     Args:
         runs: ``--out`` folders of learned (``marglik``) runs.
@@ -296,6 +344,8 @@ def structure_markdown(runs: Sequence[Path]) -> str:
             mean_std(row.neg_log_marglik_per_example(), digits=2),
             shares,
             ", ".join(map(str, row.paths_off())) or "-",
+            " ".join(f"{share:.2f}" for share in row.output_shares("fc")) or "-",
+            ", ".join(map(str, row.outputs_off())) or "-",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -460,3 +460,17 @@ def test_a_missing_data_set_creates_nothing(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match="apt-get install dataset-fashion-mnist"):
         main(["train", "--dataset", "fashion-mnist", "--out", str(out), *TINY])
     assert not out.exists()
+
+
+def test_paths_reproduces_the_path_output_shares_in_the_results(runs, capsys):
+    learned, baseline = runs
+    main(["paths", str(learned)])
+    printed = json.loads(capsys.readouterr().out)
+    stored = json.loads((learned / "results.json").read_text())["path_outputs"]
+    assert [r["layer"] for r in printed] == [r["layer"] for r in stored]
+    for mine, theirs in zip(printed, stored, strict=True):
+        assert set(mine["paths"]) == {"fc", "conv"}
+        assert mine["paths"] == pytest.approx(theirs["paths"], rel=1e-6)
+    # a one-path model carries everything on its one path
+    one_path = json.loads((baseline / "results.json").read_text())["path_outputs"]
+    assert all(r["paths"] == {"conv": 1.0} for r in one_path)

@@ -7,6 +7,7 @@ import torch
 from laplace_equivariance import models
 from laplace_equivariance.diagnostics import (
     effective_parameters,
+    path_output_shares,
     plot_symmetry,
     symmetry_report,
 )
@@ -149,3 +150,59 @@ def test_gamma_minus_delta_squared_norm_is_twice_the_marglik_gradient_in_log_del
             twice_gradient = 2 * sum(gradient[name] for name in weights)
             # float64 sums of up to ~1e4 eigenvalue terms of size ~1: rounding ~1e-12
             assert entry["effective"] - squared == pytest.approx(twice_gradient, abs=1e-9)
+
+
+def test_path_output_shares_sum_to_one_and_equal_a_direct_computation():
+    torch.manual_seed(0)
+    model = models.build("f-fc+conv", (1, 32, 32), 3, alpha=1).double().eval()
+    x = torch.randn(10, 1, 32, 32, dtype=torch.float64)
+    rows = path_output_shares(model, x, batch_size=4)
+    assert [r["layer"] for r in rows] == [f"layer{i}" for i in range(1, 9)]
+    inputs = {}
+    hooks = [
+        getattr(model, r["layer"]).register_forward_pre_hook(
+            lambda m, a, name=r["layer"]: inputs.__setitem__(name, a[0])
+        )
+        for r in rows
+    ]
+    model(x)
+    for h in hooks:
+        h.remove()
+    for row in rows:
+        assert sum(row["paths"].values()) == pytest.approx(1, abs=1e-12)
+        terms = getattr(model, row["layer"]).path_outputs(inputs[row["layer"]])
+        energy = {p: t.square().sum().item() for p, t in terms.items()}
+        expected = {p: e / sum(energy.values()) for p, e in energy.items()}
+        assert row["paths"] == pytest.approx(expected, rel=1e-10)
+
+
+def test_a_zeroed_path_has_no_output_share_while_its_effective_share_stays():
+    """The case the output shares exist for: a path whose weights are zero carries nothing,
+    yet its relative effective parameters (curvature against prior) need not vanish."""
+    torch.manual_seed(0)
+    model = models.build("f-fc+conv", (1, 32, 32), 3, alpha=1).double().eval()
+    with torch.no_grad():
+        for p in model.layer4.conv.parameters():
+            p.zero_()
+    x = torch.randn(8, 1, 32, 32, dtype=torch.float64)
+    shares = {r["layer"]: r["paths"] for r in path_output_shares(model, x)}
+    assert shares["layer4"]["conv"] == 0 and shares["layer4"]["fc"] == 1
+    assert 0 < shares["layer5"]["conv"] < 1
+    n_tensors = len(list(model.parameters()))
+    la = fit_kfac(
+        model,
+        x,
+        torch.randint(0, 3, (8,)),
+        "classification",
+        prior_precision=torch.ones(n_tensors, dtype=torch.float64),
+    )
+    report = {r["layer"]: r["paths"] for r in symmetry_report(la)["layers"]}
+    assert report["layer4"]["conv"]["relative"] > 0.1
+
+
+def test_path_output_shares_need_relaxed_layers_and_inputs():
+    with pytest.raises(ValueError, match="no RelaxedLayer"):
+        path_output_shares(torch.nn.Linear(2, 2), torch.zeros(1, 2))
+    model = models.build("conv", (1, 32, 32), 3, alpha=1)
+    with pytest.raises(ValueError, match="at least one input"):
+        path_output_shares(model, torch.zeros(0, 1, 32, 32))

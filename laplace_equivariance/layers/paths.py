@@ -127,6 +127,28 @@ class RelaxedLayer(nn.Module):
         )
         return self.combine(sum(outputs[1:], outputs[0]))
 
+    def path_outputs(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Each path's term of the layer's sum.
+
+        ``forward(x)`` is ``combine(sum(path_outputs(x).values()))``. A direct path's term is
+        its output; at a subsampling layer a grid path's term is its output at the polyphase
+        components that the sum of the grid paths selects (the selection is linear once
+        chosen, so the terms add up to the subsampled sum).
+
+        Args:
+            x: The layer input.
+
+        Returns:
+            Path name -> its term, each of the layer's output shape (before ``1 / sqrt(K)``).
+        """
+        outputs = {name: getattr(self, name)(x) for name in self.path_names}
+        grid_names = [n for n in self.path_names if n not in self.direct]
+        if self.pool is not None and grid_names:
+            choice = self.pool.choose(sum(outputs[n] for n in grid_names))
+            for name in grid_names:
+                outputs[name] = self.pool.take(outputs[name], choice)
+        return outputs
+
     def combine(self, total: torch.Tensor) -> torch.Tensor:
         """The paths' summed outputs divided by ``sqrt(K)`` (unchanged for one path).
 

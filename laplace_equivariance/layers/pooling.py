@@ -49,13 +49,39 @@ class PolyphaseSubsample2d(nn.Module):
                 "PolyphaseSubsample2d expects input of shape (N, *C, H, W) with even H and W, "
                 f"got {tuple(x.shape)}."
             )
+        return self.take(x, self.choose(x))
+
+    @staticmethod
+    def choose(x: torch.Tensor) -> torch.Tensor:
+        """Each example's polyphase component of largest norm, ``2 i + j``, shape ``(N,)``.
+
+        Args:
+            x: Feature maps of shape ``(N, *C, H, W)`` with even ``H`` and ``W``.
+        """
         n, h, w = x.shape[0], x.shape[-2], x.shape[-1]
-        # x[n, ..., 2a + i, 2b + j] -> phases[n, c, a, i, b, j], a view of x
         phases = x.reshape(n, -1, h // 2, 2, w // 2, 2)
         with torch.no_grad():  # the choice is not differentiable: record no graph for it
             norms = phases.square().sum(dim=(1, 2, 4)).flatten(start_dim=1)  # (N, 4), 2i + j
-        choice = norms.argmax(dim=1)
-        # indexing the view itself, not a permuted copy, keeps the backward pass one
-        # scatter into the input's own layout
+        return norms.argmax(dim=1)
+
+    @staticmethod
+    def take(x: torch.Tensor, choice: torch.Tensor) -> torch.Tensor:
+        """Component ``choice[n]`` of example ``n``: ``x[n, ..., i::2, j::2]``, ``2 i + j``.
+
+        Also the subsampling of one summand of a sum whose components were chosen by
+        :meth:`choose` on the sum (the selection is linear once chosen).
+
+        Args:
+            x: Feature maps of shape ``(N, *C, H, W)`` with even ``H`` and ``W``.
+            choice: Component per example, shape ``(N,)``, values in ``0..3``.
+
+        Returns:
+            Shape ``(N, *C, H // 2, W // 2)``.
+        """
+        n, h, w = x.shape[0], x.shape[-2], x.shape[-1]
+        # x[n, ..., 2a + i, 2b + j] -> phases[n, c, a, i, b, j], a view of x; indexing the
+        # view itself, not a permuted copy, keeps the backward pass one scatter into the
+        # input's own layout
+        phases = x.reshape(n, -1, h // 2, 2, w // 2, 2)
         kept = phases[torch.arange(n, device=x.device), :, :, choice // 2, :, choice % 2]
         return kept.reshape(*x.shape[:-2], h // 2, w // 2)

@@ -86,3 +86,25 @@ def test_bad_configuration_raises(kwargs, message):
 def test_unknown_path_lookup_raises():
     with pytest.raises(KeyError, match="has \\['fc', 'conv'\\]"):
         relaxed(False).path("gconv")
+
+
+@pytest.mark.parametrize("subsample", [False, True], ids=["same-grid", "subsampling"])
+def test_path_outputs_add_up_to_the_layer_output(device, subsample):
+    layer = relaxed(subsample).to(device, torch.float64)
+    x = torch.randn(5, 2, 8, 8, device=device, dtype=torch.float64)
+    terms = layer.path_outputs(x)
+    assert list(terms) == ["fc", "conv"]
+    torch.testing.assert_close(layer.combine(terms["fc"] + terms["conv"]), layer(x))
+
+
+def test_grid_path_terms_use_the_component_that_their_sum_selects():
+    """Two grid paths at a subsampling layer: each term is taken at the sum's polyphase
+    component, not at its own (subsampling each path alone would not add up)."""
+    torch.manual_seed(0)
+    paths = {"a": CircularConv2d(2, 3, 3, 8), "b": CircularConv2d(2, 3, 3, 8)}
+    layer = RelaxedLayer(paths, subsample=True).double()
+    x = torch.randn(64, 2, 8, 8, dtype=torch.float64)
+    terms = layer.path_outputs(x)
+    torch.testing.assert_close(layer.combine(terms["a"] + terms["b"]), layer(x))
+    alone = layer.pool(layer.a(x)) + layer.pool(layer.b(x))
+    assert (layer.combine(alone) - layer(x)).abs().max() > 1e-3
