@@ -118,6 +118,7 @@ DEFAULTS: dict[str, Any] = {
     "mc_samples": 1,
     "kfac_approx": "expand",
     "restore_best": False,
+    "balance_factors": False,
     "prior_structure": "layerwise",
     "lengthscale_mode": "learned",
     "lengthscale_derivative": "total",
@@ -246,6 +247,14 @@ def _parser() -> argparse.ArgumentParser:
         dest="restore_best",
         help="evaluate the epoch with the best marginal likelihood (laplace-torch's "
         "marglik_training), not the last one (the paper's code) [off]",
+    )
+    train.add_argument(
+        "--balance-factors",
+        action="store_true",
+        default=None,
+        dest="balance_factors",
+        help="balance every F-FC channel pair's two factors under the learned precisions "
+        "before each Laplace fit (marglik_training's balance_factors) [off]",
     )
     train.add_argument(
         "--prior-structure",
@@ -749,6 +758,7 @@ def _train_relaxed(
             final_laplace=learns,
             lengthscale_derivative=settings["lengthscale_derivative"],
             restore_best=settings["restore_best"],
+            balance_factors=settings.get("balance_factors", False),
             callback=record,
         )
     except CheckpointError as error:

@@ -52,6 +52,7 @@ from laplace_equivariance import distributed
 from laplace_equivariance.curvature import EquivariantKFAC
 from laplace_equivariance.curvature.monte_carlo import check_sample_count
 from laplace_equivariance.curvature.rules import KFAC_APPROXIMATIONS
+from laplace_equivariance.layers import FactoredLinear2d
 from laplace_equivariance.lengthscales import (
     DERIVATIVES,
     lengthscale_hyperparameters,
@@ -165,6 +166,11 @@ def paper_schedule(
     }
 
 
+MOMENT_POWERS = {"exp_avg": 1, "momentum_buffer": 1, "exp_avg_sq": 2, "max_exp_avg_sq": 2}
+"""Optimiser state of a weight, and the power of the weight's scale that divides it when the
+weight is rescaled (gradients scale inversely)."""
+
+
 @dataclass
 class _Options:
     """Every argument of :func:`marglik_training` but the model and the loader."""
@@ -199,6 +205,7 @@ class _Options:
     final_laplace: bool
     lengthscale_derivative: str
     restore_best: bool
+    balance_factors: bool
 
     def check(self, lengthscales: dict[str, torch.Tensor]) -> None:
         """Raise ValueError, before any training, for options that cannot work together."""
@@ -411,6 +418,49 @@ class _Trainer:
         la.fit(self.marglik_loader)
         return la
 
+    def balance_factors(self) -> None:
+        """Balance every factored layer's channel pairs under the current precisions.
+
+        Rescales the optimiser's state with the weights: a weight multiplied by ``s`` has
+        gradients divided by ``s``, so first moments (``exp_avg``, ``momentum_buffer``) are
+        divided by ``s`` and second moments (``exp_avg_sq``, ``max_exp_avg_sq``) by ``s^2``.
+        """
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        delta = self.groups.per_parameter(self.log_prior_prec.detach().exp())
+        per_tensor = dict(
+            zip(
+                map(id, trainable),
+                (
+                    d.view_as(p)
+                    for d, p in zip(
+                        delta.split([p.numel() for p in trainable]), trainable, strict=True
+                    )
+                ),
+                strict=True,
+            )
+        )
+        for module in self.model.modules():
+            if not isinstance(module, FactoredLinear2d):
+                continue
+            theta1, theta2 = module.output_map.weight, module.input_map.weight
+            if not (theta1.requires_grad and theta2.requires_grad):
+                continue
+            scale = module.balance_(per_tensor[id(theta1)], per_tensor[id(theta2)])
+            self._rescale_optimizer_state(theta1, scale.expand_as(theta1))
+            self._rescale_optimizer_state(theta2, (1 / scale)[..., None].expand_as(theta2))
+
+    def _rescale_optimizer_state(self, weight: nn.Parameter, factor: torch.Tensor) -> None:
+        """Rescale ``weight``'s optimiser moments after ``weight`` was multiplied by ``factor``."""
+        state = self.optimizer.state.get(weight, {})
+        with torch.no_grad():
+            for key, power in MOMENT_POWERS.items():
+                if (
+                    key in state
+                    and torch.is_tensor(state[key])
+                    and state[key].shape == weight.shape
+                ):
+                    state[key].div_(factor**power)
+
     def map_epoch(self, epoch: int) -> float:
         """One epoch of MAP training (laplace-torch's loss); returns accuracy or mean error."""
         o = self.options
@@ -455,6 +505,8 @@ class _Trainer:
         """Fit a Laplace approximation, take ``n_hypersteps`` steps, track the best epoch."""
         o = self.options
         refit = bool(self.lengthscales) and o.lengthscale_derivative == "total"
+        if o.balance_factors:
+            self.balance_factors()
         try:
             la = self.laplace(self.prior_precision(), self.sigma_noise())
         except FloatingPointError as error:
@@ -646,6 +698,8 @@ class _Trainer:
                     self.log_sigma_noise.copy_(best["log_sigma_noise"])
         if not self.options.final_laplace:
             return None
+        if self.options.balance_factors:
+            self.balance_factors()
         sigma_noise = self.sigma_noise()
         if torch.is_tensor(sigma_noise):
             sigma_noise = sigma_noise.detach()
@@ -688,6 +742,7 @@ def marglik_training(
     final_laplace: bool = True,
     lengthscale_derivative: str = "total",
     restore_best: bool = True,
+    balance_factors: bool = False,
 ) -> tuple[BaseLaplace | None, nn.Module, list[float], list[float]]:
     """Train weights by MAP and hyperparameters by the Laplace marginal likelihood (Eq. 9).
 
@@ -759,6 +814,13 @@ def marglik_training(
             :mod:`laplace_equivariance.lengthscales`.
         restore_best: Return the model and hyperparameters of the best marginal likelihood
             (laplace-torch's behaviour), not those of the last epoch (the paper's code).
+        balance_factors: Before every Laplace fit, rescale the two factors of every channel
+            pair of each :class:`~laplace_equivariance.layers.FactoredLinear2d` (F-FC, S-FC)
+            to equal prior terms under the current precisions
+            (:meth:`~laplace_equivariance.layers.FactoredLinear2d.balance_`; the optimiser's
+            moment estimates are rescaled with them). The network's function is unchanged
+            and the Laplace approximation is taken at the posterior's mode along these
+            symmetries; no effect on models without factored layers.
 
     Returns:
         ``(la, model, margliks, losses)``: the final Laplace approximation, the model, the

@@ -174,6 +174,13 @@ class Row:
             return []
         return [_count_off([row["paths"] for row in layers], threshold) for layers in measured]
 
+    def method(self) -> str:
+        """``"MAP"``, ``"learned"`` or ``"learned, balanced"`` (``balance_factors``)."""
+        s = self.settings
+        if s["method"] != "marglik":
+            return s["method"].upper()
+        return "learned, balanced" if s.get("balance_factors") else "learned"
+
     def cells(self) -> list[str]:
         """The markdown cells of this row."""
         s = self.settings
@@ -182,7 +189,7 @@ class Row:
         return [
             s["dataset"],
             s["model"],
-            "learned" if s["method"] == "marglik" else s["method"].upper(),
+            self.method(),
             ", ".join(map(str, seeds)),
             mean_std(self.accuracy("test")),
             mean_std(self.nll(), digits=2),
@@ -208,6 +215,7 @@ LATER_OPTIONS = {
     "optimizer": "adam",
     "augment": False,
     "lr_min": 0.0,
+    "balance_factors": False,
 }
 """Options added after runs were committed, with the value those runs had."""
 
@@ -223,6 +231,7 @@ MARGLIK_ONLY = (
     "kfac_approx",
     "restore_best",
     "lengthscale_derivative",
+    "balance_factors",
 )
 """Settings that a MAP run (unit priors, no marginal-likelihood step) does not use: MAP runs
 that differ only in these are seeds of one experiment."""
@@ -337,7 +346,7 @@ def structure_markdown(runs: Sequence[Path]) -> str:
         cells = [
             s["dataset"],
             s["model"],
-            s["kfac_approx"],
+            s["kfac_approx"] + (", balanced" if s.get("balance_factors") else ""),
             ", ".join(map(str, seeds)),
             mean_std(row.accuracy("test")),
             mean_std(row.nll(), digits=2),

@@ -6,6 +6,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance import EquivariantKFAC, models
 from laplace_equivariance import marglik as marglik_module
+from laplace_equivariance.layers import FactoredLinear2d
 from laplace_equivariance.marglik import (
     CheckpointError,
     marglik_step_epochs,
@@ -531,3 +532,65 @@ def test_a_process_group_refuses_fits_that_are_not_summed_over_the_ranks(monkeyp
     monkeypatch.setattr(marglik_module.distributed, "world_size", lambda: 2)
     with pytest.raises(ValueError, match="In a process group .* backend=EquivariantKFAC"):
         marglik_training(model, loader, **(SCHEDULE | options))
+
+
+def _factored_model_and_data(pair_scale: float | None):
+    """F-FC+CONV on 32 random images; with ``pair_scale``, every F-FC channel pair's factors
+    rescaled at random within a factor ``pair_scale`` (the same function)."""
+    torch.manual_seed(0)
+    model = models.build("f-fc+conv", (1, 32, 32), 3, alpha=1).double()
+    if pair_scale is not None:
+        with torch.no_grad():
+            for module in model.modules():
+                if isinstance(module, FactoredLinear2d):
+                    s = pair_scale ** (2 * torch.rand_like(module.output_map.weight[0]) - 1)
+                    module.output_map.weight.mul_(s)
+                    module.input_map.weight.div_(s[..., None])
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(32, 1, 32, 32, dtype=torch.float64, generator=g)
+    y = torch.randint(0, 3, (32,), generator=g)
+    return model, DataLoader(TensorDataset(x, y), batch_size=16)
+
+
+@pytest.mark.parametrize("balance", [False, True], ids=["unbalanced", "balanced"])
+def test_balanced_factors_make_the_marglik_blind_to_how_a_product_is_split(balance):
+    """Two F-FC+CONV networks computing the same function, one with its factor pairs split
+    differently: with balance_factors the first marginal likelihood (taken before any weight
+    moves: lr 0) is the same for both; without, the split changes it by far more."""
+    margliks = []
+    for pair_scale in (None, 20.0):
+        model, loader = _factored_model_and_data(pair_scale)
+        x = loader.dataset.tensors[0]
+        before = model(x).detach()
+        _, model, values, _ = marglik_training(
+            model,
+            loader,
+            n_epochs=1,
+            n_hypersteps=1,
+            optimizer_kwargs={"lr": 0.0},
+            balance_factors=balance,
+        )
+        torch.testing.assert_close(model(x), before, rtol=1e-9, atol=1e-9)
+        margliks.append(values[0])
+    if balance:
+        assert margliks[1] == pytest.approx(margliks[0], rel=1e-9)
+    else:
+        assert abs(margliks[1] - margliks[0]) > 0.1 * abs(margliks[0])
+
+
+def test_balancing_rescales_the_optimizer_moments_with_the_weights():
+    """A weight multiplied by s has gradients divided by s: Adam's first moment is divided by
+    s and its second by s^2, SGD's momentum by s; state of another shape is left alone."""
+    weight = torch.nn.Parameter(torch.ones(3, 2))
+    trainer = marglik_module._Trainer.__new__(marglik_module._Trainer)
+    trainer.optimizer = torch.optim.Adam([weight])
+    trainer.optimizer.state[weight] = {
+        "step": torch.tensor(4.0),
+        "exp_avg": torch.ones(3, 2),
+        "exp_avg_sq": torch.ones(3, 2),
+        "momentum_buffer": torch.ones(3, 2),
+    }
+    trainer._rescale_optimizer_state(weight, torch.full((3, 2), 2.0))
+    state = trainer.optimizer.state[weight]
+    assert torch.all(state["exp_avg"] == 0.5) and torch.all(state["exp_avg_sq"] == 0.25)
+    assert torch.all(state["momentum_buffer"] == 0.5) and state["step"] == 4.0

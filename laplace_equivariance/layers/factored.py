@@ -239,38 +239,54 @@ class FactoredLinear2d(nn.Module):
         self.balance_()
 
     @torch.no_grad()
-    def balance_(self) -> FactoredLinear2d:
-        r"""Rescale the two factors of every channel pair to equal norms, in place.
+    def balance_(
+        self,
+        output_precision: torch.Tensor | float = 1.0,
+        input_precision: torch.Tensor | float = 1.0,
+    ) -> torch.Tensor:
+        r"""Rescale the two factors of every channel pair to equal prior terms, in place.
 
         The layer's function depends on each channel pair's factors only through their
         product, so :math:`\theta_1(\cdot, c', c) \to s\,\theta_1(\cdot, c', c)`,
         :math:`\theta_2(c', c, \cdot) \to \theta_2(c', c, \cdot) / s` changes nothing but the
-        prior term :math:`\delta\,(s^2 a + b / s^2)` with :math:`a = \lVert\theta_1(\cdot, c',
-        c)\rVert^2`, :math:`b = \lVert\theta_2(c', c, \cdot)\rVert^2`. Its minimum over
-        :math:`s`, :math:`s^4 = b / a`, makes both norms :math:`\sqrt{ab}`: every MAP
-        estimate of Eq. 9 is balanced. Called at construction, after the factors are drawn
-        (variances ``2 / C`` and ``1 / XY``, so the equivalent FC weight has He variance
-        ``2 / (C X Y)``): left unbalanced, ``theta1`` holds ``2 X'Y' / C`` times
-        ``theta2``'s squared norm (2048 times in the App. F.1 network's first layer), the
-        path's squared norm is about ``sqrt(2 X'Y' / C) / 2`` times the balanced one (22
-        times there), so its learned precision ``gamma / ||theta||^2`` starts that much
-        weaker, and gradient descent conserves the imbalance
-        (:math:`\langle\theta_1, \nabla_{\theta_1}\rangle = \langle\theta_2,
-        \nabla_{\theta_2}\rangle` for a product); see docs/learned_structure.md for the
-        effect on the learned structure. The S-FC subclass balances its anchor values, of
-        which the induced factors are linear maps.
+        prior term :math:`s^2 a + b / s^2` with :math:`a = \sum \delta_1 \theta_1(\cdot, c',
+        c)^2`, :math:`b = \sum \delta_2 \theta_2(c', c, \cdot)^2` (``delta_1``, ``delta_2``
+        the prior precisions of the two weights). Its minimum over :math:`s`, :math:`s^4 = b /
+        a`, makes both terms :math:`\sqrt{ab}`: every MAP estimate of Eq. 9 is balanced this
+        way, and a Laplace approximation (Eq. 9) taken where a pair is not is taken off the
+        mode, where its curvature and so its Occam factor depend on how the product is split
+        (docs/learned_structure.md, "Balanced factors at every fit").
+
+        Called with unit precisions at construction, after the factors are drawn (variances
+        ``2 / C`` and ``1 / XY``, so the equivalent FC weight has He variance ``2 / (C X
+        Y)``): left unbalanced, ``theta1`` holds ``2 X'Y' / C`` times ``theta2``'s squared
+        norm (2048 times in the App. F.1 network's first layer), the path's squared norm is
+        about ``sqrt(2 X'Y' / C) / 2`` times the balanced one (22 times there), so its learned
+        precision ``gamma / ||theta||^2`` starts that much weaker, and gradient descent
+        conserves the imbalance (:math:`\langle\theta_1, \nabla_{\theta_1}\rangle =
+        \langle\theta_2, \nabla_{\theta_2}\rangle` for a product).
+        :func:`~laplace_equivariance.marglik_training` (``balance_factors=True``) calls it
+        with the learned precisions before every Laplace fit. The S-FC subclass balances its
+        anchor values, of which the induced factors are linear maps.
+
+        Args:
+            output_precision: ``delta_1``, a scalar or a tensor of ``output_map.weight``'s
+                shape.
+            input_precision: ``delta_2``, a scalar or a tensor of ``input_map.weight``'s
+                shape.
 
         Returns:
-            The layer itself. Pairs with a zero factor are left as they are.
+            The scale ``s`` of every pair, shape ``(C', C)`` (one where a pair has a zero
+            factor: such pairs are left as they are).
         """
         theta1 = self.output_map.weight  # (Q, C', C) or anchors (M1, C', C)
         theta2 = self.input_map.weight  # (C', C, P) or anchors (C', C, M2)
-        a = theta1.square().sum(dim=0)
-        b = theta2.square().sum(dim=-1)
+        a = (output_precision * theta1.square()).sum(dim=0)
+        b = (input_precision * theta2.square()).sum(dim=-1)
         scale = torch.where((a > 0) & (b > 0), (b / a.clamp_min(1e-30)) ** 0.25, 1.0)
         theta1.mul_(scale)
         theta2.div_(scale[..., None])
-        return self
+        return scale
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Apply ``theta2`` then ``theta1``.
