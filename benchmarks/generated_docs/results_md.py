@@ -396,6 +396,84 @@ STRUCTURE_CONCLUSION_QUADRANT_100 = (
     "it is the CONV path that the digit task switches off."
 )
 
+
+@dataclass(frozen=True)
+class FactorBalanceSection:
+    """``benchmarks/factor_balance.py``'s measurements: the Laplace evidence of trained runs
+    before and after their F-FC factor pairs are balanced."""
+
+    title: str
+    file: str
+    command: str
+    about: str
+    conclusion: str
+
+    def render(self) -> str:
+        measured = json.loads((RESULTS / self.file).read_text())
+        runs = measured["runs"]
+        seeds = ", ".join(str(r["settings"]["seed"]) for r in runs)
+        lines = [f"## {self.title}", "", self.about, "", f"`{self.command}`", ""]
+        lines.append(
+            f"Runs: {runs[0]['settings']['dataset']}, {runs[0]['settings']['model']}, "
+            f"{runs[0]['settings']['epochs']} epochs, seeds {seeds}; measured on "
+            f"{measured['device']}, {measured['threads']} thread(s). Log marginal likelihood at "
+            "the learned precisions: before "
+            + summary.mean_std([r["before"]["log_marglik"] for r in runs])
+            + ", after "
+            + summary.mean_std([r["after"]["log_marglik"] for r in runs])
+            + "; largest change of a logit by the balancing: "
+            + f"{max(r['max_output_change'] for r in runs):.1e}."
+        )
+        header = [
+            "layer",
+            "FC gamma before",
+            "FC gamma after",
+            "FC prior term before",
+            "FC prior term after",
+            "d log p / d log delta: input map, output map (after)",
+            "CONV gamma",
+        ]
+        lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+
+        def cell(when: str, layer: str, path: str, key: str, index: int | None = None) -> str:
+            values = [r[when]["layers"][layer][path][key] for r in runs]
+            if index is not None:
+                values = [v[index] for v in values]
+            return summary.mean_std(values)
+
+        for layer in runs[0]["before"]["layers"]:
+            lines.append(
+                "| "
+                + " | ".join(
+                    [
+                        layer,
+                        cell("before", layer, "fc", "gamma"),
+                        cell("after", layer, "fc", "gamma"),
+                        cell("before", layer, "fc", "prior_term"),
+                        cell("after", layer, "fc", "prior_term"),
+                        cell("after", layer, "fc", "log_precision_gradient", 0)
+                        + "; "
+                        + cell("after", layer, "fc", "log_precision_gradient", 1),
+                        cell("before", layer, "conv", "gamma"),
+                    ]
+                )
+                + " |"
+            )
+        return "\n".join([*lines, "", self.conclusion])
+
+
+FACTOR_BALANCE_CONCLUSION = (
+    "As trained, the precisions sit at MacKay's fixed point (gradients near 0), but the F-FC "
+    "factors are far from balanced under them, so the Laplace approximation is taken off the "
+    "posterior's mode. Balancing, which leaves the function as it is, raises the FC paths' "
+    "effective parameters (the curvature of one factor scales with the other's squared norm) "
+    "and with them the Occam factor, lowers the marginal likelihood at the same precisions "
+    "and asks for stronger priors on the FC input maps: the unbalanced split hides part of the "
+    "FC paths' complexity from the evidence (docs/learned_structure.md, 'Balanced factors at "
+    "every fit', for training that balances before every fit)."
+)
+
+
 SECTIONS = [
     Section(
         "Table 1: quadrant MNIST, 20 epochs, three seeds",
@@ -499,6 +577,22 @@ SECTIONS = [
         "docs/figures/table1-digit-4000-150ep-structure.png",
         STRUCTURE_ABOUT,
         STRUCTURE_CONCLUSION_150,
+    ),
+    FactorBalanceSection(
+        "The digit task's learned F-FC+CONV, 150 epochs: its evidence before and after "
+        "balancing the F-FC factors",
+        "factor-balance/table1-digit-4000-150ep.json",
+        "python benchmarks/factor_balance.py RUN0 RUN1 RUN2 --out "
+        "benchmarks/results/factor-balance/table1-digit-4000-150ep.json (RUNs: the learned runs "
+        "of the 150-epoch table, with their model.pt)",
+        "Each trained network's KFAC Laplace fit on its 4,000 training images at its learned "
+        "precisions, as trained (before) and after every F-FC channel pair's two factors are "
+        "rescaled to equal prior terms (after; the function is unchanged): gamma is MacKay's "
+        "effective number of parameters, the prior term sum delta ||theta||^2, the gradients "
+        "those of the log marginal likelihood in the two F-FC weights' log precisions "
+        "((gamma - delta ||theta||^2) / 2; near 0 at converged precisions). Means ± std over "
+        "the seeds.",
+        FACTOR_BALANCE_CONCLUSION,
     ),
     Section(
         "Table 1's (digit, quadrant) task, 4,000 images, 100 epochs, three seeds, one GPU",

@@ -1,0 +1,151 @@
+"""How a trained run's Laplace evidence depends on how its F-FC products are split.
+
+Every F-FC channel pair computes with the product of its two factors only, so rescaling them
+by ``s`` and ``1 / s`` keeps the network's function; at a mode of the posterior (Eq. 9) each
+pair's two prior terms are equal (:meth:`FactoredLinear2d.balance_`). This script takes a
+trained learned run (its ``model.pt`` and learned precisions), fits the KFAC Laplace
+approximation on its training set as the run did, and reports per layer and path MacKay's
+effective parameters ``gamma``, the prior term ``sum delta ||theta||^2`` and the marginal
+likelihood's gradient in each tensor's log precision ``(gamma - delta ||theta||^2) / 2``;
+then balances every pair under the learned precisions (the function changes by rounding
+only) and reports the same again. Before: where training left the factors; after: where a
+mode along these symmetries is.
+
+Usage:
+    python benchmarks/factor_balance.py RUN [RUN ...] --out benchmarks/results/factor-balance.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from laplace import Laplace
+from torch.utils.data import DataLoader, TensorDataset
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from laplace_equivariance import EquivariantKFAC, effective_parameters  # noqa: E402
+from laplace_equivariance.cli import device_name, load_trained  # noqa: E402
+from laplace_equivariance.layers import FactoredLinear2d  # noqa: E402
+from laplace_equivariance.priors import parameter_paths  # noqa: E402
+
+
+def learned_precisions(model: torch.nn.Module, results: dict[str, Any]) -> list[float]:
+    """One prior precision per trainable tensor, from a run's symmetry report.
+
+    In ``model.parameters()`` order.
+    """
+    layers = {row["layer"]: row["paths"] for row in results["symmetry"]["layers"]}
+    seen: dict[tuple[str, str], int] = {}
+    precisions = []
+    for name, where in parameter_paths(model).items():
+        if where is None:
+            precisions.append(results["symmetry"]["outside"][name]["prior_precision"])
+            continue
+        index = seen.get(where, 0)
+        seen[where] = index + 1
+        precisions.append(layers[where[0]][where[1]]["prior_precision"][index])
+    return precisions
+
+
+def evidence(
+    model: torch.nn.Module, loader: DataLoader, precisions: torch.Tensor
+) -> dict[str, Any]:
+    """The log marginal likelihood, and per layer and path gamma and the prior term.
+
+    Also the marginal likelihood's gradient in each of the path's tensors' log precision.
+    """
+    start = time.perf_counter()
+    la = Laplace(
+        model,
+        "classification",
+        subset_of_weights="all",
+        hessian_structure="kron",
+        backend=EquivariantKFAC,
+        prior_precision=precisions.clone(),
+    )
+    la.fit(loader)
+    gammas = effective_parameters(la)
+    squares = [p.detach().square().sum().item() for p in model.parameters()]
+    layers: dict[str, dict[str, dict[str, Any]]] = {}
+    for k, where in enumerate(parameter_paths(model).values()):
+        if where is None:
+            continue
+        entry = layers.setdefault(where[0], {}).setdefault(
+            where[1], {"gamma": 0.0, "prior_term": 0.0, "log_precision_gradient": []}
+        )
+        term = precisions[k].item() * squares[k]
+        entry["gamma"] += gammas[k]
+        entry["prior_term"] += term
+        entry["log_precision_gradient"].append(0.5 * (gammas[k] - term))
+    return {
+        "log_marglik": la.log_marginal_likelihood().item(),
+        "seconds": time.perf_counter() - start,
+        "layers": layers,
+    }
+
+
+def balance(model: torch.nn.Module, precisions: torch.Tensor) -> None:
+    """Balance every F-FC channel pair under the given per-tensor precisions."""
+    index = {id(p): k for k, p in enumerate(model.parameters())}
+    for module in model.modules():
+        if isinstance(module, FactoredLinear2d):
+            module.balance_(
+                precisions[index[id(module.output_map.weight)]],
+                precisions[index[id(module.input_map.weight)]],
+            )
+
+
+def measure(run: Path) -> dict[str, Any]:
+    """Evidence of one run before and after balancing."""
+    model, data = load_trained(run)
+    results = json.loads((run / "results.json").read_text())
+    precisions = torch.tensor(learned_precisions(model, results))
+    loader = DataLoader(TensorDataset(data.x_train, data.y_train), batch_size=128)
+    before = evidence(model, loader, precisions)
+    probe = data.x_train[:256]
+    with torch.no_grad():
+        outputs = model(probe)
+        balance(model, precisions)
+        change = (model(probe) - outputs).abs().max().item()
+    return {
+        "run": run.name,
+        "settings": results["settings"],
+        "before": before,
+        "after": evidence(model, loader, precisions),
+        "max_output_change": change,
+    }
+
+
+def main() -> None:
+    """Measure each run and write one JSON file."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", type=Path, nargs="+", help="--out folders of learned runs")
+    parser.add_argument("--out", type=Path, required=True, help="JSON file to write")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    measured = []
+    for run in args.runs:
+        measured.append(measure(run))
+        row = measured[-1]
+        print(
+            f"{run.name}: log marglik {row['before']['log_marglik']:.1f} -> "
+            f"{row['after']['log_marglik']:.1f} at the learned precisions",
+            flush=True,
+        )
+    args.out.write_text(
+        json.dumps(
+            {"device": device_name("cpu"), "threads": args.threads, "runs": measured}, indent=1
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
