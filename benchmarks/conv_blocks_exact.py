@@ -22,14 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from laplace import Laplace
 from torch.func import functional_call, jacrev, vmap
 from torch.utils.data import DataLoader, TensorDataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.factor_balance import learned_precisions  # noqa: E402
-from laplace_equivariance import EquivariantKFAC  # noqa: E402
+from benchmarks.factor_balance import fitted_laplace, learned_precisions  # noqa: E402
 from laplace_equivariance.cli import device_name, load_trained  # noqa: E402
 
 
@@ -75,15 +73,11 @@ def measure(run: Path, max_size: int) -> dict[str, Any]:
     results = json.loads((run / "results.json").read_text())
     precisions = learned_precisions(model, results)
     names = [n for n, _ in model.named_parameters()]
-    la = Laplace(
+    la = fitted_laplace(
         model,
-        "classification",
-        subset_of_weights="all",
-        hessian_structure="kron",
-        backend=EquivariantKFAC,
-        prior_precision=torch.tensor(precisions, dtype=torch.float64),
+        DataLoader(TensorDataset(x, data.y_train), batch_size=128),
+        torch.tensor(precisions, dtype=torch.float64),
     )
-    la.fit(DataLoader(TensorDataset(x, data.y_train), batch_size=128))
     blocks = []
     for k, name in enumerate(names):
         size = dict(model.named_parameters())[name].numel()

@@ -54,14 +54,8 @@ def learned_precisions(model: torch.nn.Module, results: dict[str, Any]) -> list[
     return precisions
 
 
-def evidence(
-    model: torch.nn.Module, loader: DataLoader, precisions: torch.Tensor
-) -> dict[str, Any]:
-    """The log marginal likelihood, and per layer and path gamma and the prior term.
-
-    Also the marginal likelihood's gradient in each of the path's tensors' log precision.
-    """
-    start = time.perf_counter()
+def fitted_laplace(model: torch.nn.Module, loader: DataLoader, precisions: torch.Tensor) -> Laplace:
+    """The KFAC Laplace approximation of a learned run (one precision per tensor), fitted."""
     la = Laplace(
         model,
         "classification",
@@ -71,6 +65,18 @@ def evidence(
         prior_precision=precisions.clone(),
     )
     la.fit(loader)
+    return la
+
+
+def evidence(
+    model: torch.nn.Module, loader: DataLoader, precisions: torch.Tensor
+) -> dict[str, Any]:
+    """The log marginal likelihood, and per layer and path gamma and the prior term.
+
+    Also the marginal likelihood's gradient in each of the path's tensors' log precision.
+    """
+    start = time.perf_counter()
+    la = fitted_laplace(model, loader, precisions)
     gammas = effective_parameters(la)
     squares = [p.detach().square().sum().item() for p in model.parameters()]
     layers: dict[str, dict[str, dict[str, Any]]] = {}

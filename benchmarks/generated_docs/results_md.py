@@ -16,6 +16,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from benchmarks.generated_docs.common import (
     RESULTS,
@@ -417,9 +418,9 @@ STRUCTURE_CONCLUSION_QUADRANT_100 = (
 
 
 @dataclass(frozen=True)
-class FactorBalanceSection:
-    """``benchmarks/factor_balance.py``'s measurements: the Laplace evidence of trained runs
-    before and after their F-FC factor pairs are balanced."""
+class MeasuredRunsSection:
+    """A benchmark's JSON file of measurements on trained runs (``{"device", "threads",
+    "runs": [{"settings", ...}, ...]}``), with its command and conclusion."""
 
     title: str
     file: str
@@ -427,16 +428,35 @@ class FactorBalanceSection:
     about: str
     conclusion: str
 
-    def render(self) -> str:
+    def opening(self) -> tuple[dict[str, Any], list[str]]:
+        """The measurements, and the section's heading lines up to the sentence naming the
+        runs, the device and the threads (without its full stop)."""
         measured = json.loads((RESULTS / self.file).read_text())
         runs = measured["runs"]
         seeds = ", ".join(str(r["settings"]["seed"]) for r in runs)
-        lines = [f"## {self.title}", "", self.about, "", f"`{self.command}`", ""]
-        lines.append(
-            f"Runs: {runs[0]['settings']['dataset']}, {runs[0]['settings']['model']}, "
-            f"{runs[0]['settings']['epochs']} epochs, seeds {seeds}; measured on "
-            f"{measured['device']}, {measured['threads']} thread(s). Log marginal likelihood at "
-            "the learned precisions: before "
+        first = runs[0]["settings"]
+        return measured, [
+            f"## {self.title}",
+            "",
+            self.about,
+            "",
+            f"`{self.command}`",
+            "",
+            f"Runs: {first['dataset']}, {first['model']}, {first['epochs']} epochs, seeds "
+            f"{seeds}; measured on {measured['device']}, {measured['threads']} thread(s)",
+        ]
+
+
+@dataclass(frozen=True)
+class FactorBalanceSection(MeasuredRunsSection):
+    """``benchmarks/factor_balance.py``'s measurements: the Laplace evidence of trained runs
+    before and after their F-FC factor pairs are balanced."""
+
+    def render(self) -> str:
+        measured, lines = self.opening()
+        runs = measured["runs"]
+        lines[-1] += (
+            ". Log marginal likelihood at the learned precisions: before "
             + summary.mean_std([r["before"]["log_marglik"] for r in runs])
             + ", after "
             + summary.mean_std([r["after"]["log_marglik"] for r in runs])
@@ -482,26 +502,14 @@ class FactorBalanceSection:
 
 
 @dataclass(frozen=True)
-class ExactBlocksSection:
+class ExactBlocksSection(MeasuredRunsSection):
     """``benchmarks/conv_blocks_exact.py``'s measurements: KFAC against the exact GGN for the
     CONV blocks of trained runs, at their learned precisions."""
 
-    title: str
-    file: str
-    command: str
-    about: str
-    conclusion: str
-
     def render(self) -> str:
-        measured = json.loads((RESULTS / self.file).read_text())
+        measured, lines = self.opening()
         runs = measured["runs"]
-        seeds = ", ".join(str(r["settings"]["seed"]) for r in runs)
-        lines = [f"## {self.title}", "", self.about, "", f"`{self.command}`", ""]
-        lines.append(
-            f"Runs: {runs[0]['settings']['dataset']}, {runs[0]['settings']['model']}, "
-            f"{runs[0]['settings']['epochs']} epochs, seeds {seeds}; measured on "
-            f"{measured['device']}, {measured['threads']} thread(s); mean ± std over the seeds."
-        )
+        lines[-1] += "; mean ± std over the seeds."
         header = ["tensor", "parameters", "gamma KFAC", "gamma exact", "Occam term KFAC"]
         header += ["Occam term exact", "KFAC / exact (Occam term)"]
         lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
