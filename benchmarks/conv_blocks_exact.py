@@ -1,6 +1,7 @@
 """KFAC against the exact GGN for the CONV paths of a trained run, at its learned precisions.
 
-For each relaxed layer's CONV weight (up to ``--max-size`` numbers), the exact GGN block
+For each relaxed layer's CONV weight (up to ``--max-size`` numbers; ``--pattern`` chooses
+other tensors, such as the F-FC output maps), the exact GGN block
 ``sum_n J_n^T (diag(p_n) - p_n p_n^T) J_n`` over the run's training images (``J_n`` the
 logits' Jacobian in that weight, by ``torch.func``, accumulated in float64) beside
 EquivariantKFAC's Kronecker block of the same tensor: their traces, MacKay's effective
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -65,8 +67,9 @@ def occam(eigenvalues: torch.Tensor, delta: float) -> dict[str, float]:
     }
 
 
-def measure(run: Path, max_size: int) -> dict[str, Any]:
-    """Each small-enough CONV block of one run, KFAC beside exact."""
+def measure(run: Path, max_size: int, pattern: str = r"conv\.weight$") -> dict[str, Any]:
+    """Each small-enough block of one run whose tensor name matches ``pattern``, KFAC beside
+    exact."""
     model, data = load_trained(run)
     model = model.double()
     x = data.x_train.double()
@@ -81,7 +84,7 @@ def measure(run: Path, max_size: int) -> dict[str, Any]:
     blocks = []
     for k, name in enumerate(names):
         size = dict(model.named_parameters())[name].numel()
-        if not name.endswith("conv.weight") or size > max_size:
+        if not re.search(pattern, name) or size > max_size:
             continue
         start = time.perf_counter()
         kfac_values = la.H.eigenvalues[k]
@@ -117,10 +120,15 @@ def main() -> None:
     parser.add_argument("runs", type=Path, nargs="+", help="--out folders of learned runs")
     parser.add_argument("--out", type=Path, required=True, help="JSON file to write")
     parser.add_argument("--max-size", type=int, default=4608, help="largest block measured")
+    parser.add_argument(
+        "--pattern",
+        default=r"conv\.weight$",
+        help="regular expression of the tensor names to measure [the CONV weights]",
+    )
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    measured = [measure(run, args.max_size) for run in args.runs]
+    measured = [measure(run, args.max_size, args.pattern) for run in args.runs]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
         json.dumps(
