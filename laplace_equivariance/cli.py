@@ -542,7 +542,7 @@ RUN_RECORD = "run.json"
 NOT_RESULT_SETTINGS = ("threads", "timeout", "download")
 """Settings that do not change a run's result: a run may resume with other values of them."""
 
-RUN_FILES = (RUN_RECORD, "checkpoint.pt", "results.json", "model.pt")
+RUN_FILES = (RUN_RECORD, "checkpoint.pt", "results.json", "model.pt", summary.PATH_OUTPUTS_FILE)
 """Files of a run in its ``--out`` folder (besides the plots); ``--overwrite`` removes them."""
 
 POSITIVE = ("epochs", "alpha", "batch_size", "marglik_frequency", "hypersteps", "mc_samples")

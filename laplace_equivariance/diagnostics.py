@@ -142,7 +142,7 @@ def path_output_shares(
 
     Args:
         model: A model with :class:`~laplace_equivariance.layers.RelaxedLayer` modules, in
-            the mode it should be measured in (``model.eval()`` for a trained model).
+            evaluation mode (``model.eval()``).
         x: Inputs, shape ``(N, *in_shape)``, on the model's device.
         batch_size: Examples per forward pass.
 
@@ -152,8 +152,8 @@ def path_output_shares(
         docstring for the formula).
 
     Raises:
-        ValueError: If the model has no relaxed layer, ``x`` is empty, or a layer's paths
-            all give zero outputs on ``x`` (no share is defined).
+        ValueError: If the model has no relaxed layer or is in training mode, ``x`` is empty,
+            or a layer's paths all give zero outputs on ``x`` (no share is defined).
     """
     layers = [(n, m) for n, m in model.named_modules() if isinstance(m, RelaxedLayer)]
     if not layers:
@@ -163,6 +163,11 @@ def path_output_shares(
         )
     if len(x) == 0:
         raise ValueError("path_output_shares needs at least one input.")
+    if model.training:
+        raise ValueError(
+            "path_output_shares measures a model in evaluation mode (in training mode dropout "
+            "draws and batch norm updates its running statistics): call model.eval() first."
+        )
     energy = {name: dict.fromkeys(layer.path_names, 0.0) for name, layer in layers}
 
     def measure(name: str, layer: RelaxedLayer):

@@ -452,6 +452,17 @@ class _Trainer:
     def _rescale_optimizer_state(self, weight: nn.Parameter, factor: torch.Tensor) -> None:
         """Rescale ``weight``'s optimiser moments after ``weight`` was multiplied by ``factor``."""
         state = self.optimizer.state.get(weight, {})
+        unknown = [
+            key
+            for key, value in state.items()
+            if key not in MOMENT_POWERS and torch.is_tensor(value) and value.shape == weight.shape
+        ]
+        if unknown:
+            raise ValueError(
+                f"balance_factors rescales the moment estimates {sorted(MOMENT_POWERS)} of a "
+                f"rescaled weight; {type(self.optimizer).__name__} also keeps {unknown}, which "
+                "it cannot rescale: use Adam, AdamW or SGD, or balance_factors=False."
+            )
         with torch.no_grad():
             for key, power in MOMENT_POWERS.items():
                 if (

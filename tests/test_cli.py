@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from laplace_equivariance import cli
-from laplace_equivariance.cli import evaluate, main, report, train
+from laplace_equivariance.cli import evaluate, main, prepare_out, report, train
 from laplace_equivariance.marglik import marglik_training
 
 TINY = [
@@ -474,3 +474,19 @@ def test_paths_reproduces_the_path_output_shares_in_the_results(runs, capsys):
     # a one-path model carries everything on its one path
     one_path = json.loads((baseline / "results.json").read_text())["path_outputs"]
     assert all(r["paths"] == {"conv": 1.0} for r in one_path)
+
+
+def test_overwrite_removes_path_outputs_measured_for_an_earlier_run(runs, tmp_path):
+    """A path_outputs.json left by `paths` for an earlier run must not be folded into the new
+    run's results: --overwrite removes it with the other run files."""
+    learned, _ = runs
+    stored = json.loads((learned / "results.json").read_text())
+    out = tmp_path / "reused"
+    out.mkdir()
+    (out / "path_outputs.json").write_text(json.dumps([{"layer": "stale", "paths": {}}]))
+    settings = dict(stored["settings"]) | {"model": "invariant-weights", "method": "elbo"}
+    with pytest.raises(SystemExit, match="overwrite"):
+        train(settings, out)
+    assert (out / "path_outputs.json").exists()
+    prepare_out(settings, out, overwrite=True)
+    assert not (out / "path_outputs.json").exists()

@@ -205,4 +205,11 @@ def test_path_output_shares_need_relaxed_layers_and_inputs():
         path_output_shares(torch.nn.Linear(2, 2), torch.zeros(1, 2))
     model = models.build("conv", (1, 32, 32), 3, alpha=1)
     with pytest.raises(ValueError, match="at least one input"):
-        path_output_shares(model, torch.zeros(0, 1, 32, 32))
+        path_output_shares(model.eval(), torch.zeros(0, 1, 32, 32))
+
+
+def test_path_output_shares_refuse_a_model_in_training_mode():
+    """Measured in training mode, batch norm would move its running statistics: refused."""
+    model = models.build("conv", (1, 32, 32), 3, alpha=1).train()
+    with pytest.raises(ValueError, match=r"model\.eval\(\)"):
+        path_output_shares(model, torch.zeros(2, 1, 32, 32))

@@ -594,3 +594,13 @@ def test_balancing_rescales_the_optimizer_moments_with_the_weights():
     state = trainer.optimizer.state[weight]
     assert torch.all(state["exp_avg"] == 0.5) and torch.all(state["exp_avg_sq"] == 0.25)
     assert torch.all(state["momentum_buffer"] == 0.5) and state["step"] == 4.0
+
+
+def test_balancing_refuses_optimizer_state_it_cannot_rescale():
+    """Adagrad keeps a running sum of squared gradients under another name: balancing would
+    leave it belonging to the old scale, so it is refused, naming the state."""
+    weight = torch.nn.Parameter(torch.ones(3, 2))
+    trainer = marglik_module._Trainer.__new__(marglik_module._Trainer)
+    trainer.optimizer = torch.optim.Adagrad([weight])
+    with pytest.raises(ValueError, match=r"Adagrad also keeps \['sum'\]"):
+        trainer._rescale_optimizer_state(weight, torch.full((3, 2), 2.0))
