@@ -7,7 +7,8 @@ Public API:
 - :func:`laplace_equivariance.models.build`: the paper's architecture for every layer type.
 - :class:`EquivariantKFAC`: the laplace-torch curvature backend for these layers.
 - :func:`symmetry_report`, :func:`plot_symmetry`: the learned symmetry per layer and path;
-  :func:`path_output_shares`: how much of each layer's output each path carries on data.
+  :func:`path_output_shares`: how much of each layer's output each path carries on data;
+  :func:`path_shift_errors`: how far each path is from equivariant to one circular shift.
 - :func:`marglik_training`: laplace-torch's ``marglik_training`` (same parameters and
   results on stock models) with per-path priors, lengthscale hyperparameters, checkpoints
   (:class:`CheckpointError` for one that cannot be read or used);
@@ -37,6 +38,7 @@ from laplace_equivariance.curvature import (
 from laplace_equivariance.diagnostics import (
     effective_parameters,
     path_output_shares,
+    path_shift_errors,
     plot_symmetry,
     symmetry_report,
 )
@@ -74,6 +76,7 @@ __all__ = [
     "models",
     "paper_schedule",
     "path_output_shares",
+    "path_shift_errors",
     "plot_symmetry",
     "symmetry_report",
     "train_invariant_weights",

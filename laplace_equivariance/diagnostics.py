@@ -52,7 +52,13 @@ from laplace_equivariance.curvature.registry import likelihood_scale, require_fi
 from laplace_equivariance.layers import RelaxedLayer
 from laplace_equivariance.priors import parameter_paths
 
-__all__ = ["effective_parameters", "path_output_shares", "plot_symmetry", "symmetry_report"]
+__all__ = [
+    "effective_parameters",
+    "path_output_shares",
+    "path_shift_errors",
+    "plot_symmetry",
+    "symmetry_report",
+]
 
 
 def effective_parameters(la: KronLaplace) -> list[float]:
@@ -192,6 +198,101 @@ def path_output_shares(
             raise ValueError(f"Every path of {name} gives zero output on these inputs.")
         rows.append({"layer": name, "paths": {p: e / total for p, e in paths.items()}})
     return rows
+
+
+def path_shift_errors(
+    model: nn.Module, x: torch.Tensor, shift: tuple[int, int], batch_size: int = 256
+) -> list[dict[str, Any]]:
+    r"""How far each path of each relaxed layer is from equivariant to one circular shift.
+
+    A path computes ``y_p`` on its layer's input ``h``; with ``S`` the circular shift of the
+    network's input by ``shift = (dy, dx)`` pixels, ``S_l`` the same shift scaled to layer
+    ``l``'s input grid and ``S'_l`` to its output grid, the path's relative equivariance
+    error on inputs ``x`` is
+
+    .. math::
+        e_p = \frac{\sum_n \lVert y_p(S_l h_n) - S'_l y_p(h_n) \rVert^2}
+                     {\sum_n \lVert y_p(h_n) \rVert^2},
+
+    with ``h_n`` the layer's input for example ``n`` in the trained network. ``e_p = 0``: the
+    path commutes with that shift on these data (a circular CONV path with per-example
+    polyphase subsampling does, for a shift the layer's subsampling divides; so does an F-FC
+    path whose maps are constant over positions, a global pooling); ``e_p`` near 2: the
+    shifted input's output is unrelated to the shifted output. For quadrant tasks (paper
+    Table 1) a shift by half the image moves a digit to another quadrant: paths with small
+    errors treat the quadrants alike, whichever path type they are.
+
+    Args:
+        model: A model with :class:`~laplace_equivariance.layers.RelaxedLayer` modules on
+            image grids, in evaluation mode.
+        x: Inputs ``(N, C, H, W)`` on the model's device.
+        shift: ``(dy, dx)`` in input pixels; each layer's input and output grid must divide
+            it evenly (``dy * H_l / H`` an integer), except a grid one pixel long on that axis
+            (a layer that pools to 1x1), where the shift is none and the error measures
+            invariance.
+        batch_size: Examples per forward pass.
+
+    Returns:
+        ``[{"layer": name, "paths": {path: e_p or None}}, ...]`` in ``model.named_modules()``
+        order; ``None`` for a path whose output is zero on ``x`` (no error is defined).
+
+    Raises:
+        ValueError: If the model has no relaxed layer or is in training mode, ``x`` is not a
+            non-empty batch of images, or a layer's grid does not divide the shift.
+    """
+    layers = [(n, m) for n, m in model.named_modules() if isinstance(m, RelaxedLayer)]
+    if not layers:
+        raise ValueError(
+            f"{type(model).__name__} has no RelaxedLayer: path_shift_errors measures the paths "
+            "of relaxed layers (laplace_equivariance.models.build makes such models)."
+        )
+    if x.dim() != 4 or len(x) == 0:
+        raise ValueError(
+            f"path_shift_errors needs a batch of images (N, C, H, W), got {tuple(x.shape)}."
+        )
+    if model.training:
+        raise ValueError(
+            "path_shift_errors measures a model in evaluation mode: call model.eval() first."
+        )
+    height, width = x.shape[-2:]
+    sums = {name: {p: [0.0, 0.0] for p in layer.path_names} for name, layer in layers}
+
+    def scaled(size: tuple[int, int], name: str, where: str) -> tuple[int, int]:
+        # a grid one pixel long on an axis has no shift there: equivariance is invariance
+        dy = shift[0] * size[0] / height if size[0] > 1 else 0.0
+        dx = shift[1] * size[1] / width if size[1] > 1 else 0.0
+        if not (dy.is_integer() and dx.is_integer()):
+            raise ValueError(
+                f"The shift {tuple(shift)} of a {height}x{width} input is {dy}, {dx} pixels on "
+                f"the {size[0]}x{size[1]} {where} grid of {name}: choose a shift that every "
+                "layer's grid divides (a multiple of the network's total subsampling)."
+            )
+        return int(dy), int(dx)
+
+    def measure(name: str, layer: RelaxedLayer):
+        def hook(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> None:
+            h = inputs[0]
+            moved = torch.roll(h, scaled(h.shape[-2:], name, "input"), dims=(-2, -1))
+            plain, shifted = layer.path_outputs(h), layer.path_outputs(moved)
+            for path, y in plain.items():
+                expected = torch.roll(y, scaled(y.shape[-2:], name, "output"), dims=(-2, -1))
+                sums[name][path][0] += (shifted[path] - expected).double().square().sum().item()
+                sums[name][path][1] += y.double().square().sum().item()
+
+        return hook
+
+    handles = [layer.register_forward_pre_hook(measure(n, layer)) for n, layer in layers]
+    try:
+        with torch.no_grad():
+            for batch in x.split(batch_size):
+                model(batch)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return [
+        {"layer": name, "paths": {p: (e / n if n > 0 else None) for p, (e, n) in paths.items()}}
+        for name, paths in sums.items()
+    ]
 
 
 def plot_symmetry(report: dict[str, Any], title: str | None = None):

@@ -8,6 +8,7 @@ from laplace_equivariance import models
 from laplace_equivariance.diagnostics import (
     effective_parameters,
     path_output_shares,
+    path_shift_errors,
     plot_symmetry,
     symmetry_report,
 )
@@ -213,3 +214,65 @@ def test_path_output_shares_refuse_a_model_in_training_mode():
     model = models.build("conv", (1, 32, 32), 3, alpha=1).train()
     with pytest.raises(ValueError, match=r"model\.eval\(\)"):
         path_output_shares(model, torch.zeros(2, 1, 32, 32))
+
+
+def _quadrant_network() -> torch.nn.Module:
+    """App. F.1's F-FC+CONV at alpha 1 (grids 32, 16, 16, 8, 8, 4, 4, 1), float64."""
+    torch.manual_seed(0)
+    return models.build("f-fc+conv", (1, 32, 32), 3, alpha=1).double().eval()
+
+
+def test_conv_paths_and_an_f_fc_path_constant_over_positions_commute_with_a_quadrant_shift():
+    """Circular CONV with per-example polyphase subsampling commutes with a shift that every
+    grid divides (to rounding, float64); an F-FC path whose two maps are constant over
+    positions is a global pooling and does too; a random F-FC path does not."""
+    model = _quadrant_network()
+    fc = model.layer4.fc
+    with torch.no_grad():
+        fc.input_map.weight.copy_(
+            fc.input_map.weight.mean(-1, keepdim=True).expand_as(fc.input_map.weight)
+        )
+        fc.output_map.weight.copy_(
+            fc.output_map.weight.mean(0, keepdim=True).expand_as(fc.output_map.weight)
+        )
+        fc.output_map.position_bias.fill_(0.3)
+    x = torch.randn(6, 1, 32, 32, dtype=torch.float64)
+    rows = {r["layer"]: r["paths"] for r in path_shift_errors(model, x, (16, 16), batch_size=4)}
+    assert list(rows) == [f"layer{i}" for i in range(1, 9)]
+    assert all(paths["conv"] < 1e-20 for paths in rows.values())
+    assert rows["layer4"]["fc"] < 1e-20
+    assert all(rows[f"layer{i}"]["fc"] > 0.1 for i in (1, 2, 3, 5, 6, 7))
+
+
+def test_path_shift_error_is_the_direct_computation_and_none_for_a_silent_path():
+    model = _quadrant_network()
+    with torch.no_grad():
+        model.layer3.conv.weight.zero_()
+        model.layer3.conv.bias.zero_()
+    x = torch.randn(5, 1, 32, 32, dtype=torch.float64)
+    rows = {r["layer"]: r["paths"] for r in path_shift_errors(model, x, (0, 16), batch_size=2)}
+    assert rows["layer3"]["conv"] is None
+    inputs = {}
+    hook = model.layer5.register_forward_pre_hook(lambda m, a: inputs.setdefault("h", a[0]))
+    model(x)
+    hook.remove()
+    h = inputs["h"]  # 8x8: the shift is 4 there, on input and output alike
+    plain = model.layer5.path_outputs(h)["fc"]
+    moved = model.layer5.path_outputs(torch.roll(h, (0, 4), dims=(-2, -1)))["fc"]
+    expected = (
+        moved - torch.roll(plain, (0, 4), dims=(-2, -1))
+    ).square().sum() / plain.square().sum()
+    assert rows["layer5"]["fc"] == pytest.approx(expected.item(), rel=1e-10)
+
+
+def test_path_shift_errors_refuse_what_they_cannot_measure():
+    model = _quadrant_network()
+    x = torch.zeros(2, 1, 32, 32, dtype=torch.float64)
+    with pytest.raises(ValueError, match="choose a shift"):
+        path_shift_errors(model, x, (1, 0))
+    with pytest.raises(ValueError, match="no RelaxedLayer"):
+        path_shift_errors(torch.nn.Conv2d(1, 1, 3), x, (16, 0))
+    with pytest.raises(ValueError, match=r"\(N, C, H, W\)"):
+        path_shift_errors(model, torch.zeros(2, 32, 32, dtype=torch.float64), (16, 0))
+    with pytest.raises(ValueError, match=r"model\.eval\(\)"):
+        path_shift_errors(model.train(), x, (16, 0))
