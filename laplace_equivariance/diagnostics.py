@@ -233,8 +233,10 @@ def path_shift_errors(
         batch_size: Examples per forward pass.
 
     Returns:
-        ``[{"layer": name, "paths": {path: e_p or None}}, ...]`` in ``model.named_modules()``
-        order; ``None`` for a path whose output is zero on ``x`` (no error is defined).
+        ``[{"layer": name, "paths": {path: e_p or None}, "total": e}, ...]`` in
+        ``model.named_modules()`` order, ``e`` the same error of the paths' sum (the layer's
+        output before its ``1 / sqrt(K)``); ``None`` where the output is zero on ``x`` (no
+        error is defined).
 
     Raises:
         ValueError: If the model has no relaxed layer or is in training mode, ``x`` is not a
@@ -255,7 +257,7 @@ def path_shift_errors(
             "path_shift_errors measures a model in evaluation mode: call model.eval() first."
         )
     height, width = x.shape[-2:]
-    sums = {name: {p: [0.0, 0.0] for p in layer.path_names} for name, layer in layers}
+    sums = {name: {p: [0.0, 0.0] for p in [*layer.path_names, "total"]} for name, layer in layers}
 
     def scaled(size: tuple[int, int], name: str, where: str) -> tuple[int, int]:
         # a grid one pixel long on an axis has no shift there: equivariance is invariance
@@ -274,6 +276,8 @@ def path_shift_errors(
             h = inputs[0]
             moved = torch.roll(h, scaled(h.shape[-2:], name, "input"), dims=(-2, -1))
             plain, shifted = layer.path_outputs(h), layer.path_outputs(moved)
+            plain["total"] = sum(plain.values())
+            shifted["total"] = sum(shifted.values())
             for path, y in plain.items():
                 expected = torch.roll(y, scaled(y.shape[-2:], name, "output"), dims=(-2, -1))
                 sums[name][path][0] += (shifted[path] - expected).double().square().sum().item()
@@ -289,9 +293,13 @@ def path_shift_errors(
     finally:
         for handle in handles:
             handle.remove()
-    return [
-        {"layer": name, "paths": {p: (e / n if n > 0 else None) for p, (e, n) in paths.items()}}
+    errors = {
+        name: {p: (e / n if n > 0 else None) for p, (e, n) in paths.items()}
         for name, paths in sums.items()
+    }
+    return [
+        {"layer": name, "paths": values, "total": values.pop("total")}
+        for name, values in errors.items()
     ]
 
 

@@ -263,6 +263,14 @@ def test_path_shift_error_is_the_direct_computation_and_none_for_a_silent_path()
         moved - torch.roll(plain, (0, 4), dims=(-2, -1))
     ).square().sum() / plain.square().sum()
     assert rows["layer5"]["fc"] == pytest.approx(expected.item(), rel=1e-10)
+    total = path_shift_errors(model, x, (0, 16))[4]["total"]
+    both = model.layer5.path_outputs(h)
+    both_moved = model.layer5.path_outputs(torch.roll(h, (0, 4), dims=(-2, -1)))
+    plain, moved = sum(both.values()), sum(both_moved.values())
+    expected = (
+        moved - torch.roll(plain, (0, 4), dims=(-2, -1))
+    ).square().sum() / plain.square().sum()
+    assert total == pytest.approx(expected.item(), rel=1e-10)
 
 
 def test_path_shift_errors_refuse_what_they_cannot_measure():

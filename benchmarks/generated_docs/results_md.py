@@ -573,6 +573,66 @@ class ExactBlocksSection(MeasuredRunsSection):
         return lines
 
 
+@dataclass(frozen=True)
+class ShiftErrorsSection(MeasuredRunsSection):
+    """``benchmarks/shift_errors.py``'s measurements: per layer, what the FC path carries and
+    how far it and the layer are from equivariant to the quadrant shifts."""
+
+    def render(self) -> str:
+        measured, lines = self.opening()
+        runs = measured["runs"]
+
+        def per_seed(values: list[float | None]) -> str:
+            return " / ".join("-" if v is None else f"{v:.3f}" for v in values)
+
+        lines[-1] += (
+            f"; {runs[0]['test_images']} test images; predicted class unchanged by the "
+            f"diagonal shift, per seed: {per_seed([r['prediction_unchanged'] for r in runs])}."
+        )
+        header = ["layer", "FC output share", "FC shift error", "CONV shift error"]
+        header += ["layer's shift error"]
+        lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for k, layer in enumerate(runs[0]["layers"]):
+            rows = [r["layers"][k] for r in runs]
+            cells = [
+                layer["layer"],
+                per_seed([row["paths"]["fc"]["share"] for row in rows]),
+                per_seed([row["paths"]["fc"]["shift_error"] for row in rows]),
+                per_seed([row["paths"]["conv"]["shift_error"] for row in rows]),
+                per_seed([row["shift_error"] for row in rows]),
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+        return "\n".join([*lines, "", self.conclusion])
+
+
+SHIFT_ERRORS_ABOUT = (
+    "On the first 1,000 test images, per layer and seed: the FC path's share of the layer's "
+    "output (path_output_shares), the relative equivariance error "
+    "sum_n ||y(S h_n) - S' y(h_n)||^2 / sum_n ||y(h_n)||^2 of the FC path, the CONV path and "
+    "the layer's sum of paths (path_shift_errors; h_n the layer's input, S the shift of the "
+    "32x32 input by 16 pixels scaled to the layer's grid, S' to its output grid; at layer 8, "
+    "whose output is 1x1, the error measures invariance), the mean over the three shifts that "
+    "move a digit to another quadrant (down, right, both). 0: the layer treats the quadrants "
+    "alike; near 2: the shifted input's output is unrelated to the shifted output. The CONV "
+    "paths are exactly equivariant by construction (circular convolutions, per-example "
+    "polyphase subsampling)."
+)
+
+
+SHIFT_ERRORS_CONCLUSION_DIGIT = (
+    "Read by what the layers compute, the digit task's network is equivariant to the task's "
+    "symmetry in layers 1-5 of every seed (the layer's error at most 0.10), including where "
+    "the FC path carries most of the output: in seed 0 the FC paths of layers 4 and 5 carry "
+    "99.8 % and 99.5 % of the output with errors 0.10 and 0.05, in seed 2 0.021 and 0.073. An "
+    "F-FC path is a rank-one map per channel pair (an input template, an output pattern); "
+    "templates that repeat over the quadrants make it equivariant to these shifts, and "
+    "constant ones make it a global pooling, which is invariant. Layers 6 and 7 are not "
+    "equivariant in any seed (0.11-0.55), and 93-96 % of the predictions are unchanged by "
+    "the diagonal shift (test accuracy 92-94 %). So where the FC shares of the paper's "
+    "measure say 'FC', layers 4-5 still learned the digit task's symmetry; layers 6-7 did not."
+)
+
+
 EXACT_TILT_CONCLUSION = (
     "KFAC-expand overstates almost every tensor's curvature at the learned precisions (gamma "
     "up to 2-3 times the exact from layer 4 on), but it does not tilt the middle layers "
@@ -731,6 +791,16 @@ SECTIONS = [
         "(path_outputs.json).",
         EXACT_TILT_CONCLUSION,
         runs_folder="table1-digit-4000-150ep",
+    ),
+    ShiftErrorsSection(
+        "The digit task's learned F-FC+CONV, 150 epochs: how equivariant each layer is to the "
+        "quadrant shifts",
+        "shift-errors/table1-digit-4000-150ep.json",
+        "python benchmarks/shift_errors.py RUN0 RUN1 RUN2 --out "
+        "benchmarks/results/shift-errors/table1-digit-4000-150ep.json (RUNs: the learned runs "
+        "of the 150-epoch table, retrained with their model.pt as for the exact blocks)",
+        SHIFT_ERRORS_ABOUT,
+        SHIFT_ERRORS_CONCLUSION_DIGIT,
     ),
     StructureSection(
         "The digit task, 4,000 images, 150 epochs, with the F-FC factors balanced at every fit",

@@ -1,0 +1,95 @@
+"""How far each path of trained runs is from equivariant to the quadrant shifts of Table 1.
+
+On quadrant MNIST a circular shift of the 32x32 input by 16 pixels (down, right, or both)
+moves a digit into another quadrant. For each run this measures, on its first 1,000 test
+images, :func:`~laplace_equivariance.path_shift_errors` for the three shifts (their mean per
+path and per layer's sum of paths), each path's share of its layer's output
+(:func:`~laplace_equivariance.path_output_shares`), and the share of test images whose
+predicted class the diagonal shift leaves unchanged. A path with a small error treats the
+quadrants alike whatever its type: an F-FC path can be a global pooling, which is invariant.
+
+Usage:
+    python benchmarks/shift_errors.py RUN [RUN ...] --out benchmarks/results/shift-errors/NAME.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from laplace_equivariance import path_output_shares, path_shift_errors  # noqa: E402
+from laplace_equivariance.cli import device_name, load_trained  # noqa: E402
+
+QUADRANT_SHIFTS = ((16, 0), (0, 16), (16, 16))
+"""Down, right, and both: the three moves of a digit to another quadrant of a 32x32 canvas."""
+
+
+def mean_or_none(values: list[float | None]) -> float | None:
+    """The mean, or None where any value is None (a silent path)."""
+    return None if any(v is None for v in values) else statistics.fmean(values)
+
+
+def measure(run: Path, images: int) -> dict[str, Any]:
+    """One run's per-layer shift errors, output shares and unchanged predictions."""
+    model, data = load_trained(run)
+    model.eval()
+    x = data.x_test[:images]
+    per_shift = [path_shift_errors(model, x, shift) for shift in QUADRANT_SHIFTS]
+    shares = path_output_shares(model, x)
+    layers = []
+    for k, share in enumerate(shares):
+        rows = [errors[k] for errors in per_shift]
+        layers.append(
+            {
+                "layer": share["layer"],
+                "paths": {
+                    path: {
+                        "share": value,
+                        "shift_error": mean_or_none([r["paths"][path] for r in rows]),
+                    }
+                    for path, value in share["paths"].items()
+                },
+                "shift_error": mean_or_none([r["total"] for r in rows]),
+            }
+        )
+    with torch.no_grad():
+        before = model(x).argmax(-1)
+        after = model(torch.roll(x, QUADRANT_SHIFTS[-1], dims=(-2, -1))).argmax(-1)
+    results = json.loads((run / "results.json").read_text())
+    return {
+        "run": run.name,
+        "settings": results["settings"],
+        "test_images": len(x),
+        "layers": layers,
+        "prediction_unchanged": (before == after).double().mean().item(),
+    }
+
+
+def main() -> None:
+    """Measure the runs and write one JSON file."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", type=Path, nargs="+", help="--out folders of trained runs")
+    parser.add_argument("--out", type=Path, required=True, help="JSON file to write")
+    parser.add_argument("--images", type=int, default=1000, help="test images measured")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    measured = [measure(run, args.images) for run in args.runs]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(
+        json.dumps(
+            {"device": device_name("cpu"), "threads": args.threads, "runs": measured}, indent=1
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
