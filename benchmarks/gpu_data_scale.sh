@@ -10,18 +10,10 @@
 # .whl/ and Fashion-MNIST's four IDX files in .data/fashion-mnist/):
 #     OUT=... LIMIT=530 bash benchmarks/gpu_data_scale.sh
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target .site .whl/*.whl && export PYTHONPATH=$PWD/.site:$PWD || exit 1
-export PYTHONUNBUFFERED=1
-OUT=${OUT:?set OUT to the folder that receives the results}
+source benchmarks/gpu_setup.sh || exit 1
 LIMIT=${LIMIT:-530}
 runs=$OUT/runs
 mkdir -p "$runs"
-{
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-    python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
-    nproc
-} > "$OUT/device.txt" 2>&1
 for seed in 0 1 2; do
     for size in "n60000 --epochs 12 --burnin 2 --marglik-frequency 1" \
         "n4000 --subset 4000 --epochs 180 --burnin 30 --marglik-frequency 15"; do

@@ -11,19 +11,10 @@
 # in .whl/ and each run folder holding results.json and model.pt):
 #     RUNS="runs/a runs/b runs/c" OUT=... LIMIT=400 bash benchmarks/gpu_exact_blocks.sh
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target .site .whl/*.whl && export PYTHONPATH=$PWD/.site:$PWD || exit 1
-export PYTHONUNBUFFERED=1
-OUT=${OUT:?set OUT to the folder that receives the results}
+source benchmarks/gpu_setup.sh || exit 1
 RUNS=${RUNS:?set RUNS to the trained run folders}
 LIMIT=${LIMIT:-400}
-{
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-    python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
-    nproc
-} > "$OUT/device.txt" 2>&1
-timeout 240 python3 -m pytest -q -n 2 -k cuda tests/curvature tests/layers tests/test_models.py \
-    tests/test_lengthscales.py --junitxml="$OUT/cuda-tests.xml" > "$OUT/cuda-tests.log" 2>&1 &
+start_cuda_tests
 for run in $RUNS; do
     name=$(basename "$run")
     timeout "$LIMIT" python3 benchmarks/exact_blocks.py "$run" --device cuda --max-size 32768 \

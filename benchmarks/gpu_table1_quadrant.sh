@@ -10,21 +10,12 @@
 # Usage (repository root of the GPU machine, with the wheels of ../shared/tools/gpu-wheels
 # in .whl/):  EPOCHS=100 LIMIT=500 bash benchmarks/gpu_table1_quadrant.sh
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target .site .whl/*.whl && export PYTHONPATH=$PWD/.site:$PWD || exit 1
-export PYTHONUNBUFFERED=1
-OUT=${OUT:?set OUT to the folder that receives the results}
+source benchmarks/gpu_setup.sh || exit 1
 EPOCHS=${EPOCHS:-100}
 LIMIT=${LIMIT:-500}
 runs=$OUT/runs
 mkdir -p "$runs"
-{
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-    python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
-    nproc
-} > "$OUT/device.txt" 2>&1
-timeout 240 python3 -m pytest -q -n 2 -k cuda tests/curvature tests/layers tests/test_models.py \
-    tests/test_lengthscales.py --junitxml="$OUT/cuda-tests.xml" > "$OUT/cuda-tests.log" 2>&1 &
+start_cuda_tests
 for seed in 0 1 2; do
     for row in "f-fc+conv marglik" "fc map" "conv map"; do
         read -r model method <<< "$row"

@@ -42,6 +42,7 @@ output energy is off in what the network computes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -141,6 +142,54 @@ def symmetry_report(la: KronLaplace) -> dict[str, Any]:
     return {"layers": rows, "outside": outside}
 
 
+def _on_layer_inputs(
+    model: nn.Module,
+    x: torch.Tensor,
+    batch_size: int,
+    measure: Callable[[str, RelaxedLayer, torch.Tensor], None],
+    caller: str,
+) -> list[str]:
+    """Call ``measure(name, layer, input)`` for every relaxed layer on each batch of ``x``.
+
+    The model runs forward without gradients, batch by batch; ``measure`` sees each relaxed
+    layer's input (a forward pre-hook, removed afterwards). Returns the layers' names in
+    ``model.named_modules()`` order.
+
+    Raises:
+        ValueError: If the model has no relaxed layer or is in training mode, or ``x`` is
+            empty (``caller`` names the public function in the messages).
+    """
+    layers = [(n, m) for n, m in model.named_modules() if isinstance(m, RelaxedLayer)]
+    if not layers:
+        raise ValueError(
+            f"{type(model).__name__} has no RelaxedLayer: {caller} measures the paths of "
+            "relaxed layers (laplace_equivariance.models.build makes such models)."
+        )
+    if len(x) == 0:
+        raise ValueError(f"{caller} needs at least one input.")
+    if model.training:
+        raise ValueError(
+            f"{caller} measures a model in evaluation mode (in training mode dropout draws and "
+            "batch norm updates its running statistics): call model.eval() first."
+        )
+
+    def hook_of(name: str, layer: RelaxedLayer):
+        def hook(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> None:
+            measure(name, layer, inputs[0])
+
+        return hook
+
+    handles = [layer.register_forward_pre_hook(hook_of(n, layer)) for n, layer in layers]
+    try:
+        with torch.no_grad():
+            for batch in x.split(batch_size):
+                model(batch)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return [name for name, _ in layers]
+
+
 def path_output_shares(
     model: nn.Module, x: torch.Tensor, batch_size: int = 256
 ) -> list[dict[str, Any]]:
@@ -161,38 +210,16 @@ def path_output_shares(
         ValueError: If the model has no relaxed layer or is in training mode, ``x`` is empty,
             or a layer's paths all give zero outputs on ``x`` (no share is defined).
     """
-    layers = [(n, m) for n, m in model.named_modules() if isinstance(m, RelaxedLayer)]
-    if not layers:
-        raise ValueError(
-            f"{type(model).__name__} has no RelaxedLayer: path_output_shares measures the paths "
-            "of relaxed layers (laplace_equivariance.models.build makes such models)."
-        )
-    if len(x) == 0:
-        raise ValueError("path_output_shares needs at least one input.")
-    if model.training:
-        raise ValueError(
-            "path_output_shares measures a model in evaluation mode (in training mode dropout "
-            "draws and batch norm updates its running statistics): call model.eval() first."
-        )
-    energy = {name: dict.fromkeys(layer.path_names, 0.0) for name, layer in layers}
+    energy: dict[str, dict[str, float]] = {}
 
-    def measure(name: str, layer: RelaxedLayer):
-        def hook(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> None:
-            for path, term in layer.path_outputs(inputs[0]).items():
-                energy[name][path] += term.double().square().sum().item()
+    def measure(name: str, layer: RelaxedLayer, h: torch.Tensor) -> None:
+        paths = energy.setdefault(name, dict.fromkeys(layer.path_names, 0.0))
+        for path, term in layer.path_outputs(h).items():
+            paths[path] += term.double().square().sum().item()
 
-        return hook
-
-    handles = [layer.register_forward_pre_hook(measure(n, layer)) for n, layer in layers]
-    try:
-        with torch.no_grad():
-            for batch in x.split(batch_size):
-                model(batch)
-    finally:
-        for handle in handles:
-            handle.remove()
     rows = []
-    for name, paths in energy.items():
+    for name in _on_layer_inputs(model, x, batch_size, measure, "path_output_shares"):
+        paths = energy[name]
         total = sum(paths.values())
         if total == 0:
             raise ValueError(f"Every path of {name} gives zero output on these inputs.")
@@ -242,22 +269,12 @@ def path_shift_errors(
         ValueError: If the model has no relaxed layer or is in training mode, ``x`` is not a
             non-empty batch of images, or a layer's grid does not divide the shift.
     """
-    layers = [(n, m) for n, m in model.named_modules() if isinstance(m, RelaxedLayer)]
-    if not layers:
-        raise ValueError(
-            f"{type(model).__name__} has no RelaxedLayer: path_shift_errors measures the paths "
-            "of relaxed layers (laplace_equivariance.models.build makes such models)."
-        )
-    if x.dim() != 4 or len(x) == 0:
+    if x.dim() != 4:
         raise ValueError(
             f"path_shift_errors needs a batch of images (N, C, H, W), got {tuple(x.shape)}."
         )
-    if model.training:
-        raise ValueError(
-            "path_shift_errors measures a model in evaluation mode: call model.eval() first."
-        )
     height, width = x.shape[-2:]
-    sums = {name: {p: [0.0, 0.0] for p in [*layer.path_names, "total"]} for name, layer in layers}
+    sums: dict[str, dict[str, list[float]]] = {}
 
     def scaled(size: tuple[int, int], name: str, where: str) -> tuple[int, int]:
         # a grid one pixel long on an axis has no shift there: equivariance is invariance
@@ -271,36 +288,22 @@ def path_shift_errors(
             )
         return int(dy), int(dx)
 
-    def measure(name: str, layer: RelaxedLayer):
-        def hook(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> None:
-            h = inputs[0]
-            moved = torch.roll(h, scaled(h.shape[-2:], name, "input"), dims=(-2, -1))
-            plain, shifted = layer.path_outputs(h), layer.path_outputs(moved)
-            plain["total"] = sum(plain.values())
-            shifted["total"] = sum(shifted.values())
-            for path, y in plain.items():
-                expected = torch.roll(y, scaled(y.shape[-2:], name, "output"), dims=(-2, -1))
-                sums[name][path][0] += (shifted[path] - expected).double().square().sum().item()
-                sums[name][path][1] += y.double().square().sum().item()
+    def measure(name: str, layer: RelaxedLayer, h: torch.Tensor) -> None:
+        paths = sums.setdefault(name, {p: [0.0, 0.0] for p in [*layer.path_names, "total"]})
+        moved = torch.roll(h, scaled(h.shape[-2:], name, "input"), dims=(-2, -1))
+        plain, shifted = layer.path_outputs(h), layer.path_outputs(moved)
+        plain["total"] = sum(plain.values())
+        shifted["total"] = sum(shifted.values())
+        for path, y in plain.items():
+            expected = torch.roll(y, scaled(y.shape[-2:], name, "output"), dims=(-2, -1))
+            paths[path][0] += (shifted[path] - expected).double().square().sum().item()
+            paths[path][1] += y.double().square().sum().item()
 
-        return hook
-
-    handles = [layer.register_forward_pre_hook(measure(n, layer)) for n, layer in layers]
-    try:
-        with torch.no_grad():
-            for batch in x.split(batch_size):
-                model(batch)
-    finally:
-        for handle in handles:
-            handle.remove()
-    errors = {
-        name: {p: (e / n if n > 0 else None) for p, (e, n) in paths.items()}
-        for name, paths in sums.items()
-    }
-    return [
-        {"layer": name, "paths": values, "total": values.pop("total")}
-        for name, values in errors.items()
-    ]
+    rows = []
+    for name in _on_layer_inputs(model, x, batch_size, measure, "path_shift_errors"):
+        errors = {p: (e / n if n > 0 else None) for p, (e, n) in sums[name].items()}
+        rows.append({"layer": name, "total": errors.pop("total"), "paths": errors})
+    return rows
 
 
 def plot_symmetry(report: dict[str, Any], title: str | None = None):
