@@ -266,8 +266,9 @@ def path_shift_errors(
         error is defined).
 
     Raises:
-        ValueError: If the model has no relaxed layer or is in training mode, ``x`` is not a
-            non-empty batch of images, or a layer's grid does not divide the shift.
+        ValueError: If the model has no relaxed layer or is in training mode, ``x`` or a
+            relaxed layer's input is not a non-empty batch of images, or a layer's grid does
+            not divide the shift.
     """
     if x.dim() != 4:
         raise ValueError(
@@ -289,6 +290,11 @@ def path_shift_errors(
         return int(dy), int(dx)
 
     def measure(name: str, layer: RelaxedLayer, h: torch.Tensor) -> None:
+        if h.dim() != 4:
+            raise ValueError(
+                f"{name} takes inputs of shape {tuple(h.shape)}, not image grids (N, C, H, W): "
+                "path_shift_errors shifts grids, so it measures relaxed layers on images only."
+            )
         paths = sums.setdefault(name, {p: [0.0, 0.0] for p in [*layer.path_names, "total"]})
         moved = torch.roll(h, scaled(h.shape[-2:], name, "input"), dims=(-2, -1))
         plain, shifted = layer.path_outputs(h), layer.path_outputs(moved)

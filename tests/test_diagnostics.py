@@ -284,3 +284,13 @@ def test_path_shift_errors_refuse_what_they_cannot_measure():
         path_shift_errors(model, torch.zeros(2, 32, 32, dtype=torch.float64), (16, 0))
     with pytest.raises(ValueError, match=r"model\.eval\(\)"):
         path_shift_errors(model.train(), x, (16, 0))
+
+
+def test_path_shift_errors_refuse_a_relaxed_layer_on_vectors():
+    """Rolling the last two axes of (N, features) would mix the batch: refused, not measured."""
+    from laplace_equivariance.layers import RelaxedLayer
+
+    paths = {"a": torch.nn.Linear(4, 3), "b": torch.nn.Linear(4, 3)}
+    model = torch.nn.Sequential(torch.nn.Flatten(), RelaxedLayer(paths)).eval()
+    with pytest.raises(ValueError, match="not image grids"):
+        path_shift_errors(model, torch.zeros(2, 1, 2, 2), (1, 1))
