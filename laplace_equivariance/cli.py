@@ -542,7 +542,17 @@ RUN_RECORD = "run.json"
 NOT_RESULT_SETTINGS = ("threads", "timeout", "download")
 """Settings that do not change a run's result: a run may resume with other values of them."""
 
-RUN_FILES = (RUN_RECORD, "checkpoint.pt", "results.json", "model.pt", summary.PATH_OUTPUTS_FILE)
+FIT_TRACE_FILE = "fits.jsonl"
+"""File in ``--out`` to which a learned run appends one line per marginal-likelihood fit."""
+
+RUN_FILES = (
+    RUN_RECORD,
+    "checkpoint.pt",
+    "results.json",
+    "model.pt",
+    summary.PATH_OUTPUTS_FILE,
+    FIT_TRACE_FILE,
+)
 """Files of a run in its ``--out`` folder (besides the plots); ``--overwrite`` removes them."""
 
 POSITIVE = ("epochs", "alpha", "batch_size", "marglik_frequency", "hypersteps", "mc_samples")
@@ -723,6 +733,7 @@ def _train_relaxed(
     """
     learns = settings["method"] == "marglik"
     epochs_done: dict[str, Any] = {}
+    trace_inputs = loader.dataset.tensors[0][:PATH_OUTPUT_EXAMPLES]
 
     def record(epoch: int, info: dict[str, Any]) -> None:
         epochs_done.update(
@@ -731,6 +742,8 @@ def _train_relaxed(
             at=time.perf_counter(),
             evaluated_epoch=info["best_epoch"] or epoch,
         )
+        if info["neg_log_marglik"] is not None and distributed.rank() == 0:
+            append_fit(out / FIT_TRACE_FILE, epoch, info, model, trace_inputs)
 
     schedule = paper_schedule(
         settings["epochs"],
@@ -778,6 +791,61 @@ def _train_relaxed(
             "epoch_seconds": state.get("epoch_seconds", []),
         }
     return la, model, losses, margliks, time.perf_counter() - start, timing
+
+
+def append_fit(
+    path: Path, epoch: int, info: dict[str, Any], model: torch.nn.Module, x: torch.Tensor
+) -> None:
+    """Append one marginal-likelihood fit's state to the run's trace (:data:`FIT_TRACE_FILE`).
+
+    One JSON line: the ``epoch``, the fit's last ``neg_log_marglik``, every prior group's
+    ``prior_precision``, every parameter tensor's ``squared_norm`` (so ``delta ||theta||^2``,
+    MacKay's ``gamma`` at the fixed point of a fit, can be read per tensor) and the relaxed
+    layers' ``path_outputs`` (:func:`path_output_shares` on ``x``, the first training images).
+    Measuring leaves the model's mode, weights and random state as they were.
+
+    Args:
+        path: The trace file (created if missing).
+        epoch: The epoch the fit followed.
+        info: What :func:`marglik_training` passes its callback after that epoch.
+        model: The model being trained.
+        x: Inputs for the output shares, shape ``(N, *in_shape)``, on the model's device.
+    """
+    line: dict[str, Any] = {
+        "epoch": epoch,
+        "neg_log_marglik": info["neg_log_marglik"],
+        "prior_precision": info["prior_precision"],
+        "squared_norm": {
+            name: weight.detach().double().square().sum().item()
+            for name, weight in model.named_parameters()
+        },
+    }
+    if any(isinstance(module, RelaxedLayer) for module in model.modules()):
+        training = model.training
+        with torch.no_grad():
+            line["path_outputs"] = path_output_shares(model.eval(), x)
+        model.train(training)
+    with path.open("a") as trace:
+        trace.write(json.dumps(line) + "\n")
+
+
+def read_fits(path: Path) -> list[dict[str, Any]]:
+    """The fits a run's trace holds, in epoch order, the last line of each epoch kept.
+
+    A run resumed from its checkpoint may repeat an epoch the trace already holds (when it
+    stopped between the checkpoint and the trace); its later line describes the state the
+    run went on from.
+
+    Args:
+        path: A :data:`FIT_TRACE_FILE`; a missing file holds no fits.
+    """
+    if not path.exists():
+        return []
+    by_epoch = {}
+    for text in path.read_text().splitlines():
+        line = json.loads(text)
+        by_epoch[line["epoch"]] = line
+    return [by_epoch[epoch] for epoch in sorted(by_epoch)]
 
 
 def _write_files(
@@ -895,6 +963,7 @@ def train(settings: dict[str, Any], out: Path, overwrite: bool = False) -> dict[
     }
     if la is not None:
         results["symmetry"] = symmetry_report(la)
+        results["fits"] = read_fits(out / FIT_TRACE_FILE)
     if any(isinstance(m, RelaxedLayer) for m in model.modules()):
         results["path_outputs"] = path_output_shares(
             model.eval(), data.x_train[:PATH_OUTPUT_EXAMPLES].to(device)

@@ -89,6 +89,47 @@ def test_train_writes_results_model_and_plots(runs):
     assert map_results["evaluated_epoch"] == 2 and results["evaluated_epoch"] == 2
 
 
+def test_a_learned_run_traces_every_fit_ending_at_the_final_state(runs):
+    """``fits`` has one entry per fit; the last is the trained model's state."""
+    learned, baseline = runs
+    results = json.loads((learned / "results.json").read_text())
+    fits = results["fits"]
+    assert [fit["epoch"] for fit in fits] == [1, 2]
+    # each fit's objective is the last of its two hyperparameter steps
+    assert [fit["neg_log_marglik"] for fit in fits] == results["neg_log_marglik"][1::2]
+    last = fits[-1]
+    state = torch.load(learned / "model.pt", map_location="cpu", weights_only=True)
+    for name, weight in state.items():
+        assert last["squared_norm"][name] == pytest.approx(weight.double().square().sum().item())
+    # the final Laplace approximation is taken at the last fit's precisions
+    for layer in results["symmetry"]["layers"]:
+        reported = [p for row in layer["paths"].values() for p in row["prior_precision"]]
+        traced = [p for n, p in last["prior_precision"].items() if n.startswith(layer["layer"] + ".")]
+        assert sorted(traced) == pytest.approx(sorted(reported)) and traced, layer["layer"]
+    assert last["path_outputs"] == results["path_outputs"]
+    assert "fits" not in json.loads((baseline / "results.json").read_text())
+
+
+def test_tracing_the_fits_leaves_training_unchanged(runs, tmp_path, monkeypatch):
+    learned, _ = runs
+    settings = json.loads((learned / "results.json").read_text())["settings"]
+    monkeypatch.setattr(cli, "append_fit", lambda *args: None)
+    untraced = train(settings, tmp_path / "untraced")
+    traced = json.loads((learned / "results.json").read_text())
+    assert untraced["losses"] == traced["losses"]
+    assert untraced["neg_log_marglik"] == traced["neg_log_marglik"]
+    assert untraced["fits"] == []
+
+
+def test_the_trace_keeps_the_last_line_of_an_epoch_a_resume_repeated(tmp_path):
+    trace = tmp_path / cli.FIT_TRACE_FILE
+    lines = [{"epoch": 5, "neg_log_marglik": 3.0}, {"epoch": 10, "neg_log_marglik": 2.0}]
+    lines.append({"epoch": 10, "neg_log_marglik": 1.0})
+    trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert [fit["neg_log_marglik"] for fit in cli.read_fits(trace)] == [3.0, 1.0]
+    assert cli.read_fits(tmp_path / "missing.jsonl") == []
+
+
 def options_reaching_the_trainer(monkeypatch, args: list[str], *names: str) -> list[dict]:
     """Run ``main(args)``; the named keyword arguments of every marglik_training call."""
     passed = []
