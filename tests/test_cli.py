@@ -104,7 +104,8 @@ def test_a_learned_run_traces_every_fit_ending_at_the_final_state(runs):
     # the final Laplace approximation is taken at the last fit's precisions
     for layer in results["symmetry"]["layers"]:
         reported = [p for row in layer["paths"].values() for p in row["prior_precision"]]
-        traced = [p for n, p in last["prior_precision"].items() if n.startswith(layer["layer"] + ".")]
+        prefix = layer["layer"] + "."
+        traced = [p for n, p in last["prior_precision"].items() if n.startswith(prefix)]
         assert sorted(traced) == pytest.approx(sorted(reported)) and traced, layer["layer"]
     assert last["path_outputs"] == results["path_outputs"]
     assert "fits" not in json.loads((baseline / "results.json").read_text())
