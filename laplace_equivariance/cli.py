@@ -119,6 +119,7 @@ DEFAULTS: dict[str, Any] = {
     "kfac_approx": "expand",
     "restore_best": False,
     "balance_factors": False,
+    "start": "mixed",
     "prior_structure": "layerwise",
     "lengthscale_mode": "learned",
     "lengthscale_derivative": "total",
@@ -255,6 +256,14 @@ def _parser() -> argparse.ArgumentParser:
         dest="balance_factors",
         help="balance every F-FC channel pair's two factors under the learned precisions "
         "before each Laplace fit (marglik_training's balance_factors) [off]",
+    )
+    train.add_argument(
+        "--start",
+        choices=["mixed", "equivariant"],
+        dest="start",
+        help="where a relaxed model's training starts: every path drawn at random (mixed), or "
+        "its FC-type paths silenced so that it starts as its CONV network (equivariant; "
+        "RelaxedNet.start_equivariant_) [mixed]",
     )
     train.add_argument(
         "--prior-structure",
@@ -406,13 +415,16 @@ def build_model(
         :class:`~laplace_equivariance.invariance.InvariantWeightsNet`.
     """
     if settings["model"] != INVARIANT_WEIGHTS:
-        return models.build(
+        model = models.build(
             settings["model"],
             in_shape,
             n_classes,
             settings["alpha"],
             sparse_options={"lengthscale_mode": settings["lengthscale_mode"]},
         )
+        if settings.get("start", "mixed") == "equivariant":
+            model.start_equivariant_()
+        return model
     return InvariantWeightsNet(
         in_shape,
         n_classes,
@@ -576,6 +588,15 @@ def check_settings(settings: dict[str, Any]) -> None:
     if settings["burnin"] < 0:
         raise SystemExit(f"--burnin must be at least 0, got {settings['burnin']}.")
     invariant = settings["model"] == INVARIANT_WEIGHTS
+    if settings.get("start", "mixed") == "equivariant" and (
+        invariant
+        or not {models.PATH_NAME[k] for k in models.MODEL_NAMES[settings["model"]]}
+        & set(models.EQUIVARIANT_PATHS)
+    ):
+        raise SystemExit(
+            f"--start equivariant silences the FC-type paths; --model {settings['model']} has "
+            "no equivariant path to start from (use a model with conv or gconv, e.g. f-fc+conv)."
+        )
     if invariant and settings["lr_min"]:
         raise SystemExit(
             f"--lr-min sets the end of the relaxed models' cosine schedule; --model "

@@ -41,7 +41,9 @@ from laplace_equivariance.layers.init import he_uniform_
 from laplace_equivariance.layers.shapes import check_input_shape
 
 __all__ = [
+    "EQUIVARIANT_PATHS",
     "MODEL_NAMES",
+    "PATH_NAME",
     "PAPER_INPUTS",
     "PAPER_PARAMETER_COUNTS",
     "RelaxedNet",
@@ -66,6 +68,9 @@ MODEL_NAMES: dict[str, tuple[str, ...]] = {
     "f-fc+conv+gconv": ("f-fc", "conv", "gconv"),
 }
 """Model name -> the layer types summed in each of its eight layers."""
+
+EQUIVARIANT_PATHS = ("conv", "gconv")
+"""Names of the paths that are translation (and rotation) equivariant by construction."""
 
 PATH_NAME = {
     "fc": "fc",
@@ -224,6 +229,36 @@ class RelaxedNet(nn.Module):
     def relaxed_layers(self) -> list[RelaxedLayer]:
         """The relaxed layers (eight in App. F.1), in order."""
         return [getattr(self, f"layer{i}") for i in range(1, self.n_layers + 1)]
+
+    def start_equivariant_(self) -> None:
+        """Start from the equivariant point of the model class: every FC-type path silenced.
+
+        Each relaxed layer's FC, F-FC or S-FC path gets a zero output
+        (:meth:`~laplace_equivariance.layers.RelaxedLayer.silence_`: its last map zeroed, F-FC's
+        input map kept random so that training can switch the path on) and its CONV and GCONV
+        paths are scaled so the layer keeps its second moment at initialisation: the network
+        computes what a CONV (or CONV+GCONV) network does, and a path whose precision the
+        marginal likelihood learns starts where Eq. 8's equivariant limit puts it. Which
+        starting point training reaches the higher evidence from is measured in
+        docs/learned_structure.md ("Where training starts").
+
+        Raises:
+            ValueError: If a relaxed layer has no equivariant path (an FC or F-FC network
+                would compute zero).
+        """
+        without = [
+            f"layer{i}"
+            for i, layer in enumerate(self.relaxed_layers, start=1)
+            if not set(layer.path_names) & set(EQUIVARIANT_PATHS)
+        ]
+        if without:
+            raise ValueError(
+                f"{', '.join(without)} of this {'+'.join(self.layer_types)} network has no "
+                f"equivariant path ({' or '.join(EQUIVARIANT_PATHS)}) to start from; "
+                "start_equivariant_ needs a relaxed model such as f-fc+conv."
+            )
+        for layer in self.relaxed_layers:
+            layer.silence_([n for n in layer.path_names if n not in EQUIVARIANT_PATHS])
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """The invariant features that enter the head.

@@ -32,6 +32,7 @@ from collections.abc import Collection, Mapping
 import torch
 from torch import nn
 
+from laplace_equivariance.layers.factored import FactoredLinear2d
 from laplace_equivariance.layers.pooling import PolyphaseSubsample2d
 
 __all__ = ["RelaxedLayer"]
@@ -149,6 +150,40 @@ class RelaxedLayer(nn.Module):
                 outputs[name] = self.pool.take(outputs[name], choice)
         return outputs
 
+    @torch.no_grad()
+    def silence_(self, names: Collection[str]) -> None:
+        r"""Zero the named paths' outputs, scaling the others to keep the layer's scale.
+
+        A path's output is linear in its last map: an FC, CONV or GCONV path's own weight and
+        bias, an F-FC or S-FC path's output map ``theta1`` and its biases (Eq. 5). Zeroing a
+        silenced path's last map leaves the rest of it as drawn: F-FC's ``theta2`` stays
+        random, so the gradient of ``theta1`` (a product's gradient in one factor is linear in
+        the other) is not zero and training can switch the path on where the data need it;
+        zeroing both factors would make zero a stationary point. The last maps of the other
+        ``J`` of the ``K`` paths are multiplied by :math:`\sqrt{K / J}`, so that the sum over
+        :math:`\sqrt{K}` of ``J`` independent He-initialised paths keeps one path's second
+        moment (module docstring), as the ``K`` paths did.
+
+        Args:
+            names: Paths to silence; at least one path must remain.
+
+        Raises:
+            KeyError: If a name is not a path of this layer.
+            ValueError: If ``names`` covers every path.
+        """
+        for name in names:
+            self.path(name)
+        kept = [n for n in self.path_names if n not in set(names)]
+        if not kept:
+            raise ValueError(
+                f"Silencing every path {list(self.path_names)} leaves a layer whose output is "
+                "zero and stays zero; keep at least one path."
+            )
+        scale = math.sqrt(len(self.path_names) / len(kept))
+        for name in self.path_names:
+            for weight in _last_map(self.path(name)):
+                weight.mul_(scale if name in kept else 0.0)
+
     def combine(self, total: torch.Tensor) -> torch.Tensor:
         """The paths' summed outputs divided by ``sqrt(K)`` (unchanged for one path).
 
@@ -177,3 +212,23 @@ class RelaxedLayer(nn.Module):
         """Sizes shown in the module's repr."""
         direct = f", direct={list(self.direct)}" if self.direct else ""
         return f"paths={list(self.path_names)}, subsample={self.pool is not None}{direct}"
+
+
+def _last_map(path: nn.Module) -> list[nn.Parameter]:
+    """The parameters a path's output is linear in (its last map's weight and biases).
+
+    Args:
+        path: A path module: an F-FC or S-FC (the output map's weight and biases) or a
+            single-map layer (its own weight and bias, not its anchor basis's lengthscale).
+
+    Raises:
+        TypeError: If the path has no parameters of its own.
+    """
+    last = path.output_map if isinstance(path, FactoredLinear2d) else path
+    parameters = [p for _, p in last.named_parameters(recurse=False)]
+    if not parameters:
+        raise TypeError(
+            f"{type(path).__name__} has no weight of its own to silence or scale; silence_ "
+            "knows single-map paths and F-FC/S-FC."
+        )
+    return parameters
