@@ -391,6 +391,7 @@ def test_report_does_not_call_an_unlearned_run_learned(runs, tmp_path):
         (["--subset", "0"], "--subset must be at least 1"),
         (["--burnin", "-1"], "--burnin must be at least 0"),
         (["--device", "tpu"], "--device tpu"),
+        (["--model", "f-fc", "--start", "equivariant"], "no equivariant path"),
     ],
 )
 def test_settings_that_cannot_run_stop_before_anything_exists(tmp_path, options, message):
@@ -532,3 +533,15 @@ def test_overwrite_removes_path_outputs_measured_for_an_earlier_run(runs, tmp_pa
     assert (out / "path_outputs.json").exists()
     prepare_out(settings, out, overwrite=True)
     assert not (out / "path_outputs.json").exists()
+
+
+def test_start_equivariant_builds_the_model_with_its_fc_paths_silent():
+    settings = dict(cli.DEFAULTS, model="f-fc+conv", alpha=1, start="equivariant")
+    model = cli.build_model(settings, (1, 32, 32), 10).eval()
+    shares = cli.path_output_shares(model, torch.randn(8, 1, 32, 32))
+    assert all(row["paths"]["fc"] == 0 for row in shares)
+    mixed = cli.build_model(dict(settings, start="mixed"), (1, 32, 32), 10).eval()
+    assert all(
+        row["paths"]["fc"] > 0.05
+        for row in cli.path_output_shares(mixed, torch.randn(8, 1, 32, 32))
+    )

@@ -165,3 +165,24 @@ def test_a_dict_batch_is_named_with_what_to_do():
     model = models.build("f-fc+conv", (1, 4, 4), 3, alpha=1, widths=(1, 2), subsampling=(1, 2))
     with pytest.raises(TypeError, match=r"got a dict with keys \['input_ids', 'labels'\].*wrap"):
         model({"input_ids": torch.randn(2, 1, 4, 4), "labels": torch.zeros(2)})
+
+
+@pytest.mark.parametrize("name", ["f-fc+conv", "fc+conv", "s-fc+s-conv", "f-fc+conv+gconv"])
+def test_a_network_started_equivariant_is_invariant_and_keeps_its_signal(name, device):
+    torch.manual_seed(0)
+    model = models.build(name, (1, 32, 32), 5, alpha=2).to(device, torch.float64)
+    x = torch.randn(16, 1, 32, 32, device=device, dtype=torch.float64)
+    assert model.translation_invariance_error(x, (5, 2)) > 1e-6
+    model.start_equivariant_()
+    assert model.translation_invariance_error(x, (5, 2)) < 1e-10
+    with torch.no_grad():
+        first = model.relaxed_layers[0](x).std()
+        last = model.features(x).std()
+    # the CONV paths scaled by sqrt(K / J): without the scale the last layer's output would
+    # shrink by (1/2)^(8/2) = 1/16 in standard deviation against the CONV network's
+    assert last / first > 0.2
+
+
+def test_starting_equivariant_needs_an_equivariant_path():
+    with pytest.raises(ValueError, match="no equivariant path"):
+        models.build("f-fc", (1, 32, 32), 5, alpha=1).start_equivariant_()

@@ -108,3 +108,43 @@ def test_grid_path_terms_use_the_component_that_their_sum_selects():
     torch.testing.assert_close(layer.combine(terms["a"] + terms["b"]), layer(x))
     alone = layer.pool(layer.a(x)) + layer.pool(layer.b(x))
     assert (layer.combine(alone) - layer(x)).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("subsample", [False, True], ids=["same-grid", "subsampling"])
+def test_silencing_fc_leaves_the_conv_path_alone_as_the_layer(device, subsample):
+    """K = 2, J = 1: CONV scaled by sqrt(2), the sum divided by sqrt(2): the layer is exactly
+    its CONV path as drawn, so it starts equivariant and with one path's second moment."""
+    layer = relaxed(subsample).to(device, torch.float64)
+    x = torch.randn(3, 2, 8, 8, device=device, dtype=torch.float64)
+    conv_alone = layer.path("conv")(x)
+    if subsample:
+        conv_alone = layer.pool(conv_alone)
+    layer.silence_(["fc"])
+    assert layer.path_outputs(x)["fc"].abs().max() == 0
+    torch.testing.assert_close(layer(x), conv_alone, rtol=1e-12, atol=1e-12)
+
+
+def test_a_silenced_f_fc_path_can_be_switched_on_by_training():
+    """Only the output map is zeroed: its gradient is linear in the random input map."""
+    layer = relaxed(False).double()
+    layer.silence_(["fc"])
+    layer(torch.randn(5, 2, 8, 8, dtype=torch.float64)).square().sum().backward()
+    fc = layer.path("fc")
+    assert fc.output_map.weight.grad.abs().max() > 1e-6
+    assert fc.input_map.weight.grad.abs().max() == 0  # its gradient is linear in theta1
+
+
+def test_silencing_a_dense_fc_path_zeroes_its_weight_and_bias():
+    paths = {"fc": FullyConnected2d(2, 3, 4, 4), "conv": CircularConv2d(2, 3, 3, 4)}
+    layer = RelaxedLayer(paths)
+    with torch.no_grad():
+        layer.path("fc").bias.fill_(1.0)
+    layer.silence_(["fc"])
+    assert all(p.abs().max() == 0 for p in layer.path("fc").parameters())
+
+
+def test_silencing_every_path_or_an_unknown_one_raises():
+    with pytest.raises(ValueError, match="keep at least one path"):
+        relaxed(False).silence_(["fc", "conv"])
+    with pytest.raises(KeyError, match="No path 'gconv'"):
+        relaxed(False).silence_(["gconv"])
