@@ -11,7 +11,8 @@ NLL, the fraction of test predictions unchanged by circular shifts, and every se
 ``--f-fc-init unbalanced`` redraws the F-FC factors as they were drawn before
 :meth:`~laplace_equivariance.layers.FactoredLinear2d.balance_` (``theta1`` with He variance
 ``2 / C``, ``theta2`` with ``1 / XY``, per channel pair ``2 X'Y' / C`` times apart in squared
-norm); ``--model conv --method map`` and ``--model f-fc --method map`` are the baselines.
+norm); ``--start equivariant`` silences the FC paths at the start
+(:meth:`~laplace_equivariance.models.RelaxedNet.start_equivariant_`); ``--model conv --method map`` and ``--model f-fc --method map`` are the baselines.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ TABLE_ORDER = (
     "balanced-adam-hypersteps-1",
     "balanced-adam-layerwise-mean-of-paths",
     "balanced-adam-layerwise",
+    "equivariant-start-layerwise",
     "balanced-adam-reduce",
     "balanced-sgd",
     "map-conv-n300",
@@ -232,6 +234,8 @@ def run(args: argparse.Namespace, task: str, seed: int) -> dict[str, Any]:
     )
     if args.f_fc_init == "unbalanced":
         unbalance_(model)
+    if args.start == "equivariant":
+        model.start_equivariant_()
     loader = DataLoader(
         TensorDataset(data.x_train, data.y_train), batch_size=args.batch_size, shuffle=True
     )
@@ -463,6 +467,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--f-fc-init", choices=["balanced", "unbalanced"], default="balanced", dest="f_fc_init"
+    )
+    parser.add_argument(
+        "--start",
+        choices=["mixed", "equivariant"],
+        default="mixed",
+        help="equivariant: FC paths silenced at the start (RelaxedNet.start_equivariant_)",
     )
     parser.add_argument("--threads", type=int, default=1, help="(1)")
     parser.add_argument("--out", type=Path, help="folder for one JSON per run")
