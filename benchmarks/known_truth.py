@@ -12,7 +12,8 @@ NLL, the fraction of test predictions unchanged by circular shifts, and every se
 :meth:`~laplace_equivariance.layers.FactoredLinear2d.balance_` (``theta1`` with He variance
 ``2 / C``, ``theta2`` with ``1 / XY``, per channel pair ``2 X'Y' / C`` times apart in squared
 norm); ``--start equivariant`` silences the FC paths at the start
-(:meth:`~laplace_equivariance.models.RelaxedNet.start_equivariant_`); ``--model conv --method map`` and ``--model f-fc --method map`` are the baselines.
+(:meth:`~laplace_equivariance.models.RelaxedNet.start_equivariant_`); ``--model conv --method
+map`` and ``--model f-fc --method map`` are the baselines.
 """
 
 from __future__ import annotations
