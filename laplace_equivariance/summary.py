@@ -174,12 +174,18 @@ class Row:
             return []
         return [_count_off([row["paths"] for row in layers], threshold) for layers in measured]
 
+    def variants(self) -> list[str]:
+        """How the training differed from the default: ``"balanced"`` (``balance_factors``),
+        ``"equivariant start"`` (``start``)."""
+        s = LATER_OPTIONS | self.settings
+        named = ["balanced"] if s["balance_factors"] and s["method"] == "marglik" else []
+        return named + (["equivariant start"] if s["start"] == "equivariant" else [])
+
     def method(self) -> str:
-        """``"MAP"``, ``"learned"`` or ``"learned, balanced"`` (``balance_factors``)."""
+        """``"MAP"`` or ``"learned"``, then the :meth:`variants`, e.g. ``"learned, balanced"``."""
         s = self.settings
-        if s["method"] != "marglik":
-            return s["method"].upper()
-        return "learned, balanced" if s.get("balance_factors") else "learned"
+        base = s["method"].upper() if s["method"] != "marglik" else "learned"
+        return ", ".join([base, *self.variants()])
 
     def cells(self) -> list[str]:
         """The markdown cells of this row."""
@@ -216,6 +222,7 @@ LATER_OPTIONS = {
     "augment": False,
     "lr_min": 0.0,
     "balance_factors": False,
+    "start": "mixed",
 }
 """Options added after runs were committed, with the value those runs had."""
 
@@ -346,7 +353,7 @@ def structure_markdown(runs: Sequence[Path]) -> str:
         cells = [
             s["dataset"],
             s["model"],
-            s["kfac_approx"] + (", balanced" if s.get("balance_factors") else ""),
+            ", ".join([s["kfac_approx"], *row.variants()]),
             ", ".join(map(str, seeds)),
             mean_std(row.accuracy("test")),
             mean_std(row.nll(), digits=2),
