@@ -42,6 +42,7 @@ def _defaults() -> argparse.Namespace:
         kfac_approx="expand",
         curvature="kfac",
         f_fc_init="balanced",
+        start="mixed",
         threads=1,
     )
 

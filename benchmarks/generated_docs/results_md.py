@@ -219,6 +219,45 @@ class StructureSection:
         return "\n".join(lines + older_versions(runs))
 
 
+@dataclass(frozen=True)
+class FitTraceSection:
+    """Learned runs' ``fits`` (one entry per marginal-likelihood fit, ``train`` writes them):
+    per layer, how the FC path's share of the output moves from fit to fit."""
+
+    title: str
+    folder: str
+    command: str
+    about: str
+    conclusion: str
+    epochs: tuple[int, ...] = (10, 15, 20, 30, 40, 60, 80, 100, 125, 150)
+
+    def render(self) -> str:
+        runs = [
+            json.loads(p.read_text())
+            for p in sorted((RESULTS / self.folder).rglob("results.json"))
+            if "-marglik" in p.parent.name
+        ]
+        seeds = " / ".join(str(r["settings"]["seed"]) for r in runs)
+        fits = [{fit["epoch"]: fit for fit in r["fits"]} for r in runs]
+        layers = [row["layer"] for row in runs[0]["fits"][0]["path_outputs"]]
+        header = ["after epoch", *layers, "-log marglik"]
+        lines = [f"## {self.title}", "", self.about, "", f"`{self.command}`", ""]
+        lines += [f"Per seed ({seeds}):", ""]
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for epoch in self.epochs:
+            at = [by_epoch[epoch] for by_epoch in fits if epoch in by_epoch]
+            if len(at) < len(runs):
+                continue
+            cells = [str(epoch)]
+            for k in range(len(layers)):
+                cells.append(
+                    " / ".join(f"{fit['path_outputs'][k]['paths']['fc']:.2f}" for fit in at)
+                )
+            cells.append(" / ".join(f"{fit['neg_log_marglik']:.0f}" for fit in at))
+            lines.append("| " + " | ".join(cells) + " |")
+        return "\n".join([*lines, "", self.conclusion])
+
+
 def kfac_differences(rows: list[summary.Row]) -> list[str]:
     """Per data set, reduce's mean minus expand's, with standard errors over the seeds."""
     by_mode: dict[str, dict[str, summary.Row]] = {}
