@@ -175,8 +175,11 @@ class Row:
         return [_count_off([row["paths"] for row in layers], threshold) for layers in measured]
 
     def variants(self) -> list[str]:
-        """How the training differed from the default: ``"balanced"`` (``balance_factors``),
-        ``"equivariant start"`` (``start``)."""
+        """How the training differed from the defaults, in words.
+
+        ``"balanced"`` (``balance_factors``, learned runs) and ``"equivariant start"``
+        (``start``).
+        """
         s = LATER_OPTIONS | self.settings
         named = ["balanced"] if s["balance_factors"] and s["method"] == "marglik" else []
         return named + (["equivariant start"] if s["start"] == "equivariant" else [])
