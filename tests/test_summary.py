@@ -132,3 +132,19 @@ def test_structure_table_gives_mean_fc_share_per_layer_and_paths_off(tmp_path):
     row = summary.structure_markdown(runs).splitlines()[2]
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2] == "expand" and cells[7] == "0.10 0.50" and cells[8] == "0, 1"
+
+
+def test_runs_started_equivariant_are_their_own_experiment_and_say_so(tmp_path):
+    mixed = write_run(tmp_path / "mixed", 0, 0.8)
+    older = write_run(tmp_path / "older", 1, 0.8)
+    results = json.loads((older / "results.json").read_text())
+    del results["settings"]["start"]  # runs from before the option started mixed
+    (older / "results.json").write_text(json.dumps(results))
+    started = write_run(tmp_path / "equivariant", 2, 0.8, start="equivariant")
+    rows = summary.rows([mixed, older, started])
+    assert [len(row.results) for row in rows] == [2, 1]
+    assert [row.method() for row in rows] == ["learned", "learned, equivariant start"]
+    balanced = write_run(tmp_path / "both", 3, 0.8, start="equivariant", balance_factors=True)
+    assert summary.rows([balanced])[0].method() == "learned, balanced, equivariant start"
+    map_run = write_run(tmp_path / "map", 4, 0.8, method="map", start="equivariant")
+    assert summary.rows([map_run])[0].method() == "MAP, equivariant start"
