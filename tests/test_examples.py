@@ -1,5 +1,7 @@
 """The worked examples run end to end on a tiny budget."""
 
+import json
+
 import pytest
 
 from tests.scripts import load_script
@@ -46,3 +48,22 @@ def test_residual_network_with_normalization_trains_fits_predicts_and_reports(tm
     assert {"block1.norm1.weight", "down_norm.weight", "down_norm.bias"} <= set(report["outside"])
     assert out.stat().st_size > 0
     assert "(100 images)" in capsys.readouterr().out
+
+
+def test_paper_tables_starts_only_the_relaxed_models_equivariant(tmp_path, monkeypatch):
+    """``--start equivariant`` reaches F-FC+CONV (its own run folder) and not MAP CONV, whose
+    model has no FC path to silence."""
+    tiny = ["--subset", "64", "--test-subset", "32", "--epochs", "5", "--burnin", "5"]
+    argv = ["paper_tables.py", "table1", "--models", "conv", "f-fc+conv", "--methods", "map"]
+    argv += ["--dataset", "quadrant-mnist", "--alpha", "1", *tiny, "--start", "equivariant"]
+    monkeypatch.setattr("sys.argv", [*argv, "--out", str(tmp_path)])
+    _example("paper_tables").main()
+    folders = sorted(p.name for p in tmp_path.iterdir())
+    assert folders == [
+        "quadrant-mnist-conv-map-seed0",
+        "quadrant-mnist-f-fc+conv-map-equivariant-start-seed0",
+    ]
+    started = json.loads((tmp_path / folders[1] / "results.json").read_text())
+    assert started["settings"]["start"] == "equivariant"
+    conv = json.loads((tmp_path / folders[0] / "results.json").read_text())
+    assert conv["settings"]["start"] == "mixed"
