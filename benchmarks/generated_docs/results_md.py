@@ -32,22 +32,24 @@ DOCUMENT = ROOT / "docs" / "results.md"
 
 @dataclass(frozen=True)
 class Claim:
-    """``better`` is above ``worse`` in test accuracy on ``dataset`` (or, with
-    ``not_below``, at least not below it)."""
+    """``better`` (trained from ``better_start``) is above ``worse`` in test accuracy on
+    ``dataset`` (or, with ``not_below``, at least not below it)."""
 
     text: str
     dataset: str
     better: tuple[str, str]
     worse: tuple[str, str]
     not_below: bool = False
+    better_start: str = "mixed"
 
     def verdict(self, rows: list[summary.Row]) -> str:
         """The claim checked on ``rows``."""
-        found = {
-            (r.settings["dataset"], r.settings["model"], r.settings["method"]): r for r in rows
-        }
-        a = found.get((self.dataset, *self.better))
-        b = found.get((self.dataset, *self.worse))
+        found = {}
+        for r in rows:
+            s = summary.LATER_OPTIONS | r.settings
+            found[(s["dataset"], s["model"], s["method"], s["start"])] = r
+        a = found.get((self.dataset, *self.better, self.better_start))
+        b = found.get((self.dataset, *self.worse, "mixed"))
         if a is None or b is None:
             return "not run"
         return judge(a.accuracy(), b.accuracy(), "points", self.not_below)
@@ -180,9 +182,15 @@ class Section:
     command: str
     about: str
     claims: list[Claim] = field(default_factory=list)
+    beside: tuple[str, ...] = ()
+    """Folders of committed runs shown beside this folder's (compared in the claims)."""
 
     def render(self) -> str:
-        runs = sorted(p.parent for p in (RESULTS / self.folder).rglob("results.json"))
+        runs = sorted(
+            p.parent
+            for folder in (*self.beside, self.folder)
+            for p in (RESULTS / folder).rglob("results.json")
+        )
         rows = summary.rows(runs)
         lines = [f"## {self.title}", "", self.about, "", f"`{self.command}`", ""]
         lines.append(summary.markdown(runs))
