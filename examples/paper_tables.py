@@ -110,9 +110,8 @@ def main() -> None:
     parser.add_argument(
         "--start",
         choices=("mixed", "equivariant"),
-        default="mixed",
-        help="where the relaxed models' training starts (train --start); 'equivariant' adds "
-        "'-equivariant-start' to their run folders",
+        help="where the relaxed models' training starts (train --start; its default when "
+        "not given); given, it adds '-<start>-start' to their run folders",
     )
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--data-dir", dest="data_dir")
@@ -170,11 +169,11 @@ def main() -> None:
                 device=args.device,
                 data_dir=args.data_dir,
             )
-            relaxed = "+" in model  # the models with an FC-type path beside an equivariant one
-            if relaxed:
+            chosen = args.start is not None and "+" in model  # an FC-type and another path
+            if chosen:
                 settings["start"] = args.start
             name = f"{dataset}-{model}-{method}"
-            if relaxed and args.start != "mixed":
+            if chosen:
                 name += f"-{args.start}-start"
             if args.lengthscale_mode != "learned":
                 name += f"-lengthscale-{args.lengthscale_mode}"

@@ -119,7 +119,7 @@ DEFAULTS: dict[str, Any] = {
     "kfac_approx": "expand",
     "restore_best": False,
     "balance_factors": False,
-    "start": "mixed",
+    "start": None,
     "prior_structure": "layerwise",
     "lengthscale_mode": "learned",
     "lengthscale_derivative": "total",
@@ -263,7 +263,8 @@ def _parser() -> argparse.ArgumentParser:
         dest="start",
         help="where a relaxed model's training starts: every path drawn at random (mixed), or "
         "its FC-type paths silenced so that it starts as its CONV network (equivariant; "
-        "RelaxedNet.start_equivariant_) [mixed]",
+        "RelaxedNet.start_equivariant_) [equivariant for --method marglik on models with an "
+        "FC-type and an equivariant path, mixed otherwise]",
     )
     train.add_argument(
         "--prior-structure",
@@ -397,6 +398,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
             f"--mc-samples {settings['mc_samples']}: give a positive number of samples, and "
             "more than one only with --stochastic (the exact GGN draws none)."
         )
+    settings["start"] = settings["start"] or default_start(settings)
     return settings
 
 
@@ -422,7 +424,7 @@ def build_model(
             settings["alpha"],
             sparse_options={"lengthscale_mode": settings["lengthscale_mode"]},
         )
-        if settings.get("start", "mixed") == "equivariant":
+        if settings.get("start") == "equivariant":
             model.start_equivariant_()
         return model
     return InvariantWeightsNet(
@@ -571,6 +573,26 @@ POSITIVE = ("epochs", "alpha", "batch_size", "marglik_frequency", "hypersteps", 
 """Settings that must be at least 1 (``burnin`` at least 0; subsets at least 1 when given)."""
 
 
+def default_start(settings: dict[str, Any]) -> str:
+    """Where training starts when ``--start`` is not given.
+
+    ``"equivariant"`` for marginal-likelihood runs of models with an FC-type path beside an
+    equivariant one (F-FC+CONV and the like): started mixed, the App. F.1 network's middle
+    layers go FC on the translation-invariant digit task, started equivariant the evidence
+    switches FC on only where the labels need position (docs/learned_structure.md, "Where
+    training starts"). ``"mixed"`` for MAP runs (the architecture's baseline, drawn as the
+    reference code draws it) and single-kind models.
+    """
+    kinds = _path_kinds(settings["model"])
+    relaxed = "fc" in kinds and kinds & set(models.EQUIVARIANT_PATHS)
+    return "equivariant" if relaxed and settings["method"] == "marglik" else "mixed"
+
+
+def _path_kinds(model: str) -> set[str]:
+    """The path names in every layer of ``model`` (none for the invariant-weights network)."""
+    return {models.PATH_NAME[kind] for kind in models.MODEL_NAMES.get(model, ())}
+
+
 def check_settings(settings: dict[str, Any]) -> None:
     """Refuse, before anything is loaded or created, settings that cannot give a valid run.
 
@@ -588,10 +610,8 @@ def check_settings(settings: dict[str, Any]) -> None:
     if settings["burnin"] < 0:
         raise SystemExit(f"--burnin must be at least 0, got {settings['burnin']}.")
     invariant = settings["model"] == INVARIANT_WEIGHTS
-    if settings.get("start", "mixed") == "equivariant" and (
-        invariant
-        or not {models.PATH_NAME[k] for k in models.MODEL_NAMES[settings["model"]]}
-        & set(models.EQUIVARIANT_PATHS)
+    if settings.get("start") == "equivariant" and not _path_kinds(settings["model"]) & set(
+        models.EQUIVARIANT_PATHS
     ):
         raise SystemExit(
             f"--start equivariant silences the FC-type paths; --model {settings['model']} has "
@@ -913,6 +933,7 @@ def train(settings: dict[str, Any], out: Path, overwrite: bool = False) -> dict[
         SystemExit: For settings that cannot give a valid run, or an ``out`` that holds
             another run or cannot be written (one line each, naming what to do).
     """
+    settings = dict(settings, start=settings.get("start") or default_start(settings))
     check_settings(settings)
     world = _join_process_group(settings)
     invariant = settings["model"] == INVARIANT_WEIGHTS

@@ -527,7 +527,11 @@ def test_overwrite_removes_path_outputs_measured_for_an_earlier_run(runs, tmp_pa
     out = tmp_path / "reused"
     out.mkdir()
     (out / "path_outputs.json").write_text(json.dumps([{"layer": "stale", "paths": {}}]))
-    settings = dict(stored["settings"]) | {"model": "invariant-weights", "method": "elbo"}
+    settings = dict(stored["settings"]) | {
+        "model": "invariant-weights",
+        "method": "elbo",
+        "start": "mixed",
+    }
     with pytest.raises(SystemExit, match="overwrite"):
         train(settings, out)
     assert (out / "path_outputs.json").exists()
@@ -545,3 +549,26 @@ def test_start_equivariant_builds_the_model_with_its_fc_paths_silent():
         row["paths"]["fc"] > 0.05
         for row in cli.path_output_shares(mixed, torch.randn(8, 1, 32, 32))
     )
+
+
+@pytest.mark.parametrize(
+    "model, method, start",
+    [
+        ("f-fc+conv", "marglik", "equivariant"),
+        ("s-fc+s-conv", "marglik", "equivariant"),
+        ("f-fc+conv", "map", "mixed"),
+        ("conv", "marglik", "mixed"),
+        ("f-fc", "marglik", "mixed"),
+        ("invariant-weights", "elbo", "mixed"),
+    ],
+)
+def test_learned_relaxed_models_start_equivariant_by_default(model, method, start):
+    assert cli.default_start(dict(cli.DEFAULTS, model=model, method=method)) == start
+
+
+def test_a_learned_run_records_the_start_it_took(runs):
+    learned, baseline = runs
+    assert json.loads((learned / "results.json").read_text())["settings"]["start"] == (
+        "equivariant"
+    )
+    assert json.loads((baseline / "results.json").read_text())["settings"]["start"] == "mixed"
