@@ -135,7 +135,7 @@ def test_structure_table_gives_mean_fc_share_per_layer_and_paths_off(tmp_path):
 
 
 def test_runs_started_equivariant_are_their_own_experiment_and_say_so(tmp_path):
-    mixed = write_run(tmp_path / "mixed", 0, 0.8)
+    mixed = write_run(tmp_path / "mixed", 0, 0.8, start="mixed")  # as train records it
     older = write_run(tmp_path / "older", 1, 0.8)
     results = json.loads((older / "results.json").read_text())
     del results["settings"]["start"]  # runs from before the option started mixed
