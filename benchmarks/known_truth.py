@@ -359,7 +359,13 @@ def table(folders: list[Path]) -> str:
     return "\n".join(lines)
 
 
-PRECISION_ROWS = ("unbalanced-adam", "balanced-adam", "balanced-adam-layerwise", "alpha1-exact")
+PRECISION_ROWS = (
+    "unbalanced-adam",
+    "balanced-adam",
+    "balanced-adam-layerwise",
+    "equivariant-start-layerwise",
+    "alpha1-exact",
+)
 """Folders whose learned precisions the second table lists (the mean-of-paths rows' are in
 their JSONs)."""
 
