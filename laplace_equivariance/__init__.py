@@ -37,6 +37,7 @@ from laplace_equivariance.curvature import (
 )
 from laplace_equivariance.diagnostics import (
     effective_parameters,
+    occam_terms,
     path_output_shares,
     path_shift_errors,
     plot_symmetry,
@@ -74,6 +75,7 @@ __all__ = [
     "marglik_step_epochs",
     "marglik_training",
     "models",
+    "occam_terms",
     "paper_schedule",
     "path_output_shares",
     "path_shift_errors",

@@ -55,6 +55,7 @@ from laplace_equivariance.priors import parameter_paths
 
 __all__ = [
     "effective_parameters",
+    "occam_terms",
     "path_output_shares",
     "path_shift_errors",
     "plot_symmetry",
@@ -75,17 +76,47 @@ def effective_parameters(la: KronLaplace) -> list[float]:
         TypeError: If ``la`` is not Kronecker-factored.
         AttributeError: If ``la`` has not been fitted.
     """
+    return _per_tensor(la, lambda curvature, delta: (curvature / (curvature + delta)).sum())
+
+
+def occam_terms(la: KronLaplace) -> list[float]:
+    r"""Each parameter tensor's Occam term of the Laplace evidence (paper Eq. 9).
+
+    .. math::
+        o = \frac{1}{2} \sum_{i,j} \log\Big(1 + \frac{b_i a_j}{\delta}\Big),
+
+    the tensor's part of ``(1 / 2) log det(H + delta I) - (P / 2) log delta``. With the prior
+    terms ``delta ||theta||^2 / 2`` they split the negative log marginal likelihood:
+    ``-log p(D) = -log p(D | theta) + sum_t (delta_t ||theta_t||^2 / 2 + o_t)``. A path that
+    is off in the evidence pays neither (``o -> 0`` as ``delta`` outgrows its curvature).
+
+    Args:
+        la: A fitted Kronecker-factored Laplace approximation (``hessian_structure="kron"``).
+
+    Returns:
+        One ``o`` per trainable parameter tensor, in ``model.parameters()`` order (nats).
+
+    Raises:
+        TypeError: If ``la`` is not Kronecker-factored.
+        AttributeError: If ``la`` has not been fitted.
+    """
+    return _per_tensor(la, lambda curvature, delta: 0.5 * torch.log1p(curvature / delta).sum())
+
+
+def _per_tensor(
+    la: KronLaplace, term: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+) -> list[float]:
+    """``term(curvature eigenvalues, delta)`` of every parameter tensor's KFAC block."""
     if not isinstance(la, KronLaplace):
-        raise TypeError(f"effective_parameters needs a KronLaplace, got {type(la).__name__}.")
+        raise TypeError(f"this diagnostic needs a KronLaplace, got {type(la).__name__}.")
     require_fitted(la)
     scaled = la.H * likelihood_scale(la)
     deltas = la.prior_precision.detach().expand(len(scaled.eigenvalues))
-    gammas = []
     with torch.no_grad():
-        for values, delta in zip(scaled.eigenvalues, deltas, strict=True):
-            curvature = values[0] if len(values) == 1 else torch.outer(values[0], values[1])
-            gammas.append((curvature / (curvature + delta)).sum().item())
-    return gammas
+        return [
+            term(values[0] if len(values) == 1 else torch.outer(values[0], values[1]), delta).item()
+            for values, delta in zip(scaled.eigenvalues, deltas, strict=True)
+        ]
 
 
 def symmetry_report(la: KronLaplace) -> dict[str, Any]:

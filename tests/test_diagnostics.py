@@ -7,6 +7,7 @@ import torch
 from laplace_equivariance import models
 from laplace_equivariance.diagnostics import (
     effective_parameters,
+    occam_terms,
     path_output_shares,
     path_shift_errors,
     plot_symmetry,
@@ -57,6 +58,29 @@ def test_effective_parameters_equal_a_dense_computation(fitted):
         start += size
 
 
+def test_occam_terms_equal_a_dense_computation(fitted):
+    fitted.prior_precision = torch.linspace(0.5, 3.0, len(list(fitted.model.parameters())))
+    occams = occam_terms(fitted)
+    dense = fitted.H_facs.to_matrix() * fitted._H_factor
+    start = 0
+    for k, size in enumerate([p.numel() for p in fitted.model.parameters()][:6]):
+        delta = fitted.prior_precision[k].item()
+        block = dense[start : start + size, start : start + size]
+        eig = torch.linalg.eigvalsh(block).clamp(min=0)
+        assert occams[k] == pytest.approx(0.5 * torch.log1p(eig / delta).sum().item(), rel=1e-6)
+        start += size
+
+
+def test_occam_and_prior_terms_split_the_evidence(fitted):
+    """-log p(D) = -log p(D | theta) + sum_t (delta_t ||theta_t||^2 / 2 + o_t), per tensor."""
+    deltas = torch.logspace(-2, 3, len(list(fitted.model.parameters())), dtype=torch.float64)
+    fitted.prior_precision = deltas
+    weights = list(fitted.model.parameters())
+    priors = [0.5 * d * p.detach().square().sum() for d, p in zip(deltas, weights, strict=True)]
+    split = -fitted.log_likelihood + sum(priors) + sum(occam_terms(fitted))
+    assert split.item() == pytest.approx(-fitted.log_marginal_likelihood().item(), rel=1e-10)
+
+
 def test_report_is_json_and_relative_shares_sum_to_one(fitted):
     report = symmetry_report(fitted)
     json.dumps(report)
@@ -98,9 +122,10 @@ def test_plot_has_one_bar_per_layer_and_path(fitted):
     assert axis.get_title() == "test"
 
 
-def test_needs_a_kron_laplace():
+@pytest.mark.parametrize("diagnostic", [effective_parameters, occam_terms])
+def test_needs_a_kron_laplace(diagnostic):
     with pytest.raises(TypeError, match="KronLaplace"):
-        effective_parameters(object())
+        diagnostic(object())
 
 
 def test_report_gives_each_tensors_squared_norm(fitted):

@@ -1,0 +1,117 @@
+"""Where a trained run's Laplace evidence goes: the data term and each path's prior and Occam terms.
+
+The negative log marginal likelihood of Eq. 9 at a run's weights and learned precisions splits
+exactly into
+
+    -log p(D) = -log p(D | theta) + sum_t (delta_t ||theta_t||^2 / 2 + o_t),
+
+one prior term and one Occam term ``o_t`` (:func:`laplace_equivariance.occam_terms`) per
+parameter tensor ``t``. This script fits the KFAC Laplace approximation of each run on its
+training set, as the run did, and writes the data term and, per layer and path, the sums of
+the prior terms, the Occam terms and MacKay's ``gamma``; tensors outside every relaxed layer
+(the head) are summed under ``outside``. Comparing two runs of the same data (learned CONV
+against learned F-FC+CONV, say) says which part of the network pays for a gap in evidence: a
+path that is off in the evidence pays neither term.
+
+Usage:
+    python benchmarks/evidence_split.py RUN [RUN ...] \
+        --out benchmarks/results/evidence-split/NAME.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.factor_balance import fitted_laplace, learned_precisions  # noqa: E402
+from laplace_equivariance import effective_parameters, occam_terms  # noqa: E402
+from laplace_equivariance.cli import device_name, load_trained  # noqa: E402
+from laplace_equivariance.priors import parameter_paths  # noqa: E402
+
+
+def split(model: torch.nn.Module, loader: DataLoader, precisions: torch.Tensor) -> dict[str, Any]:
+    """The evidence of ``model`` at ``precisions`` (one per tensor), split by layer and path.
+
+    Returns:
+        ``{"neg_log_marglik", "data", "layers": {layer: {path: {"prior", "occam", "gamma",
+        "parameters"}}}, "outside": {"prior", "occam", "gamma", "parameters"}, "seconds"}``;
+        ``data`` plus every ``prior`` and ``occam`` equals ``neg_log_marglik``.
+    """
+    start = time.perf_counter()
+    la = fitted_laplace(model, loader, precisions)
+    gammas, occams = effective_parameters(la), occam_terms(la)
+    layers: dict[str, dict[str, dict[str, float]]] = {}
+    outside = {"prior": 0.0, "occam": 0.0, "gamma": 0.0, "parameters": 0}
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    for k, (where, p) in enumerate(zip(parameter_paths(model).values(), trainable, strict=True)):
+        entry = (
+            outside
+            if where is None
+            else layers.setdefault(where[0], {}).setdefault(
+                where[1], {"prior": 0.0, "occam": 0.0, "gamma": 0.0, "parameters": 0}
+            )
+        )
+        entry["prior"] += 0.5 * precisions[k].item() * p.detach().square().sum().item()
+        entry["occam"] += occams[k]
+        entry["gamma"] += gammas[k]
+        entry["parameters"] += p.numel()
+    return {
+        "neg_log_marglik": -la.log_marginal_likelihood().item(),
+        "data": -la.log_likelihood.item(),
+        "layers": layers,
+        "outside": outside,
+        "seconds": time.perf_counter() - start,
+    }
+
+
+def measure(run: Path) -> dict[str, Any]:
+    """The evidence split of one trained run at its learned precisions."""
+    model, data = load_trained(run)
+    results = json.loads((run / "results.json").read_text())
+    precisions = torch.tensor(learned_precisions(model, results))
+    loader = DataLoader(TensorDataset(data.x_train, data.y_train), batch_size=128)
+    return {"run": str(run), "settings": results["settings"], **split(model, loader, precisions)}
+
+
+def main() -> None:
+    """Measure each run and write one JSON file."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", type=Path, nargs="+", help="--out folders of learned runs")
+    parser.add_argument("--out", type=Path, required=True, help="JSON file to write")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    measured = []
+    for run in args.runs:
+        row = measure(run)
+        measured.append(row)
+        paths = {
+            f"{layer}.{path}": round(terms["prior"] + terms["occam"])
+            for layer, by_path in row["layers"].items()
+            for path, terms in by_path.items()
+        }
+        print(
+            f"{run}: -log marglik {row['neg_log_marglik']:.0f} = data {row['data']:.0f} "
+            f"+ prior and Occam per path {paths} + head "
+            f"{row['outside']['prior'] + row['outside']['occam']:.0f}",
+            flush=True,
+        )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(
+        json.dumps(
+            {"device": device_name("cpu"), "threads": args.threads, "runs": measured}, indent=1
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
