@@ -169,7 +169,7 @@ def main() -> None:
                 device=args.device,
                 data_dir=args.data_dir,
             )
-            chosen = args.start is not None and "+" in model  # an FC-type and another path
+            chosen = args.start is not None and cli.is_relaxed(model)
             if chosen:
                 settings["start"] = args.start
             name = f"{dataset}-{model}-{method}"

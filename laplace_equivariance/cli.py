@@ -583,9 +583,17 @@ def default_start(settings: dict[str, Any]) -> str:
     training starts"). ``"mixed"`` for MAP runs (the architecture's baseline, drawn as the
     reference code draws it) and single-kind models.
     """
-    kinds = _path_kinds(settings["model"])
-    relaxed = "fc" in kinds and kinds & set(models.EQUIVARIANT_PATHS)
+    relaxed = is_relaxed(settings["model"])
     return "equivariant" if relaxed and settings["method"] == "marglik" else "mixed"
+
+
+def is_relaxed(model: str) -> bool:
+    """Whether ``model``'s layers hold an FC-type path beside an equivariant one.
+
+    ``--start`` chooses between two starting points only for these models.
+    """
+    kinds = _path_kinds(model)
+    return "fc" in kinds and bool(kinds & set(models.EQUIVARIANT_PATHS))
 
 
 def _path_kinds(model: str) -> set[str]:

@@ -566,6 +566,22 @@ def test_learned_relaxed_models_start_equivariant_by_default(model, method, star
     assert cli.default_start(dict(cli.DEFAULTS, model=model, method=method)) == start
 
 
+@pytest.mark.parametrize(
+    "model, relaxed",
+    [
+        ("f-fc+conv", True),
+        ("fc+conv", True),
+        ("s-fc+s-conv", True),
+        ("f-fc+conv+gconv", True),
+        ("conv", False),
+        ("s-fc", False),
+        ("invariant-weights", False),
+    ],
+)
+def test_relaxed_models_hold_an_fc_type_path_beside_an_equivariant_one(model, relaxed):
+    assert cli.is_relaxed(model) is relaxed
+
+
 def test_a_learned_run_records_the_start_it_took(runs):
     learned, baseline = runs
     assert json.loads((learned / "results.json").read_text())["settings"]["start"] == (
