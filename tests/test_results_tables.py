@@ -2,6 +2,7 @@
 module of ``benchmarks/generated_docs`` each) makes of the committed results files (and the
 models' parameter counts)."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -98,3 +99,45 @@ def test_kfac_differences_need_two_seeds_of_each_mode():
         [Row("expand", [80.0, 82.0]), Row("reduce", [83.0, 85.0])]
     )
     assert line.startswith("- d: test accuracy +3.0 (standard error 1.4)")
+
+
+def test_learned_claims_started_equivariant_judge_the_equivariant_rows():
+    claims = results_md.started_equivariant(results_md.TABLE1_CLAIMS)
+    assert [c.better_start for c in claims] == ["equivariant", "equivariant"]
+    assert all("(started equivariant)" in c.text for c in claims)
+    assert all(c.better[1] == "marglik" for c in claims)  # the MAP-only claims are left out
+
+
+def test_evidence_split_groups_runs_by_training_and_sums_each_paths_terms(tmp_path, monkeypatch):
+    def run(model, start, seed, fc, conv):
+        layers = {"layer1": {"conv": {"prior": conv, "occam": conv, "gamma": 1.0}}}
+        if fc is not None:
+            layers["layer1"]["fc"] = {"prior": fc, "occam": fc, "gamma": 2.0}
+        settings = {"dataset": "d", "model": model, "epochs": 3, "seed": seed, "start": start}
+        return {
+            "settings": settings,
+            "neg_log_marglik": 2 * conv + 2 * (fc or 0) + 10 + 4,
+            "data": 10.0,
+            "layers": layers,
+            "outside": {"prior": 2.0, "occam": 2.0},
+        }
+
+    measured = {
+        "device": "cpu",
+        "threads": 1,
+        "runs": [
+            run("f-fc+conv", "equivariant", 0, 5.0, 100.0),
+            run("conv", "mixed", 0, None, 70.0),
+            run("f-fc+conv", "equivariant", 1, 7.0, 120.0),
+        ],
+    }
+    (tmp_path / "split.json").write_text(json.dumps(measured))
+    monkeypatch.setattr(results_md, "RESULTS", tmp_path)
+    section = results_md.EvidenceSplitSection("t", "split.json", "cmd", "about", "end")
+    text = section.render()
+    assert (
+        "| learned F-FC+CONV, started equivariant | 224 / 268 | 10 / 10 | 10 / 14 | 200 / 240 |"
+        in text
+    )
+    assert "| learned CONV | 154 | 10 | 0 | 140 | 4 |" in text
+    assert "| layer1 | 12 (2) | 220 (1) | 140 (1) |" in text  # means over the two seeds
