@@ -103,11 +103,12 @@ class Row:
         return "last (" + ", ".join(map(str, epochs)) + ")"
 
     def budget(self) -> str:
-        """Epochs, training examples and the marginal likelihood's subset."""
+        """Epochs, training examples, the marginal likelihood's subset and its first fit."""
         s = self.settings
         parts = [f"{s['epochs']} ep", f"{self.results[0]['n_train']} ex", f"alpha {s['alpha']}"]
         if s["method"] == "marglik":
             parts.append(f"marglik on {s.get('marglik_subset') or self.results[0]['n_train']}")
+            parts.append(f"burn-in {s['burnin']} ep")
         return ", ".join(parts)
 
     def machine(self) -> str:

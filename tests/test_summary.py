@@ -61,6 +61,18 @@ def test_other_settings_make_other_rows_and_the_best_epoch_is_disclosed(tmp_path
     assert "best marglik (20)" in table[2]
 
 
+def test_budget_names_the_burn_in_of_learned_runs(tmp_path):
+    runs = [write_run(tmp_path / "a", 0, 0.8, burnin=5), write_run(tmp_path / "b", 0, 0.8)]
+    budgets = [row.budget() for row in summary.rows(runs)]
+    assert budgets == [
+        "20 ep, 100 ex, alpha 4, marglik on 100, burn-in 5 ep",
+        f"20 ep, 100 ex, alpha 4, marglik on 100, burn-in {cli.DEFAULTS['burnin']} ep",
+    ]
+    assert (
+        "burn-in" not in summary.rows([write_run(tmp_path / "m", 0, 0.8, method="map")])[0].budget()
+    )
+
+
 def test_map_runs_differing_only_in_marglik_settings_are_one_experiment(tmp_path):
     """A MAP run takes no marginal-likelihood step: its prior structure (the command line's
     default changed from "path" to "layerwise") and hyperparameter settings do not matter,

@@ -1,0 +1,26 @@
+"""``benchmarks/evidence_split.py``: a run's evidence split into the data term and each path's
+prior and Occam terms."""
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from laplace_equivariance import models
+from tests.scripts import load_script
+
+
+def test_terms_add_up_to_the_evidence_and_every_tensor_is_counted_once():
+    torch.manual_seed(0)
+    model = models.build("f-fc+conv", (1, 32, 32), 3, alpha=1).double()
+    x = torch.randn(8, 1, 32, 32, dtype=torch.float64)
+    y = torch.randint(0, 3, (8,))
+    loader = DataLoader(TensorDataset(x, y), batch_size=4)
+    sizes = [p.numel() for p in model.parameters()]
+    precisions = torch.logspace(-1, 2, len(sizes), dtype=torch.float64)
+    split = load_script("benchmarks", "evidence_split").split(model, loader, precisions)
+    paths = [terms for layer in split["layers"].values() for terms in layer.values()]
+    assert [set(layer) for layer in split["layers"].values()] == [{"fc", "conv"}] * 8
+    total = split["data"] + sum(t["prior"] + t["occam"] for t in [*paths, split["outside"]])
+    assert total == pytest.approx(split["neg_log_marglik"], rel=1e-10)
+    assert sum(t["parameters"] for t in [*paths, split["outside"]]) == sum(sizes)
+    assert all(0 <= t["gamma"] <= t["parameters"] for t in paths)
