@@ -20,7 +20,6 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -32,9 +31,10 @@ from torch.utils.data import DataLoader, TensorDataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import measured_runs  # noqa: E402
 from benchmarks.factor_balance import fitted_laplace, learned_precisions  # noqa: E402
 from laplace_equivariance import effective_parameters, occam_terms  # noqa: E402
-from laplace_equivariance.cli import device_name, load_trained  # noqa: E402
+from laplace_equivariance.cli import load_trained  # noqa: E402
 from laplace_equivariance.priors import parameter_paths  # noqa: E402
 
 
@@ -84,12 +84,7 @@ def measure(run: Path) -> dict[str, Any]:
 
 def main() -> None:
     """Measure each run and write one JSON file."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", type=Path, nargs="+", help="--out folders of learned runs")
-    parser.add_argument("--out", type=Path, required=True, help="JSON file to write")
-    parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    args = measured_runs.parse(measured_runs.parser(__doc__.split("\n\n")[0]))
     measured = []
     for run in args.runs:
         row = measure(run)
@@ -105,12 +100,7 @@ def main() -> None:
             f"{row['outside']['prior'] + row['outside']['occam']:.0f}",
             flush=True,
         )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {"device": device_name("cpu"), "threads": args.threads, "runs": measured}, indent=1
-        )
-    )
+    measured_runs.write(args.out, args.threads, measured)
 
 
 if __name__ == "__main__":

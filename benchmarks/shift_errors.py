@@ -14,7 +14,6 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -25,8 +24,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import measured_runs  # noqa: E402
 from laplace_equivariance import path_output_shares, path_shift_errors  # noqa: E402
-from laplace_equivariance.cli import device_name, load_trained  # noqa: E402
+from laplace_equivariance.cli import load_trained  # noqa: E402
 
 QUADRANT_SHIFTS = ((16, 0), (0, 16), (16, 16))
 """Down, right, and both: the three moves of a digit to another quadrant of a 32x32 canvas."""
@@ -75,20 +75,11 @@ def measure(run: Path, images: int) -> dict[str, Any]:
 
 def main() -> None:
     """Measure the runs and write one JSON file."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", type=Path, nargs="+", help="--out folders of trained runs")
-    parser.add_argument("--out", type=Path, required=True, help="JSON file to write")
+    parser = measured_runs.parser(__doc__.split("\n\n")[0])
     parser.add_argument("--images", type=int, default=1000, help="test images measured")
-    parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    args = measured_runs.parse(parser)
     measured = [measure(run, args.images) for run in args.runs]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {"device": device_name("cpu"), "threads": args.threads, "runs": measured}, indent=1
-        )
-    )
+    measured_runs.write(args.out, args.threads, measured)
 
 
 if __name__ == "__main__":

@@ -1280,17 +1280,7 @@ SECTIONS = [
         "(RelaxedNet.start_equivariant_: F-FC's output maps zeroed, the CONV paths scaled by "
         "sqrt(2), so the network starts as its CONV network; docs/learned_structure.md, 'Where "
         "training starts'), everything else equal; the 150-epoch table's rows beside it.",
-        [
-            TABLE1_CLAIMS[2],
-            Claim(
-                "digit task: learned F-FC+CONV started equivariant not below MAP CONV",
-                "quadrant-mnist-digit",
-                ("f-fc+conv", "marglik"),
-                ("conv", "map"),
-                not_below=True,
-                better_start="equivariant",
-            ),
-        ],
+        [TABLE1_CLAIMS[2], *started_equivariant([TABLE1_CLAIMS[2]])],
         beside=("table1-digit-4000-150ep",),
     ),
     StructureSection(
