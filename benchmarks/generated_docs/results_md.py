@@ -187,6 +187,11 @@ def older_versions(runs: list[Path]) -> list[str]:
     return lines
 
 
+def heading(title: str, about: str, command: str) -> list[str]:
+    """A section's first lines: its title, what it shows and the command that made it."""
+    return [f"## {title}", "", about, "", f"`{command}`", ""]
+
+
 @dataclass(frozen=True)
 class Section:
     """One folder of runs, its command and what it shows."""
@@ -561,12 +566,7 @@ class MeasuredRunsSection:
         seeds = ", ".join(str(r["settings"]["seed"]) for r in runs)
         first = runs[0]["settings"]
         return measured, [
-            f"## {self.title}",
-            "",
-            self.about,
-            "",
-            f"`{self.command}`",
-            "",
+            *heading(self.title, self.about, self.command),
             f"Runs: {first['dataset']}, {first['model']}, {first['epochs']} epochs, seeds "
             f"{seeds}; measured on {measured['device']}, {measured['threads']} thread(s)",
         ]
@@ -667,12 +667,7 @@ class EvidenceSplitSection:
             )
 
         lines = [
-            f"## {self.title}",
-            "",
-            self.about,
-            "",
-            f"`{self.command}`",
-            "",
+            *heading(self.title, self.about, self.command),
             f"Runs: {first['dataset']}, {first['epochs']} epochs, measured on "
             f"{measured['device']}, {measured['threads']} thread(s). Nats, seed by seed "
             "(seeds "
