@@ -665,12 +665,17 @@ def _check_device(device: str) -> None:
 
 
 def _differences(recorded: dict[str, Any], settings: dict[str, Any]) -> list[str]:
-    """``"key: old -> new"`` for every result-changing setting that differs."""
+    """``"key: old -> new"`` for every result-changing setting that differs.
+
+    A setting the record lacks (a run made before the option existed) reads ``"absent (the
+    run predates the option)"``.
+    """
     keys = sorted((set(recorded) | set(settings)) - set(NOT_RESULT_SETTINGS))
+    absent = "absent (the run predates the option)"
     return [
-        f"{key}: {recorded.get(key)!r} -> {settings.get(key)!r}"
+        f"{key}: {repr(recorded[key]) if key in recorded else absent} -> {settings.get(key)!r}"
         for key in keys
-        if recorded.get(key) != settings.get(key)
+        if key not in recorded or recorded[key] != settings.get(key)
     ]
 
 
