@@ -477,16 +477,16 @@ EVIDENCE_SPLIT_CONCLUSION_60 = (
 
 
 EVIDENCE_SPLIT_CONCLUSION_CONV_LR = (
-    "At Adam's rate over sqrt(2) learned CONV is as accurate (93.8 ± 0.6 % against 94.3 ± "
-    "1.1 %) but its evidence is 1,600-2,000 nats lower in every seed (7,330 / 7,631 / 6,746 "
+    "At Adam's rate over sqrt(2) learned CONV is as accurate (93.8 ± 0.6 % against 94.3 ± 1.1"
+    " %) but its evidence is 1,600-2,000 nats lower in every seed (7,330 / 7,631 / 6,746 "
     "against 5,301 / 5,816 / 4,976): its CONV paths cost 6,130 / 6,451 / 5,704 nats against "
-    "4,464 / 4,911 / 4,145, most of it in layers 5-8 (effective parameters 587-1,324 per "
-    "seed there, against means of 333-802), and its head 792-935 against 582-627. Two things follow. The KFAC "
-    "evidence of one model moves with the optimiser's rate by more than the gaps between "
-    "structures measured here, so evidences compare structures fairly only at equal rates as "
-    "the paths see them. And the rate does not explain the relaxed network's extra CONV cost, "
-    "which lies in layers 2-4 where its FC paths were on early, not in layers 5-8; nor does "
-    "it explain its accuracy, which the slower rate leaves unchanged."
+    "4,464 / 4,911 / 4,145, most of it in layers 5-8 (effective parameters 587-1,324 per seed"
+    " there, against means of 333-802), and its head 792-935 against 582-627. Two things "
+    "follow. The KFAC evidence of one model moves with the optimiser's rate by more than the "
+    "gaps between structures measured here, so evidences compare structures fairly only at "
+    "equal rates as the paths see them. And the rate does not explain the relaxed network's "
+    "extra CONV cost, which lies in layers 2-4 where its FC paths were on early, not in "
+    "layers 5-8; nor does it explain its accuracy, which the slower rate leaves unchanged."
 )
 
 

@@ -1,0 +1,86 @@
+"""Train a relaxed network from the equivariant start with its FC-type paths frozen off.
+
+``laplace-equivariance train --start equivariant`` silences every FC-type path
+(:meth:`~laplace_equivariance.models.RelaxedNet.start_equivariant_`) and lets training switch
+it back on. This script runs the same ``train`` with those paths' parameters frozen
+(``requires_grad=False``) as well, so they stay silent for the whole run and outside the
+Laplace approximation: the network computes its CONV (or GCONV) paths only, inside relaxed
+layers that still divide by ``sqrt(K)`` and scale the kept paths by ``sqrt(K / J)``. Beside
+learned CONV (the same paths outside relaxed layers) and the usual equivariant start (FC
+paths free), it separates what the FC paths' presence in training does from what the
+relaxed layers' parametrisation does.
+
+The run's folder is a normal ``train`` folder; its ``results.json`` has ``"frozen_paths":
+["fc"]`` beside the settings, and its symmetry report lists the CONV paths only.
+
+Usage:
+    python benchmarks/frozen_fc_start.py --dataset quadrant-mnist-digit --model f-fc+conv \
+        --method marglik --alpha 4 --epochs 60 --burnin 10 --marglik-subset 4000 --threads 1 \
+        --seed 0 --out DIR
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from laplace_equivariance import cli  # noqa: E402
+from laplace_equivariance.layers import RelaxedLayer  # noqa: E402
+from laplace_equivariance.models import EQUIVARIANT_PATHS  # noqa: E402
+
+FROZEN = "fc"
+
+
+def freeze_fc_paths(model: torch.nn.Module) -> int:
+    """Freeze every relaxed layer's FC-type path; returns how many paths were frozen.
+
+    Raises:
+        ValueError: If no relaxed layer has both an FC-type and an equivariant path.
+    """
+    frozen = 0
+    for module in model.modules():
+        if isinstance(module, RelaxedLayer) and FROZEN in module.path_names:
+            if not set(module.path_names) & set(EQUIVARIANT_PATHS):
+                raise ValueError(
+                    f"{FROZEN} is this layer's only kind of path: nothing would train."
+                )
+            module.path(FROZEN).requires_grad_(False)
+            frozen += 1
+    if not frozen:
+        raise ValueError("The model has no FC-type path to freeze; use a relaxed model.")
+    return frozen
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``train`` with the equivariant start and the FC-type paths frozen."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--start" in argv and argv[argv.index("--start") + 1] != "equivariant":
+        raise SystemExit("The FC paths are frozen silent: the start is equivariant.")
+    build = cli.build_model
+
+    def build_frozen(settings: dict[str, Any], in_shape: Sequence[int], n_classes: int):
+        model = build(dict(settings, start="equivariant"), in_shape, n_classes)
+        freeze_fc_paths(model)
+        return model
+
+    cli.build_model = build_frozen
+    try:
+        status = cli.main(["train", "--start", "equivariant", *argv])
+    finally:
+        cli.build_model = build
+    out = Path(argv[argv.index("--out") + 1])
+    results = json.loads((out / "results.json").read_text())
+    results["frozen_paths"] = [FROZEN]
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

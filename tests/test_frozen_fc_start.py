@@ -1,0 +1,42 @@
+"""``benchmarks/frozen_fc_start.py``: the equivariant start with the FC-type paths frozen off."""
+
+import json
+
+import pytest
+import torch
+
+from laplace_equivariance import models
+from tests.scripts import load_script
+
+
+def test_only_the_fc_paths_are_frozen_and_the_network_stays_its_conv_network():
+    script = load_script("benchmarks", "frozen_fc_start")
+    model = models.build("f-fc+conv", (1, 32, 32), 3, alpha=1)
+    model.start_equivariant_()
+    assert script.freeze_fc_paths(model) == 8
+    frozen = {n for n, p in model.named_parameters() if not p.requires_grad}
+    assert frozen and all(".fc." in n for n in frozen)
+    assert all(p.requires_grad for n, p in model.named_parameters() if ".fc." not in n)
+
+
+def test_models_without_an_fc_path_beside_an_equivariant_one_are_refused():
+    script = load_script("benchmarks", "frozen_fc_start")
+    with pytest.raises(ValueError, match="no FC-type path"):
+        script.freeze_fc_paths(models.build("conv", (1, 32, 32), 3, alpha=1))
+    with pytest.raises(ValueError, match="only kind of path"):
+        script.freeze_fc_paths(models.build("f-fc", (1, 32, 32), 3, alpha=1))
+
+
+def test_a_run_keeps_its_fc_paths_silent_and_says_they_were_frozen(tmp_path):
+    script = load_script("benchmarks", "frozen_fc_start")
+    out = tmp_path / "run"
+    argv = ["--dataset", "quadrant-mnist-digit", "--model", "f-fc+conv", "--method", "marglik"]
+    argv += ["--subset", "64", "--test-subset", "32", "--epochs", "2", "--alpha", "1"]
+    argv += ["--burnin", "1", "--marglik-frequency", "1", "--hypersteps", "2", "--device", "cpu"]
+    assert script.main([*argv, "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["frozen_paths"] == ["fc"] and results["settings"]["start"] == "equivariant"
+    assert all(row["paths"]["fc"] == 0.0 for row in results["path_outputs"])
+    assert all(list(row["paths"]) == ["conv"] for row in results["symmetry"]["layers"])
+    trained = torch.load(out / "model.pt", weights_only=True)
+    assert all(trained[n].abs().sum() == 0 for n in trained if ".fc.output_map." in n)
