@@ -178,12 +178,14 @@ class Row:
     def variants(self) -> list[str]:
         """How the training differed from the defaults, in words.
 
-        ``"balanced"`` (``balance_factors``, learned runs) and ``"equivariant start"``
-        (``start``).
+        ``"balanced"`` (``balance_factors``, learned runs), ``"equivariant start"``
+        (``start``) and ``"fc frozen"`` (paths kept silent by
+        ``benchmarks/frozen_fc_start.py``, recorded as ``frozen_paths``).
         """
         s = LATER_OPTIONS | self.settings
         named = ["balanced"] if s["balance_factors"] and s["method"] == "marglik" else []
-        return named + (["equivariant start"] if s["start"] == "equivariant" else [])
+        named += ["equivariant start"] if s["start"] == "equivariant" else []
+        return named + [f"{path} frozen" for path in self.results[0].get("frozen_paths", ())]
 
     def method(self) -> str:
         """``"MAP"`` or ``"learned"``, then the :meth:`variants`, e.g. ``"learned, balanced"``."""
@@ -272,7 +274,7 @@ def rows(runs: Sequence[Path]) -> list[Row]:
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for run in runs:
         result = load_run(run)
-        key = _experiment(result["settings"])
+        key = (*_experiment(result["settings"]), *result.get("frozen_paths", ()))
         groups.setdefault(key, []).append(result)
     return [Row(results) for results in groups.values()]
 
