@@ -79,7 +79,12 @@ def measure(run: Path) -> dict[str, Any]:
     results = json.loads((run / "results.json").read_text())
     precisions = torch.tensor(learned_precisions(model, results))
     loader = DataLoader(TensorDataset(data.x_train, data.y_train), batch_size=128)
-    return {"run": str(run), "settings": results["settings"], **split(model, loader, precisions)}
+    return {
+        "run": str(run),
+        "settings": results["settings"],
+        "frozen_paths": results.get("frozen_paths", []),
+        **split(model, loader, precisions),
+    }
 
 
 def main() -> None:

@@ -129,6 +129,7 @@ def test_evidence_split_groups_runs_by_training_and_sums_each_paths_terms(tmp_pa
             run("f-fc+conv", "equivariant", 0, 5.0, 100.0),
             run("conv", "mixed", 0, None, 70.0),
             run("f-fc+conv", "equivariant", 1, 7.0, 120.0),
+            {**run("f-fc+conv", "equivariant", 0, 0.0, 90.0), "frozen_paths": ["fc"]},
         ],
     }
     (tmp_path / "split.json").write_text(json.dumps(measured))
@@ -140,4 +141,5 @@ def test_evidence_split_groups_runs_by_training_and_sums_each_paths_terms(tmp_pa
         in text
     )
     assert "| learned CONV | 154 | 10 | 0 | 140 | 4 |" in text
+    assert "| learned F-FC+CONV, started equivariant, FC frozen | 194 | 10 | 0 | 180 | 4 |" in text
     assert "| layer1 | 12 (2) | 220 (1) | 140 (1) |" in text  # means over the two seeds

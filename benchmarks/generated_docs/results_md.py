@@ -653,21 +653,22 @@ class EvidenceSplitSection:
     conclusion: str
 
     @staticmethod
-    def training(settings: dict[str, Any]) -> str:
+    def training(run: dict[str, Any]) -> str:
         """A run's training in words: "learned F-FC+CONV, started equivariant"."""
-        s = summary.LATER_OPTIONS | settings
+        s = summary.LATER_OPTIONS | run["settings"]
         words = [f"learned {s['model'].upper()}"]
         if cli.is_relaxed(s["model"]):
             words.append(f"started {s['start']}")
         if s["balance_factors"]:
             words.append("balanced at every fit")
+        words += [f"{path.upper()} frozen" for path in run.get("frozen_paths", ())]
         return ", ".join(words)
 
     def render(self) -> str:
         measured = json.loads((RESULTS / self.file).read_text())
         groups: dict[str, list[dict[str, Any]]] = {}
         for run in measured["runs"]:
-            groups.setdefault(self.training(run["settings"]), []).append(run)
+            groups.setdefault(self.training(run), []).append(run)
         first = measured["runs"][0]["settings"]
 
         def per_seed(runs: list[dict[str, Any]], value: Callable[[dict[str, Any]], float]) -> str:
