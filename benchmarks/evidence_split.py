@@ -35,6 +35,7 @@ from benchmarks import measured_runs  # noqa: E402
 from benchmarks.factor_balance import fitted_laplace, learned_precisions  # noqa: E402
 from laplace_equivariance import effective_parameters, occam_terms  # noqa: E402
 from laplace_equivariance.cli import load_trained  # noqa: E402
+from laplace_equivariance.layers import RelaxedLayer  # noqa: E402
 from laplace_equivariance.priors import parameter_paths  # noqa: E402
 
 
@@ -74,9 +75,14 @@ def split(model: torch.nn.Module, loader: DataLoader, precisions: torch.Tensor) 
 
 
 def measure(run: Path) -> dict[str, Any]:
-    """The evidence split of one trained run at its learned precisions."""
+    """The evidence split of one trained run at its learned precisions (without the paths it
+    kept frozen, as it was fitted)."""
     model, data = load_trained(run)
     results = json.loads((run / "results.json").read_text())
+    for module in model.modules():  # paths a run kept frozen stay outside its Laplace fit
+        if isinstance(module, RelaxedLayer):
+            for name in set(results.get("frozen_paths", ())) & set(module.path_names):
+                module.path(name).requires_grad_(False)
     precisions = torch.tensor(learned_precisions(model, results))
     loader = DataLoader(TensorDataset(data.x_train, data.y_train), batch_size=128)
     return {

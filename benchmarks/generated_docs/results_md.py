@@ -470,7 +470,10 @@ EVIDENCE_SPLIT_CONCLUSION_60 = (
     "(docs/learned_structure.md, 'Where training starts'); the rest is its CONV paths (+1,150 "
     "/ +1,059 / +605 nats, gamma 1.4-2.0 times learned CONV's in layers 2-4). Its data term is "
     "lower than learned CONV's (188 / 171 / 163 against 254 / 278 / 234): the F-FC+CONV "
-    "network fits its training images more closely and generalises worse. At 150 epochs (the "
+    "network fits its training images more closely and generalises worse. With the FC paths "
+    "frozen off the CONV paths of layers 2-4 keep learned CONV's effective parameters (128 / "
+    "210 / 372 against 122 / 212 / 369, free 250 / 407 / 504) and layers 6-8 take more, as in "
+    "learned CONV at Adam's rate over sqrt(2) (below). At 150 epochs (the "
     "150-epoch evidence section below) the FC part has shrunk to 492 / 138 / 301 nats and the "
     "CONV part remains."
 )
@@ -1096,7 +1099,8 @@ SECTIONS = [
         "evidence-split/digit-4000-60ep.json",
         "python benchmarks/evidence_split.py RUN ... --out "
         "benchmarks/results/evidence-split/digit-4000-60ep.json (RUNs: the learned runs of the "
-        "two sections above with burn-in 10, with their model.pt)",
+        "two sections above with burn-in 10, and those with the FC paths frozen (below, split "
+        "with --threads 2), with their model.pt)",
         EVIDENCE_SPLIT_ABOUT
         + " The runs balanced at every fit were balanced once more under the last precisions "
         "after their last fit (marglik_training's final Laplace), which moves their evidence "
