@@ -40,3 +40,7 @@ def test_a_run_keeps_its_fc_paths_silent_and_says_they_were_frozen(tmp_path):
     assert all(list(row["paths"]) == ["conv"] for row in results["symmetry"]["layers"])
     trained = torch.load(out / "model.pt", weights_only=True)
     assert all(trained[n].abs().sum() == 0 for n in trained if ".fc.output_map." in n)
+    # benchmarks/evidence_split.py fits it as it was fitted: without the frozen paths
+    split = load_script("benchmarks", "evidence_split").measure(out)
+    assert split["frozen_paths"] == ["fc"]
+    assert all(list(paths) == ["conv"] for paths in split["layers"].values())
