@@ -36,6 +36,8 @@ from laplace_equivariance.layers import RelaxedLayer  # noqa: E402
 from laplace_equivariance.models import EQUIVARIANT_PATHS  # noqa: E402
 
 FROZEN = "fc"
+MARKER = "frozen_paths.json"
+"""Written before training: a folder holding a run without it was trained with free paths."""
 
 
 def freeze_fc_paths(model: torch.nn.Module) -> int:
@@ -63,6 +65,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--start" in argv and argv[argv.index("--start") + 1] != "equivariant":
         raise SystemExit("The FC paths are frozen silent: the start is equivariant.")
+    out = Path(argv[argv.index("--out") + 1])
+    marker = out / MARKER
+    if (out / cli.RUN_RECORD).exists() and not marker.exists() and "--overwrite" not in argv:
+        raise SystemExit(
+            f"--out {out} holds a run whose FC paths were not frozen (its settings are the "
+            "same, so train would resume it); use another folder or --overwrite."
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps([FROZEN]))
     build = cli.build_model
 
     def build_frozen(settings: dict[str, Any], in_shape: Sequence[int], n_classes: int):
@@ -75,7 +86,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = cli.main(["train", "--start", "equivariant", *argv])
     finally:
         cli.build_model = build
-    out = Path(argv[argv.index("--out") + 1])
     results = json.loads((out / "results.json").read_text())
     results["frozen_paths"] = [FROZEN]
     (out / "results.json").write_text(json.dumps(results, indent=1))

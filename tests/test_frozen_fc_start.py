@@ -44,3 +44,13 @@ def test_a_run_keeps_its_fc_paths_silent_and_says_they_were_frozen(tmp_path):
     split = load_script("benchmarks", "evidence_split").measure(out)
     assert split["frozen_paths"] == ["fc"]
     assert all(list(paths) == ["conv"] for paths in split["layers"].values())
+
+
+def test_a_folder_holding_a_run_with_free_fc_paths_is_refused_not_relabelled(tmp_path):
+    script = load_script("benchmarks", "frozen_fc_start")
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "run.json").write_text("{}")  # a train run of the same settings, FC paths free
+    with pytest.raises(SystemExit, match="not frozen"):
+        script.main(["--model", "f-fc+conv", "--method", "marglik", "--out", str(out)])
+    assert not (out / "frozen_paths.json").exists()
