@@ -12,8 +12,10 @@ NLL, the fraction of test predictions unchanged by circular shifts, and every se
 :meth:`~laplace_equivariance.layers.FactoredLinear2d.balance_` (``theta1`` with He variance
 ``2 / C``, ``theta2`` with ``1 / XY``, per channel pair ``2 X'Y' / C`` times apart in squared
 norm); ``--start equivariant`` silences the FC paths at the start
-(:meth:`~laplace_equivariance.models.RelaxedNet.start_equivariant_`); ``--model conv --method
-map`` and ``--model f-fc --method map`` are the baselines.
+(:meth:`~laplace_equivariance.models.RelaxedNet.start_equivariant_`), ``--start held`` also
+holds them until the first marginal-likelihood fit (``marglik_training``'s
+``held_until_fit``); ``--model conv --method map`` and ``--model f-fc --method map`` are the
+baselines.
 """
 
 from __future__ import annotations
@@ -235,7 +237,7 @@ def run(args: argparse.Namespace, task: str, seed: int) -> dict[str, Any]:
     )
     if args.f_fc_init == "unbalanced":
         unbalance_(model)
-    if args.start == "equivariant":
+    if args.start in ("equivariant", "held"):
         model.start_equivariant_()
     loader = DataLoader(
         TensorDataset(data.x_train, data.y_train), batch_size=args.batch_size, shuffle=True
@@ -271,6 +273,7 @@ def run(args: argparse.Namespace, task: str, seed: int) -> dict[str, Any]:
         marglik_frequency=args.marglik_frequency,
         kfac_approx="expand" if exact else args.kfac_approx,
         restore_best=False,
+        held_until_fit=model.fc_type_parameters() if args.start == "held" else (),
     )
     seconds = time.perf_counter() - start
     model.eval()
@@ -477,9 +480,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--start",
-        choices=["mixed", "equivariant"],
+        choices=["mixed", "equivariant", "held"],
         default="mixed",
-        help="equivariant: FC paths silenced at the start (RelaxedNet.start_equivariant_)",
+        help="equivariant: FC paths silenced at the start (RelaxedNet.start_equivariant_); "
+        "held: silenced and held until the first marginal-likelihood fit",
     )
     parser.add_argument("--threads", type=int, default=1, help="(1)")
     parser.add_argument("--out", type=Path, help="folder for one JSON per run")

@@ -109,7 +109,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--start",
-        choices=("mixed", "equivariant"),
+        choices=cli.STARTS,
         help="where the relaxed models' training starts (train --start; its default when "
         "not given); given, it adds '-<start>-start' to their run folders",
     )

@@ -259,12 +259,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     train.add_argument(
         "--start",
-        choices=["mixed", "equivariant"],
+        choices=list(STARTS),
         dest="start",
-        help="where a relaxed model's training starts: every path drawn at random (mixed), or "
+        help="where a relaxed model's training starts: every path drawn at random (mixed), "
         "its FC-type paths silenced so that it starts as its CONV network (equivariant; "
-        "RelaxedNet.start_equivariant_) [equivariant for --method marglik on models with an "
-        "FC-type and an equivariant path, mixed otherwise]",
+        "RelaxedNet.start_equivariant_), or silenced and held there until the first "
+        "marginal-likelihood fit (held; marglik_training's held_until_fit) [equivariant for "
+        "--method marglik on models with an FC-type and an equivariant path, mixed otherwise]",
     )
     train.add_argument(
         "--prior-structure",
@@ -424,7 +425,7 @@ def build_model(
             settings["alpha"],
             sparse_options={"lengthscale_mode": settings["lengthscale_mode"]},
         )
-        if settings.get("start") == "equivariant":
+        if settings.get("start") in SILENCED_STARTS:
             model.start_equivariant_()
         return model
     return InvariantWeightsNet(
@@ -569,6 +570,11 @@ RUN_FILES = (
 )
 """Files of a run in its ``--out`` folder (besides the plots); ``--overwrite`` removes them."""
 
+STARTS = ("mixed", "equivariant", "held")
+"""``--start`` values: paths drawn at random; FC-type paths silenced; silenced and held."""
+SILENCED_STARTS = ("equivariant", "held")
+"""Starts at :meth:`~laplace_equivariance.models.RelaxedNet.start_equivariant_`."""
+
 POSITIVE = ("epochs", "alpha", "batch_size", "marglik_frequency", "hypersteps", "mc_samples")
 """Settings that must be at least 1 (``burnin`` at least 0; subsets at least 1 when given)."""
 
@@ -618,12 +624,18 @@ def check_settings(settings: dict[str, Any]) -> None:
     if settings["burnin"] < 0:
         raise SystemExit(f"--burnin must be at least 0, got {settings['burnin']}.")
     invariant = settings["model"] == INVARIANT_WEIGHTS
-    if settings.get("start") == "equivariant" and not _path_kinds(settings["model"]) & set(
+    start = settings.get("start")
+    if start in SILENCED_STARTS and not _path_kinds(settings["model"]) & set(
         models.EQUIVARIANT_PATHS
     ):
         raise SystemExit(
-            f"--start equivariant silences the FC-type paths; --model {settings['model']} has "
+            f"--start {start} silences the FC-type paths; --model {settings['model']} has "
             "no equivariant path to start from (use a model with conv or gconv, e.g. f-fc+conv)."
+        )
+    if start == "held" and settings["method"] != "marglik":
+        raise SystemExit(
+            f"--start held holds the FC-type paths until the first marginal-likelihood fit; "
+            f"--method {settings['method']} has none (use --start equivariant)."
         )
     if invariant and settings["lr_min"]:
         raise SystemExit(
@@ -826,6 +838,7 @@ def _train_relaxed(
             lengthscale_derivative=settings["lengthscale_derivative"],
             restore_best=settings["restore_best"],
             balance_factors=settings.get("balance_factors", False),
+            held_until_fit=model.fc_type_parameters() if settings.get("start") == "held" else (),
             callback=record,
         )
     except CheckpointError as error:

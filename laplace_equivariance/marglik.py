@@ -30,7 +30,7 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -206,6 +206,7 @@ class _Options:
     lengthscale_derivative: str
     restore_best: bool
     balance_factors: bool
+    held_until_fit: tuple[nn.Parameter, ...]
 
     def check(self, lengthscales: dict[str, torch.Tensor]) -> None:
         """Raise ValueError, before any training, for options that cannot work together."""
@@ -376,11 +377,35 @@ class _Trainer:
             self.criterion: nn.Module = nn.CrossEntropyLoss(reduction="mean")
         else:
             self.criterion = nn.MSELoss(reduction="mean")
+        fits = marglik_step_epochs(
+            options.n_epochs, options.n_epochs_burnin, options.marglik_frequency
+        )
+        self.first_fit = fits[0] if fits else None
+        self.held = self._check_held(options.held_until_fit)
         self.progress = _Progress()
         self.path = Path(options.checkpoint) if options.checkpoint is not None else None
         # in a process group the weights train through DDP (gradients averaged over ranks);
         # the Laplace fits use the model itself on each rank's shard and sum over the ranks
         self.network = DistributedDataParallel(model) if distributed.world_size() > 1 else model
+
+    def _check_held(self, held: tuple[nn.Parameter, ...]) -> tuple[nn.Parameter, ...]:
+        """``held_until_fit``, checked against the model and the schedule."""
+        if not held:
+            return held
+        own = {id(p) for p in self.model.parameters() if p.requires_grad}
+        foreign = sum(id(p) not in own for p in held)
+        if foreign:
+            raise ValueError(
+                f"held_until_fit has {foreign} tensor(s) that are not trainable parameters of "
+                "the model (a parameter of another module, or one with requires_grad=False)."
+            )
+        if self.first_fit is None:
+            raise ValueError(
+                "held_until_fit holds parameters until the first marginal-likelihood fit, and "
+                "this schedule has none: they would be frozen for the whole run. Freeze them "
+                "(requires_grad_(False)) or give a schedule with a fit."
+            )
+        return held
 
     def sigma_noise(self) -> float | torch.Tensor:
         """The observation noise (1 for classification; differentiable when learned)."""
@@ -498,6 +523,9 @@ class _Trainer:
                     f"epoch {self.progress.epoch}."
                 )
             loss.backward()
+            if self.first_fit is not None and epoch <= self.first_fit:
+                for p in self.held:  # no gradient: the optimiser leaves them (and its state)
+                    p.grad = None
             self.optimizer.step()
             total_loss += loss.item() * len(y)
             if o.likelihood == "regression":
@@ -754,6 +782,7 @@ def marglik_training(
     lengthscale_derivative: str = "total",
     restore_best: bool = True,
     balance_factors: bool = False,
+    held_until_fit: Iterable[nn.Parameter] = (),
 ) -> tuple[BaseLaplace | None, nn.Module, list[float], list[float]]:
     """Train weights by MAP and hyperparameters by the Laplace marginal likelihood (Eq. 9).
 
@@ -832,6 +861,14 @@ def marglik_training(
             moment estimates are rescaled with them). The network's function is unchanged
             and the Laplace approximation is taken at the posterior's mode along these
             symmetries; no effect on models without factored layers.
+        held_until_fit: Parameters the optimiser leaves at their values until the first
+            marginal-likelihood fit (their gradients are dropped up to and including the
+            epoch that ends with it); from then on they train as the others. They are in the
+            prior and in every Laplace approximation throughout. Given the FC-type paths
+            (:meth:`~laplace_equivariance.models.RelaxedNet.fc_type_parameters`) of a network
+            started by :meth:`~laplace_equivariance.models.RelaxedNet.start_equivariant_`, the
+            first fit weighs those paths while they are silent, before the burn-in grows them
+            (docs/learned_structure.md, "Where training starts").
 
     Returns:
         ``(la, model, margliks, losses)``: the final Laplace approximation, the model, the
@@ -849,7 +886,9 @@ def marglik_training(
             structure, backend or likelihood than ``"kron"``, ``EquivariantKFAC`` and
             classification, the total derivative with ``stochastic=True``, or
             ``n_mc_samples`` not a positive integer, or other than one without
-            ``stochastic=True`` and ``EquivariantKFAC``.
+            ``stochastic=True`` and ``EquivariantKFAC``, or ``held_until_fit`` naming a
+            tensor that is not a trainable parameter of the model, or given to a schedule
+            without a fit.
         CheckpointError: (a ``ValueError``) Before training, for a checkpoint that cannot be
             read or does not fit the run.
         FloatingPointError: If the training loss, the curvature, the marginal likelihood or a
@@ -857,6 +896,7 @@ def marglik_training(
             the parameter, prior group, noise or basis); the last checkpoint is the last good
             epoch.
     """
+    held_until_fit = tuple(held_until_fit)
     options = _Options(**{k: v for k, v in locals().items() if k not in ("model", "train_loader")})
     trainer = _Trainer(model, train_loader, options)
     trainer.resume()

@@ -260,6 +260,21 @@ class RelaxedNet(nn.Module):
         for layer in self.relaxed_layers:
             layer.silence_([n for n in layer.path_names if n not in EQUIVARIANT_PATHS])
 
+    def fc_type_parameters(self) -> list[nn.Parameter]:
+        """The parameters of every relaxed layer's FC-type paths (FC, F-FC, S-FC), in order.
+
+        The paths :meth:`start_equivariant_` silences; give them to
+        :func:`~laplace_equivariance.marglik_training`'s ``held_until_fit`` to keep them
+        silent until the first marginal-likelihood fit.
+        """
+        return [
+            p
+            for layer in self.relaxed_layers
+            for name in layer.path_names
+            if name not in EQUIVARIANT_PATHS
+            for p in layer.path(name).parameters()
+        ]
+
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """The invariant features that enter the head.
 

@@ -178,13 +178,13 @@ class Row:
     def variants(self) -> list[str]:
         """How the training differed from the defaults, in words.
 
-        ``"balanced"`` (``balance_factors``, learned runs), ``"equivariant start"``
-        (``start``) and ``"fc frozen"`` (paths kept silent by
+        ``"balanced"`` (``balance_factors``, learned runs), ``"equivariant start"`` or
+        ``"held start"`` (``start``) and ``"fc frozen"`` (paths kept silent by
         ``benchmarks/frozen_fc_start.py``, recorded as ``frozen_paths``).
         """
         s = LATER_OPTIONS | self.settings
         named = ["balanced"] if s["balance_factors"] and s["method"] == "marglik" else []
-        named += ["equivariant start"] if s["start"] == "equivariant" else []
+        named += [f"{s['start']} start"] if s["start"] in ("equivariant", "held") else []
         return named + [f"{path} frozen" for path in self.results[0].get("frozen_paths", ())]
 
     def method(self) -> str:

@@ -403,6 +403,7 @@ def test_report_does_not_call_an_unlearned_run_learned(runs, tmp_path):
         (["--burnin", "-1"], "--burnin must be at least 0"),
         (["--device", "tpu"], "--device tpu"),
         (["--model", "f-fc", "--start", "equivariant"], "no equivariant path"),
+        (["--method", "map", "--start", "held"], "--method map has none"),
     ],
 )
 def test_settings_that_cannot_run_stop_before_anything_exists(tmp_path, options, message):
@@ -599,3 +600,21 @@ def test_a_learned_run_records_the_start_it_took(runs):
         "equivariant"
     )
     assert json.loads((baseline / "results.json").read_text())["settings"]["start"] == "mixed"
+
+
+def test_start_held_gives_the_silenced_fc_paths_to_marglik_training(tmp_path, monkeypatch):
+    seen = {}
+
+    class Seen(Exception):
+        pass
+
+    def record(model, loader, **options):
+        seen["held"] = options["held_until_fit"]
+        seen["fc"] = model.fc_type_parameters()
+        raise Seen
+
+    monkeypatch.setattr(cli, "marglik_training", record)
+    with pytest.raises(Seen):
+        main(["train", "--out", str(tmp_path / "run"), *TINY, "--start", "held"])
+    assert [id(p) for p in seen["held"]] == [id(p) for p in seen["fc"]] and seen["held"]
+    assert all(p.abs().max() == 0 for p in seen["fc"][1::4])  # F-FC output maps: silent

@@ -604,3 +604,50 @@ def test_balancing_refuses_optimizer_state_it_cannot_rescale():
     trainer.optimizer = torch.optim.Adagrad([weight])
     with pytest.raises(ValueError, match=r"Adagrad also keeps \['sum'\]"):
         trainer._rescale_optimizer_state(weight, torch.full((3, 2), 2.0))
+
+
+def _held_run(n_epochs, **options):
+    """A silenced F-FC+CONV network trained with its FC-type paths held; first fit at epoch 2."""
+    model, loader = setup()
+    model.start_equivariant_()
+    held = model.fc_type_parameters()
+    start = [p.detach().clone() for p in held]
+    seen = []
+    marglik_training(
+        model,
+        loader,
+        n_epochs=n_epochs,
+        n_epochs_burnin=2,
+        marglik_frequency=1,
+        n_hypersteps=2,
+        held_until_fit=held,
+        callback=lambda e, info: seen.append(info["prior_precision"]),
+        **options,
+    )
+    moved = [not torch.equal(p, p0) for p, p0 in zip(held, start, strict=True)]
+    return model, moved, seen
+
+
+def test_held_parameters_stay_until_the_first_fit_and_train_after_it():
+    model, moved, seen = _held_run(2)
+    # each layer's F-FC: input map, output map, the output's channel and position biases
+    assert len(moved) == 8 * 4
+    assert not any(moved)
+    assert model.layer1.fc.output_map.weight.abs().max() == 0  # still silent at the fit
+    assert seen[-1]["layer1.fc.output_map.weight"] > seen[0]["layer1.fc.output_map.weight"]
+    _, moved, _ = _held_run(3)
+    assert all(moved[1::4])  # every output map grows after the fit
+
+
+def test_held_parameters_must_be_the_models_and_need_a_fit():
+    model, loader = setup()
+    with pytest.raises(ValueError, match="not trainable parameters of the model"):
+        marglik_training(model, loader, held_until_fit=[torch.nn.Parameter(torch.zeros(1))])
+    with pytest.raises(ValueError, match="this schedule has none"):
+        marglik_training(
+            model,
+            loader,
+            n_epochs=2,
+            n_epochs_burnin=3,
+            held_until_fit=model.fc_type_parameters(),
+        )
