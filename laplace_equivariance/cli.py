@@ -264,8 +264,8 @@ def _parser() -> argparse.ArgumentParser:
         help="where a relaxed model's training starts: every path drawn at random (mixed), "
         "its FC-type paths silenced so that it starts as its CONV network (equivariant; "
         "RelaxedNet.start_equivariant_), or silenced and held there until the first "
-        "marginal-likelihood fit (held; marglik_training's held_until_fit) [equivariant for "
-        "--method marglik on models with an FC-type and an equivariant path, mixed otherwise]",
+        "marginal-likelihood fit (held; marglik_training's held_until_fit) [held for --method "
+        "marglik on models with an FC-type and an equivariant path, mixed otherwise]",
     )
     train.add_argument(
         "--prior-structure",
@@ -582,15 +582,17 @@ POSITIVE = ("epochs", "alpha", "batch_size", "marglik_frequency", "hypersteps", 
 def default_start(settings: dict[str, Any]) -> str:
     """Where training starts when ``--start`` is not given.
 
-    ``"equivariant"`` for marginal-likelihood runs of models with an FC-type path beside an
-    equivariant one (F-FC+CONV and the like): started mixed, the App. F.1 network's middle
-    layers go FC on the translation-invariant digit task, started equivariant the evidence
-    switches FC on only where the labels need position (docs/learned_structure.md, "Where
-    training starts"). ``"mixed"`` for MAP runs (the architecture's baseline, drawn as the
-    reference code draws it) and single-kind models.
+    ``"held"`` for marginal-likelihood runs of models with an FC-type path beside an
+    equivariant one (F-FC+CONV and the like): the FC-type paths silenced and held until the
+    first fit, so that the evidence weighs them before the burn-in grows them. Started
+    mixed, the App. F.1 network's middle layers go FC on the translation-invariant digit
+    task; started equivariant with the FC paths free, the paths grown in the burn-in cost
+    accuracy; held, the evidence switches FC on only where the labels need position
+    (docs/learned_structure.md, "Where training starts"). ``"mixed"`` for MAP runs (the
+    architecture's baseline, drawn as the reference code draws it) and single-kind models.
     """
     relaxed = is_relaxed(settings["model"])
-    return "equivariant" if relaxed and settings["method"] == "marglik" else "mixed"
+    return "held" if relaxed and settings["method"] == "marglik" else "mixed"
 
 
 def is_relaxed(model: str) -> bool:

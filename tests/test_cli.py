@@ -566,15 +566,15 @@ def test_start_equivariant_builds_the_model_with_its_fc_paths_silent():
 @pytest.mark.parametrize(
     "model, method, start",
     [
-        ("f-fc+conv", "marglik", "equivariant"),
-        ("s-fc+s-conv", "marglik", "equivariant"),
+        ("f-fc+conv", "marglik", "held"),
+        ("s-fc+s-conv", "marglik", "held"),
         ("f-fc+conv", "map", "mixed"),
         ("conv", "marglik", "mixed"),
         ("f-fc", "marglik", "mixed"),
         ("invariant-weights", "elbo", "mixed"),
     ],
 )
-def test_learned_relaxed_models_start_equivariant_by_default(model, method, start):
+def test_learned_relaxed_models_start_held_by_default(model, method, start):
     assert cli.default_start(dict(cli.DEFAULTS, model=model, method=method)) == start
 
 
@@ -596,9 +596,7 @@ def test_relaxed_models_hold_an_fc_type_path_beside_an_equivariant_one(model, re
 
 def test_a_learned_run_records_the_start_it_took(runs):
     learned, baseline = runs
-    assert json.loads((learned / "results.json").read_text())["settings"]["start"] == (
-        "equivariant"
-    )
+    assert json.loads((learned / "results.json").read_text())["settings"]["start"] == "held"
     assert json.loads((baseline / "results.json").read_text())["settings"]["start"] == "mixed"
 
 
