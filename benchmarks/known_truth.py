@@ -63,6 +63,7 @@ TABLE_ORDER = (
     "balanced-adam-layerwise-mean-of-paths",
     "balanced-adam-layerwise",
     "equivariant-start-layerwise",
+    "held-start-layerwise",
     "balanced-adam-reduce",
     "balanced-sgd",
     "map-conv-n300",
@@ -367,6 +368,7 @@ PRECISION_ROWS = (
     "balanced-adam",
     "balanced-adam-layerwise",
     "equivariant-start-layerwise",
+    "held-start-layerwise",
     "alpha1-exact",
 )
 """Folders whose learned precisions the second table lists (the mean-of-paths rows' are in

@@ -2,6 +2,7 @@
 module of ``benchmarks/generated_docs`` each) makes of the committed results files (and the
 models' parameter counts)."""
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -30,16 +31,24 @@ def test_each_document_has_its_own_module():
     ]
 
 
+class Row:
+    """What a claim reads of a summary row."""
+
+    def __init__(self, model, method, accuracies, start="mixed", burnin=10, balanced=False):
+        self.settings = {"dataset": "d", "model": model, "method": method, "start": start}
+        self.settings |= {"burnin": burnin, "balance_factors": balanced}
+        self._accuracies = accuracies
+
+    def accuracy(self):
+        return self._accuracies
+
+    def variants(self):
+        named = ["balanced"] if self.settings["balance_factors"] else []
+        start = self.settings["start"]
+        return named + ([f"{start} start"] if start != "mixed" else [])
+
+
 def test_claims_are_judged_by_the_seed_spread():
-
-    class Row:
-        def __init__(self, model, method, accuracies):
-            self.settings = {"dataset": "d", "model": model, "method": method}
-            self._accuracies = accuracies
-
-        def accuracy(self):
-            return self._accuracies
-
     claim = results_md.Claim("conv above fc", "d", ("conv", "map"), ("fc", "map"))
     rows = [Row("conv", "map", [90.0, 91.0, 92.0]), Row("fc", "map", [80.0, 81.0, 82.0])]
     assert claim.verdict(rows).startswith("reproduced")
@@ -99,6 +108,27 @@ def test_kfac_differences_need_two_seeds_of_each_mode():
         [Row("expand", [80.0, 82.0]), Row("reduce", [83.0, 85.0])]
     )
     assert line.startswith("- d: test accuracy +3.0 (standard error 1.4)")
+
+
+def test_claims_compare_rows_by_start_and_refuse_to_guess_between_burn_ins():
+    claim = results_md.Claim(
+        "held above equivariant",
+        "d",
+        ("f-fc+conv", "marglik"),
+        ("f-fc+conv", "marglik"),
+        better_start="held",
+        worse_start="equivariant",
+    )
+    held = Row("f-fc+conv", "marglik", [92.0, 93.0, 94.0], start="held")
+    equivariant = Row("f-fc+conv", "marglik", [80.0, 81.0, 82.0], start="equivariant")
+    balanced = Row("f-fc+conv", "marglik", [99.0, 99.5, 99.9], "equivariant", balanced=True)
+    assert claim.verdict([held, equivariant, balanced]).startswith("reproduced")
+    assert claim.verdict([held, balanced]) == "not run"  # a variant is not the plain start
+    short = Row("f-fc+conv", "marglik", [95.0, 96.0, 97.0], start="equivariant", burnin=5)
+    with pytest.raises(ValueError, match="give the claim a burnin"):
+        claim.verdict([held, equivariant, short])
+    on_ten = dataclasses.replace(claim, burnin=10)
+    assert on_ten.verdict([held, equivariant, short]).startswith("reproduced")
 
 
 def test_learned_claims_started_equivariant_judge_the_equivariant_rows():
