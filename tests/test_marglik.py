@@ -651,3 +651,34 @@ def test_held_parameters_must_be_the_models_and_need_a_fit():
             n_epochs_burnin=3,
             held_until_fit=model.fc_type_parameters(),
         )
+
+
+def test_a_run_resumed_before_its_first_fit_still_holds(tmp_path):
+    """Whether a parameter is held follows from the epoch, so a resume keeps holding it."""
+    schedule = dict(n_epochs=4, n_epochs_burnin=3, marglik_frequency=1, n_hypersteps=2)
+
+    def run(**options):
+        model, loader = setup()
+        model.start_equivariant_()
+        marglik_training(
+            model, loader, held_until_fit=model.fc_type_parameters(), **schedule, **options
+        )
+        return model
+
+    straight = run()
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_one(epoch, info):
+        if epoch == 1:
+            raise Stop
+
+    checkpoint = tmp_path / "run.pt"
+    with pytest.raises(Stop):
+        run(checkpoint=checkpoint, callback=stop_after_one)
+    resumed = run(checkpoint=checkpoint)
+    for (name, a), b in zip(
+        straight.state_dict().items(), resumed.state_dict().values(), strict=True
+    ):
+        assert torch.equal(a, b), name
