@@ -7,6 +7,8 @@ the FC share::
 
     python benchmarks/structure_figure.py benchmarks/results/table1-60ep \
         --out docs/figures/table1-60ep-structure.png
+
+``--start held`` keeps the runs of one start where a folder holds several.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import argparse
 import statistics
 from pathlib import Path
 
-from laplace_equivariance import summary
+from laplace_equivariance import cli, summary
 
 
 def mean_shares(
@@ -51,6 +53,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path, help="folder of run folders (results.json each)")
     parser.add_argument("--out", type=Path, required=True, help="PNG to write")
+    parser.add_argument(
+        "--start",
+        choices=cli.STARTS,
+        help="only the runs trained from this start (train --start; all when not given)",
+    )
     args = parser.parse_args()
     import matplotlib
 
@@ -58,10 +65,17 @@ def main() -> None:
     from matplotlib import pyplot as plt
 
     runs = [
-        summary.load_run(p.parent)
-        for p in sorted(args.folder.rglob("results.json"))
-        if "-marglik-" in p.parent.name
+        run
+        for run in (
+            summary.load_run(p.parent)
+            for p in sorted(args.folder.rglob("results.json"))
+            if "-marglik-" in p.parent.name
+        )
+        if all("fc" in row["paths"] for row in run["symmetry"]["layers"])  # relaxed models
+        and args.start in (None, (summary.LATER_OPTIONS | run["settings"])["start"])
     ]
+    if not runs:
+        raise SystemExit(f"No learned runs of relaxed models under {args.folder}.")
     datasets = sorted({r["settings"]["dataset"] for r in runs})
     figure, axes = plt.subplots(1, len(datasets), figsize=(4.5 * len(datasets), 3.2), sharey=True)
     axes = [axes] if len(datasets) == 1 else list(axes)

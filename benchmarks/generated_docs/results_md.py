@@ -1277,7 +1277,9 @@ SECTIONS = [
     StructureSection(
         "What the learned F-FC+CONV learned on one H100, held and equivariant starts",
         ("held-start-h100",),
-        "the learned F-FC+CONV runs of the section above",
+        "the learned F-FC+CONV runs of the section above; figure (held start): python "
+        "benchmarks/structure_figure.py benchmarks/results/held-start-h100 --start held --out "
+        "docs/figures/held-start-h100-structure.png",
         STRUCTURE_ABOUT,
         STRUCTURE_CONCLUSION_HELD_H100,
     ),

@@ -1,0 +1,43 @@
+"""``benchmarks/structure_figure.py``: which runs the figure draws."""
+
+import json
+import sys
+
+import pytest
+
+from tests.scripts import load_script
+
+
+def _run(folder, name, start, fc_share, paths=("fc", "conv")):
+    """A learned run's results.json with one layer whose FC path has ``fc_share``."""
+    shares = {"fc": fc_share, "conv": 1 - fc_share}
+    layer = {"layer": "layer1", "paths": {p: {"relative": shares[p]} for p in paths}}
+    settings = {"dataset": "d", "seed": 0, "start": start}
+    (folder / name).mkdir(parents=True)
+    results = {"settings": settings, "symmetry": {"layers": [layer]}}
+    (folder / name / "results.json").write_text(json.dumps(results))
+
+
+def _draw(monkeypatch, folder, *options):
+    script = load_script("benchmarks", "structure_figure")
+    drawn = []
+
+    def mean_shares(runs):
+        drawn.extend(runs)
+        return ["layer1"], {"fc": [0.1], "conv": [0.9]}, [[0.0], [0.0]]
+
+    monkeypatch.setattr(script, "mean_shares", mean_shares)
+    argv = ["structure_figure.py", str(folder), "--out", str(folder / "f.png"), *options]
+    monkeypatch.setattr(sys, "argv", argv)
+    script.main()
+    return [run["settings"]["start"] for run in drawn]
+
+
+def test_the_figure_keeps_the_relaxed_runs_of_the_start_asked_for(tmp_path, monkeypatch):
+    _run(tmp_path, "d-f-fc+conv-marglik-held-start-seed0", "held", 0.01)
+    _run(tmp_path, "d-f-fc+conv-marglik-equivariant-start-seed0", "equivariant", 0.2)
+    _run(tmp_path, "d-conv-marglik-seed0", "mixed", 0.0, paths=("conv",))
+    assert _draw(monkeypatch, tmp_path, "--start", "held") == ["held"]
+    assert sorted(_draw(monkeypatch, tmp_path)) == ["equivariant", "held"]  # no CONV run
+    with pytest.raises(SystemExit, match="No learned runs"):
+        _draw(monkeypatch, tmp_path, "--start", "mixed")
