@@ -517,8 +517,9 @@ STRUCTURE_CONCLUSION_150_HELD = (
     "layer CONV but the last two, where FC keeps 2-6 % (the paper: one layer left FC, near the "
     "end). In what the layers compute, FC carries under 0.3 % of layers 2-6's output in every "
     "seed, 0.2-2.3 % of layer 7's and 6-49 % of layer 8's (2x2 -> 1x1), at 93.8 ± 1.0 % "
-    "test, level with MAP CONV (94.3 ± 1.9 %). The evidence is that of the equivariant start (-log marglik 5,498 / "
-    "4,512 / 4,276 against 5,286 / 4,522 / 4,206), still below learned CONV's."
+    "test, level with MAP CONV (94.3 ± 1.9 %). The evidence is that of the equivariant start "
+    "(-log marglik 5,498 / 4,512 / 4,276 against 5,286 / 4,522 / 4,206), still below "
+    "learned CONV's."
 )
 
 
