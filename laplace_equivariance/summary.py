@@ -103,12 +103,17 @@ class Row:
         return "last (" + ", ".join(map(str, epochs)) + ")"
 
     def budget(self) -> str:
-        """Epochs, training examples, the marginal likelihood's subset and its first fit."""
+        """Epochs, training examples, the marginal likelihood's subset and its first fit, and
+        the learning rate where it is not the command line's default."""
+        from laplace_equivariance.cli import DEFAULTS  # cli imports this module
+
         s = self.settings
         parts = [f"{s['epochs']} ep", f"{self.results[0]['n_train']} ex", f"alpha {s['alpha']}"]
         if s["method"] == "marglik":
             parts.append(f"marglik on {s.get('marglik_subset') or self.results[0]['n_train']}")
             parts.append(f"burn-in {s['burnin']} ep")
+        if s.get("lr", DEFAULTS["lr"]) != DEFAULTS["lr"]:
+            parts.append(f"lr {s['lr']:g}")
         return ", ".join(parts)
 
     def machine(self) -> str:

@@ -73,6 +73,12 @@ def test_budget_names_the_burn_in_of_learned_runs(tmp_path):
     )
 
 
+def test_budget_names_a_learning_rate_other_than_the_default(tmp_path):
+    runs = [write_run(tmp_path / "a", 0, 0.8, lr=0.0042426), write_run(tmp_path / "b", 0, 0.8)]
+    budgets = [row.budget() for row in summary.rows(runs)]
+    assert budgets[0].endswith(", lr 0.0042426") and "lr" not in budgets[1]
+
+
 def test_map_runs_differing_only_in_marglik_settings_are_one_experiment(tmp_path):
     """A MAP run takes no marginal-likelihood step: its prior structure (the command line's
     default changed from "path" to "layerwise") and hyperparameter settings do not matter,
