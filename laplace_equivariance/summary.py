@@ -103,8 +103,7 @@ class Row:
         return "last (" + ", ".join(map(str, epochs)) + ")"
 
     def budget(self) -> str:
-        """Epochs, training examples, the marginal likelihood's subset and its first fit, and
-        the learning rate where it is not the command line's default."""
+        """Epochs, examples, the marginal likelihood's subset and first fit, a non-default lr."""
         from laplace_equivariance.cli import DEFAULTS  # cli imports this module
 
         s = self.settings
