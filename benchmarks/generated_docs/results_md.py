@@ -1317,7 +1317,7 @@ SECTIONS = [
         "the CONV network's (the mirror of learned CONV at Adam's rate over sqrt(2), above; the "
         "head, outside the relaxed layers, is sped up too). The evidence rises in every seed, "
         "by 800-2,900 nats (-log marglik 5,962 / 5,816 / 5,659 against 8,840 / 7,618 / 6,471 at "
-        "0.003), to learned CONV's (5,301 / 5,816 / 4,976), and the accuracy moves within the "
+        "0.003), near learned CONV's (5,301 / 5,816 / 4,976), and the accuracy moves within the "
         "seed spread (91.6 / 94.6 / 91.5 % against 89.3 / 93.5 / 91.5 %); the FC paths' "
         "relative effective parameters stay at 0.6-6 % (1, 2 and 1 of the first six layers "
         "under 1 %). The evidence gap to learned CONV that holding leaves is the rate's, as "
