@@ -302,6 +302,14 @@ def _requiring_grad(tensors: list[torch.Tensor]) -> Iterator[None]:
             tensor.requires_grad_(False)
 
 
+def _named_few(names: list[str], shown: int = 3) -> str:
+    """``names`` for a message: the first ``shown`` of them and how many more, or "nothing"."""
+    if not names:
+        return "nothing"
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return f"{len(names)} parameter(s) ({', '.join(names[:shown])}{more})"
+
+
 def _save_atomically(state: dict[str, Any], path: Path) -> None:
     """Write ``state`` next to ``path`` and rename, so a crash never leaves half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -382,6 +390,8 @@ class _Trainer:
         )
         self.first_fit = fits[0] if fits else None
         self.held = self._check_held(options.held_until_fit)
+        held_ids = {id(p) for p in self.held}
+        self.held_names = sorted(n for n, p in model.named_parameters() if id(p) in held_ids)
         self.progress = _Progress()
         self.path = Path(options.checkpoint) if options.checkpoint is not None else None
         # in a process group the weights train through DDP (gradients averaged over ranks);
@@ -662,6 +672,7 @@ class _Trainer:
             "rng": torch.get_rng_state(),
             "state": vars(self.progress),
             "world_size": distributed.world_size(),
+            "held_until_fit": self.held_names,
         }
         _save_atomically(state, self.path)
         distributed.barrier()
@@ -703,6 +714,21 @@ class _Trainer:
                 "model, prior structure, likelihood or scheduler, or by an older version. "
                 f"Delete it or pass another checkpoint path to start afresh. {error}"
             ) from error
+        saved_held = saved.get("held_until_fit")
+        if saved_held is None and self.held_names:
+            warnings.warn(
+                f"Checkpoint {self.path} was written by an older version, which did not record "
+                "the parameters held until the first fit: this run's held_until_fit is taken "
+                "as the checkpoint's, unchecked.",
+                stacklevel=3,
+            )
+        elif saved_held is not None and saved_held != self.held_names:
+            raise CheckpointError(
+                f"Checkpoint {self.path} was written by a run that held "
+                f"{_named_few(saved_held)} until the first fit, and this run holds "
+                f"{_named_few(self.held_names)}: resuming would mix two schedules. Pass the "
+                "same held_until_fit, or delete the checkpoint to start afresh."
+            )
         self.optimizer.load_state_dict(saved["optimizer"])
         if self.scheduler is not None:
             self.scheduler.load_state_dict(saved["scheduler"])
@@ -868,7 +894,8 @@ def marglik_training(
             (:meth:`~laplace_equivariance.models.RelaxedNet.fc_type_parameters`) of a network
             started by :meth:`~laplace_equivariance.models.RelaxedNet.start_equivariant_`, the
             first fit weighs those paths while they are silent, before the burn-in grows them
-            (docs/learned_structure.md, "Where training starts").
+            (docs/learned_structure.md, "Where training starts"). The checkpoint records
+            their names; a resume with another set is refused.
 
     Returns:
         ``(la, model, margliks, losses)``: the final Laplace approximation, the model, the

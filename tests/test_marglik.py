@@ -682,3 +682,48 @@ def test_a_run_resumed_before_its_first_fit_still_holds(tmp_path):
         straight.state_dict().items(), resumed.state_dict().values(), strict=True
     ):
         assert torch.equal(a, b), name
+
+
+def test_a_run_resumed_with_another_held_set_is_refused(tmp_path):
+    """The checkpoint names the held parameters: a resume that holds others (or none) would
+    mix two schedules, so it stops before training, naming both sets; a checkpoint of an
+    older version, with no record, resumes with a warning."""
+    schedule = dict(n_epochs=4, n_epochs_burnin=3, marglik_frequency=1, n_hypersteps=2)
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_one(epoch, info):
+        if epoch == 1:
+            raise Stop
+
+    model, loader = setup()
+    checkpoint = tmp_path / "run.pt"
+    with pytest.raises(Stop):
+        marglik_training(
+            model,
+            loader,
+            held_until_fit=model.fc_type_parameters(),
+            checkpoint=checkpoint,
+            callback=stop_after_one,
+            **schedule,
+        )
+    model, loader = setup()
+    with pytest.raises(
+        CheckpointError, match=r"held 32 parameter\(s\) \(layer1\.fc\..* holds nothing"
+    ):
+        marglik_training(model, loader, checkpoint=checkpoint, **schedule)
+    layer1 = list(model.layer1.fc.parameters())
+    with pytest.raises(CheckpointError, match="this run holds 4 parameter"):
+        marglik_training(model, loader, held_until_fit=layer1, checkpoint=checkpoint, **schedule)
+    saved = torch.load(checkpoint, weights_only=False)
+    del saved["held_until_fit"]  # as an older version wrote it
+    torch.save(saved, checkpoint)
+    with pytest.warns(UserWarning, match="older version.*unchecked"):
+        marglik_training(
+            model,
+            loader,
+            held_until_fit=model.fc_type_parameters(),
+            checkpoint=checkpoint,
+            **schedule,
+        )
