@@ -8,7 +8,8 @@ the FC share::
     python benchmarks/structure_figure.py benchmarks/results/table1-60ep \
         --out docs/figures/table1-60ep-structure.png
 
-``--start held`` keeps the runs of one start where a folder holds several.
+``--start held`` keeps the runs of one start where a folder holds several; several folders
+draw their runs together (the two tasks' held runs of the 60-epoch table, say).
 """
 
 from __future__ import annotations
@@ -49,9 +50,11 @@ def mean_shares(
 
 
 def main() -> None:
-    """Draw the figure of the learned runs under a folder."""
+    """Draw the figure of the learned runs under the folders."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("folder", type=Path, help="folder of run folders (results.json each)")
+    parser.add_argument(
+        "folders", type=Path, nargs="+", help="folders of run folders (results.json each)"
+    )
     parser.add_argument("--out", type=Path, required=True, help="PNG to write")
     parser.add_argument(
         "--start",
@@ -68,14 +71,16 @@ def main() -> None:
         run
         for run in (
             summary.load_run(p.parent)
-            for p in sorted(args.folder.rglob("results.json"))
+            for folder in args.folders
+            for p in sorted(folder.rglob("results.json"))
             if "-marglik-" in p.parent.name
         )
         if all("fc" in row["paths"] for row in run["symmetry"]["layers"])  # relaxed models
         and args.start in (None, (summary.LATER_OPTIONS | run["settings"])["start"])
     ]
     if not runs:
-        raise SystemExit(f"No learned runs of relaxed models under {args.folder}.")
+        names = ", ".join(str(f) for f in args.folders)
+        raise SystemExit(f"No learned runs of relaxed models under {names}.")
     datasets = sorted({r["settings"]["dataset"] for r in runs})
     figure, axes = plt.subplots(1, len(datasets), figsize=(4.5 * len(datasets), 3.2), sharey=True)
     axes = [axes] if len(datasets) == 1 else list(axes)

@@ -18,7 +18,7 @@ def _run(folder, name, start, fc_share, paths=("fc", "conv")):
     (folder / name / "results.json").write_text(json.dumps(results))
 
 
-def _draw(monkeypatch, folder, *options):
+def _draw(monkeypatch, folder, *options, more=()):
     script = load_script("benchmarks", "structure_figure")
     drawn = []
 
@@ -27,7 +27,8 @@ def _draw(monkeypatch, folder, *options):
         return ["layer1"], {"fc": [0.1], "conv": [0.9]}, [[0.0], [0.0]]
 
     monkeypatch.setattr(script, "mean_shares", mean_shares)
-    argv = ["structure_figure.py", str(folder), "--out", str(folder / "f.png"), *options]
+    folders = [str(f) for f in (folder, *more)]
+    argv = ["structure_figure.py", *folders, "--out", str(folder / "f.png"), *options]
     monkeypatch.setattr(sys, "argv", argv)
     script.main()
     return [run["settings"]["start"] for run in drawn]
@@ -41,3 +42,10 @@ def test_the_figure_keeps_the_relaxed_runs_of_the_start_asked_for(tmp_path, monk
     assert sorted(_draw(monkeypatch, tmp_path)) == ["equivariant", "held"]  # no CONV run
     with pytest.raises(SystemExit, match="No learned runs"):
         _draw(monkeypatch, tmp_path, "--start", "mixed")
+
+
+def test_the_figure_draws_the_runs_of_every_folder_given(tmp_path, monkeypatch):
+    _run(tmp_path / "a", "d-f-fc+conv-marglik-held-start-seed0", "held", 0.01)
+    _run(tmp_path / "b", "d-f-fc+conv-marglik-equivariant-start-seed0", "equivariant", 0.2)
+    drawn = _draw(monkeypatch, tmp_path / "a", more=(tmp_path / "b",))
+    assert sorted(drawn) == ["equivariant", "held"]
