@@ -32,6 +32,20 @@ SCHEDULE = dict(
 )
 
 
+class _Stop(Exception):
+    """Raised by a callback to interrupt a run after an epoch (its checkpoint written)."""
+
+
+def _stop_after(last_epoch):
+    """A ``marglik_training`` callback that stops the run after epoch ``last_epoch``."""
+
+    def callback(epoch, info):
+        if epoch == last_epoch:
+            raise _Stop
+
+    return callback
+
+
 def test_learns_one_precision_per_layer_and_path():
     model, loader = setup()
     seen = []
@@ -64,17 +78,10 @@ def test_resumed_run_ends_bit_identical(tmp_path, name, build):
     if build:  # omega moved, so an equal end state needs omega from the checkpoint
         assert straight.layer1.conv.basis.lengthscale.item() != 1.0
 
-    class Stop(Exception):
-        pass
-
-    def stop_after_two(epoch, info):
-        if epoch == 2:
-            raise Stop
-
     model, loader = setup(name=name, **build)
     checkpoint = tmp_path / "run.pt"
-    with pytest.raises(Stop):
-        marglik_training(model, loader, checkpoint=checkpoint, callback=stop_after_two, **SCHEDULE)
+    with pytest.raises(_Stop):
+        marglik_training(model, loader, checkpoint=checkpoint, callback=_stop_after(2), **SCHEDULE)
     # the checkpoint of epoch 2 was written before the callback stopped the run; resume from
     # a differently initialised model to show that everything comes from the checkpoint
     model, loader = setup(seed=123, name=name, **build)
@@ -123,16 +130,9 @@ def test_resuming_with_restore_best_off_keeps_the_last_epoch(tmp_path):
     """The checkpoint of a run that tracked its best epoch does not override the setting."""
     checkpoint = tmp_path / "run.pt"
 
-    class Stop(Exception):
-        pass
-
-    def stop_after_two(epoch, info):
-        if epoch == 2:
-            raise Stop
-
     model, loader = setup()
-    with pytest.raises(Stop):
-        marglik_training(model, loader, checkpoint=checkpoint, callback=stop_after_two, **SCHEDULE)
+    with pytest.raises(_Stop):
+        marglik_training(model, loader, checkpoint=checkpoint, callback=_stop_after(2), **SCHEDULE)
     assert torch.load(checkpoint, weights_only=False)["state"]["best"] is not None
     last, best = {}, []
 
@@ -154,17 +154,15 @@ def test_wall_time_of_the_epochs_accumulates_across_a_resume(tmp_path):
     checkpoint = tmp_path / "run.pt"
     before, after = [], []
 
-    class Stop(Exception):
-        pass
-
-    def stop_after_two(epoch, info):
+    def record_and_stop_after_two(epoch, info):
         before.append(info["seconds"])
-        if epoch == 2:
-            raise Stop
+        _stop_after(2)(epoch, info)
 
     model, loader = setup()
-    with pytest.raises(Stop):
-        marglik_training(model, loader, checkpoint=checkpoint, callback=stop_after_two, **SCHEDULE)
+    with pytest.raises(_Stop):
+        marglik_training(
+            model, loader, checkpoint=checkpoint, callback=record_and_stop_after_two, **SCHEDULE
+        )
     model, loader = setup()
     marglik_training(
         model,
@@ -667,16 +665,9 @@ def test_a_run_resumed_before_its_first_fit_still_holds(tmp_path):
 
     straight = run()
 
-    class Stop(Exception):
-        pass
-
-    def stop_after_one(epoch, info):
-        if epoch == 1:
-            raise Stop
-
     checkpoint = tmp_path / "run.pt"
-    with pytest.raises(Stop):
-        run(checkpoint=checkpoint, callback=stop_after_one)
+    with pytest.raises(_Stop):
+        run(checkpoint=checkpoint, callback=_stop_after(1))
     resumed = run(checkpoint=checkpoint)
     for (name, a), b in zip(
         straight.state_dict().items(), resumed.state_dict().values(), strict=True
@@ -690,22 +681,15 @@ def test_a_run_resumed_with_another_held_set_is_refused(tmp_path):
     older version, with no record, resumes with a warning."""
     schedule = dict(n_epochs=4, n_epochs_burnin=3, marglik_frequency=1, n_hypersteps=2)
 
-    class Stop(Exception):
-        pass
-
-    def stop_after_one(epoch, info):
-        if epoch == 1:
-            raise Stop
-
     model, loader = setup()
     checkpoint = tmp_path / "run.pt"
-    with pytest.raises(Stop):
+    with pytest.raises(_Stop):
         marglik_training(
             model,
             loader,
             held_until_fit=model.fc_type_parameters(),
             checkpoint=checkpoint,
-            callback=stop_after_one,
+            callback=_stop_after(1),
             **schedule,
         )
     model, loader = setup()
