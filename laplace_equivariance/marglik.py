@@ -58,6 +58,7 @@ from laplace_equivariance.lengthscales import (
     lengthscale_hyperparameters,
     log_marginal_likelihood,
 )
+from laplace_equivariance.loader_size import counted, examples_in
 from laplace_equivariance.priors import PriorGroups, PriorStructure
 
 __all__ = ["CheckpointError", "marglik_step_epochs", "marglik_training", "paper_schedule"]
@@ -351,7 +352,7 @@ class _Trainer:
         self.marglik_loader = options.marglik_loader or train_loader
         p = next(model.parameters())
         self.device, dtype = p.device, p.dtype
-        self.n_data = len(train_loader.dataset)
+        self.n_data = examples_in(train_loader)
         self.groups = PriorGroups(model, options.prior_structure)
         init = math.log(options.temperature * options.prior_prec_init)
         self.log_prior_prec = torch.full((len(self.groups),), init, device=self.device, dtype=dtype)
@@ -442,7 +443,7 @@ class _Trainer:
             hessian_structure=o.hessian_structure,
             sigma_noise=sigma_noise,
             prior_precision=prior_precision,
-            temperature=o.temperature * len(self.marglik_loader.dataset) / self.n_data,
+            temperature=o.temperature * examples_in(self.marglik_loader) / self.n_data,
             backend=o.backend,
             subset_of_weights="all",
             enable_backprop=enable_backprop,
@@ -450,7 +451,7 @@ class _Trainer:
             dict_key_y=o.dict_key_y,
             backend_kwargs=o.backend_kwargs(),
         )
-        la.fit(self.marglik_loader)
+        la.fit(counted(self.marglik_loader))
         return la
 
     def balance_factors(self) -> None:
@@ -511,7 +512,9 @@ class _Trainer:
         """One epoch of MAP training (laplace-torch's loss); returns accuracy or mean error."""
         o = self.options
         self.model.train()
-        total_loss, performance = 0.0, 0.0
+        # loss sum and accuracy count (or squared error) stay on the device: reading them
+        # every step would make the host wait for the device (checked once per epoch below)
+        totals = torch.zeros(2, dtype=torch.float64, device=self.device)
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         if hasattr(self.train_loader.sampler, "set_epoch"):  # DistributedSampler's shuffle
             self.train_loader.sampler.set_epoch(epoch)
@@ -527,26 +530,28 @@ class _Trainer:
             theta = parameters_to_vector(trainable)
             f = self.network(x)
             loss = self.criterion(f, y) + (0.5 * (delta * theta) @ theta) / self.n_data / scale
-            if not torch.isfinite(loss):
-                raise FloatingPointError(
-                    f"Non-finite training loss in epoch {epoch}; the checkpoint (if any) holds "
-                    f"epoch {self.progress.epoch}."
-                )
             loss.backward()
             if self.first_fit is not None and epoch <= self.first_fit:
                 for p in self.held:  # no gradient: the optimiser leaves them (and its state)
                     p.grad = None
             self.optimizer.step()
-            total_loss += loss.item() * len(y)
-            if o.likelihood == "regression":
-                performance += (f.detach() - y).square().sum().item()
-            else:
-                performance += (f.detach().argmax(-1) == y).sum().item()
+            with torch.no_grad():
+                if o.likelihood == "regression":
+                    performance = (f - y).square().sum()
+                else:
+                    performance = (f.argmax(-1) == y).sum()
+                # in float64 before the product, as laplace-torch's loss.item() * len(y)
+                totals += torch.stack([loss.double().sum() * len(y), performance.double()])
             if self.scheduler is not None:
                 self.scheduler.step()
-        totals = torch.tensor([total_loss, performance], dtype=torch.float64, device=self.device)
         distributed.all_reduce_sum([totals])  # a sharded loader: sum over the ranks
         total_loss, performance = totals.tolist()
+        # the loss is a sum of non-negative terms: a NaN or inf in any step stays in the sum
+        if not math.isfinite(total_loss):
+            raise FloatingPointError(
+                f"Non-finite training loss in epoch {epoch}; the checkpoint (if any) holds "
+                f"epoch {self.progress.epoch}."
+            )
         self.progress.losses.append(total_loss / self.n_data)
         return performance / self.n_data
 
@@ -575,10 +580,10 @@ class _Trainer:
                 else:
                     marglik = -la.log_marginal_likelihood(prior_precision, sigma_noise)
                 marglik.backward()
-            self._check_step(epoch, step, marglik)
+            value = self._check_step(epoch, step, marglik)
             evaluated = self._hyperparameter_values()
             self.hyper_optimizer.step()
-            self.progress.margliks.append(marglik.item())
+            self.progress.margliks.append(value)
         best = self.progress.best
         if o.restore_best and (best is None or self.progress.margliks[-1] < best["marglik"]):
             self.progress.best = {"epoch": epoch, "marglik": self.progress.margliks[-1]}
@@ -611,16 +616,33 @@ class _Trainer:
                 param.copy_(value)
         return state
 
-    def _check_step(self, epoch: int, step: int, marglik: torch.Tensor) -> None:
+    def _check_step(self, epoch: int, step: int, marglik: torch.Tensor) -> float:
         """Raise before a non-finite value reaches the hyperparameter optimiser.
+
+        One host read per step takes the value and whether it and every hyperparameter's
+        gradient are finite; the names are looked up only when one is not.
+
+        Returns:
+            The value of ``marglik``.
 
         Raises:
             FloatingPointError: Naming the epoch, the step and the first hyperparameter whose
                 gradient is not finite.
         """
+        grads = [self.log_prior_prec.grad, *(omega.grad for omega in self.lengthscales.values())]
+        if self.log_sigma_noise is not None:
+            grads.append(self.log_sigma_noise.grad)
+        checked = torch.cat(
+            [marglik.detach().reshape(1), *(g.reshape(-1) for g in grads if g is not None)]
+        )
+        value, finite = torch.stack(
+            [marglik.detach().double(), torch.isfinite(checked).all().double()]
+        ).tolist()
+        if finite:
+            return value
         where = f"Epoch {epoch}, hyperparameter step {step + 1}"
-        if not torch.isfinite(marglik):
-            raise FloatingPointError(f"{where}: the log marginal likelihood is {marglik.item()}.")
+        if not math.isfinite(value):
+            raise FloatingPointError(f"{where}: the log marginal likelihood is {value}.")
         named = []
         grad = self.log_prior_prec.grad
         if grad is not None and not torch.isfinite(grad).all():
@@ -632,11 +654,10 @@ class _Trainer:
         for name, omega in self.lengthscales.items():
             if omega.grad is not None and not torch.isfinite(omega.grad).all():
                 named.append(f"lengthscale of {name!r}")
-        if named:
-            raise FloatingPointError(
-                f"{where}: non-finite gradient of the {named[0]}; check that layer's lengthscale "
-                "and weights, or lower lr_hyp."
-            )
+        raise FloatingPointError(  # the read above found one of these non-finite
+            f"{where}: non-finite gradient of the {named[0]}; check that layer's lengthscale "
+            "and weights, or lower lr_hyp."
+        )
 
     def info(self, accuracy: float, marglik_step: bool) -> dict[str, Any]:
         """What the callback gets after an epoch."""
@@ -813,8 +834,10 @@ def marglik_training(
     """Train weights by MAP and hyperparameters by the Laplace marginal likelihood (Eq. 9).
 
     As :func:`laplace.marglik_training`: every epoch minimises ``loss(f, y) + 0.5 *
-    sum(delta * theta^2) / N / c`` over ``train_loader`` (``c`` the temperature, divided by
-    ``2 sigma^2`` for regression) with ``optimizer_cls`` (and ``scheduler_cls``, stepped
+    sum(delta * theta^2) / N / c`` over ``train_loader`` (``N`` the examples it yields,
+    which is laplace-torch's ``len(train_loader.dataset)`` unless a sampler picks some of
+    them or ``drop_last`` drops some; ``c`` the temperature, divided by ``2 sigma^2`` for
+    regression) with ``optimizer_cls`` (and ``scheduler_cls``, stepped
     after every batch). From epoch ``n_epochs_burnin`` on, every ``marglik_frequency``
     epochs, a Laplace approximation is fitted and the log prior precisions (and, for
     regression, the log observation noise unless ``fix_sigma_noise``) take ``n_hypersteps``
@@ -857,10 +880,14 @@ def marglik_training(
         dict_key_x: Input key of dict batches.
         dict_key_y: Target key of dict batches.
         marglik_loader: Batches for the Laplace fits; defaults to ``train_loader``. Pass an
-            unaugmented loader (App. F.6), or one over a subset of ``n`` examples: the fits
-            then use temperature ``temperature * n / N``, so that the estimate is for the
-            whole training set. The Kronecker factors are sums over the examples, so the fit
-            does not depend on this loader's batch size, only its time and memory do.
+            unaugmented loader (App. F.6), or one over a subset of ``n`` examples (a
+            ``Subset``, or a sampler such as ``SubsetRandomSampler``: ``n`` counts what the
+            loader yields, not ``len(loader.dataset)``): the fits then use temperature
+            ``temperature * n / N``, so that the estimate is for the whole training set. A
+            loader whose example count cannot be known without iterating it (a custom
+            ``batch_sampler``, an ``IterableDataset``) is refused with a ``TypeError``. The
+            Kronecker factors are sums over the examples, so the fit does not depend on this
+            loader's batch size, only its time and memory do.
         stochastic: Estimate the GGN with a Monte-Carlo Fisher.
         n_mc_samples: Targets sampled per example for the Monte-Carlo Fisher, which averages
             them (:class:`~laplace_equivariance.EquivariantKFAC`'s option).

@@ -112,6 +112,18 @@ class PriorGroups:
             self.names = list(dict.fromkeys(keys))
             position = {name: i for i, name in enumerate(self.names)}
             self.index = torch.tensor([position[k] for k in keys])
+        self._copies: dict[tuple[str, torch.device], torch.Tensor] = {}
+
+    def _on(self, name: str, device: torch.device) -> torch.Tensor:
+        """``index`` or the tensor sizes on ``device``, copied there once.
+
+        A copy per training step from host memory would wait for the device's queued work.
+        """
+        key = (name, device)
+        if key not in self._copies:
+            values = self.index if name == "index" else torch.tensor(self._sizes)
+            self._copies[key] = values.to(device)
+        return self._copies[key]
 
     def __len__(self) -> int:
         """The number of hyperparameters."""
@@ -142,7 +154,7 @@ class PriorGroups:
         """
         if self.structure is not PriorStructure.PATH:
             return values
-        return values[self.index.to(values.device)]
+        return values[self._on("index", values.device)]
 
     def per_parameter(self, values: torch.Tensor) -> torch.Tensor:
         """One precision per parameter, shape ``(P,)``, in ``model.parameters()`` order.
@@ -157,8 +169,10 @@ class PriorGroups:
             return values
         if self.structure is PriorStructure.SCALAR:
             return values.expand(sum(self._sizes))
-        sizes = torch.tensor(self._sizes, device=values.device)
-        return self.to_laplace(values).repeat_interleave(sizes)
+        # output_size: the length is known here; without it the device would be asked for it
+        return self.to_laplace(values).repeat_interleave(
+            self._on("sizes", values.device), output_size=sum(self._sizes)
+        )
 
     def summary(self, values: torch.Tensor) -> dict[str, float]:
         """Group name -> precision, for logs and callbacks (per tensor, mean, for ``"diag"``).

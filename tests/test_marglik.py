@@ -13,6 +13,7 @@ from laplace_equivariance.marglik import (
     marglik_training,
     paper_schedule,
 )
+from tests.host_reads import host_reads
 
 K = 3
 
@@ -711,3 +712,29 @@ def test_a_run_resumed_with_another_held_set_is_refused(tmp_path):
             checkpoint=checkpoint,
             **schedule,
         )
+
+
+def _reads_of_a_run(n_examples: int, **schedule) -> int:
+    """Host reads of a ``marglik_training`` run with SGD (Adam counts its steps in CPU
+    tensors, read on the host by design) over the first ``n_examples`` of :func:`setup`'s data."""
+    model, loader = setup()
+    x, y = loader.dataset.tensors
+    data = DataLoader(TensorDataset(x[:n_examples], y[:n_examples]), batch_size=8)
+    options = {"progress_bar": False, "final_laplace": False, "optimizer_cls": torch.optim.SGD}
+    return host_reads(lambda: marglik_training(model, data, **options | schedule))
+
+
+def test_a_training_step_reads_nothing_on_the_host():
+    """The running loss, accuracy and the finiteness check stay on the device until the
+    epoch ends, and the prior term's per-tensor sizes are copied there once (a read per step
+    makes a GPU wait for every queued kernel)."""
+    one, three = (_reads_of_a_run(n, n_epochs=1, n_epochs_burnin=2) for n in (8, 24))
+    assert three == one
+
+
+def test_a_hyperparameter_step_reads_the_host_at_most_once():
+    """Its value and the finiteness of it and of every gradient come back in one read."""
+    one, three = (
+        _reads_of_a_run(8, n_epochs=1, n_epochs_burnin=0, n_hypersteps=steps) for steps in (1, 3)
+    )
+    assert three - one <= 2

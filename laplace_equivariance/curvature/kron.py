@@ -48,6 +48,16 @@ def densify(factor: torch.Tensor) -> torch.Tensor:
     return factor
 
 
+def _flat(kfacs: list[list[torch.Tensor]]) -> list[torch.Tensor]:
+    """Every factor of every group, in order, for one multi-tensor operator over all of them.
+
+    ``torch._foreach_add`` and its kin (the operators ``torch.optim`` steps with) run one
+    dispatch for the whole list instead of one per factor: on a GPU a few fused kernel
+    launches instead of about eighty per batch of a fit.
+    """
+    return [f for group in kfacs for f in group]
+
+
 class BlockDiagonalKron(Kron):
     """:class:`laplace.utils.matrix.Kron` whose factors may be block-diagonal ``(n, b, b)``.
 
@@ -102,8 +112,14 @@ class BlockDiagonalKron(Kron):
         """The rows of ``other``'s factors: its own if it has them; none for a zero factor."""
         if isinstance(other, BlockDiagonalKron):
             return other._valid_rows()
+        blocks = [f for group in other.kfacs for f in group if f.ndim == 3]
+        # one host read for every block-diagonal factor, not one per factor
+        nonzero = iter(torch.stack([f.any() for f in blocks]).tolist() if blocks else [])
         return [
-            [FactorRows((), f._version) if f.ndim == 3 and not f.any() else None for f in group]
+            [
+                FactorRows((), f._version) if f.ndim == 3 and not next(nonzero) else None
+                for f in group
+            ]
             for group in other.kfacs
         ]
 
@@ -138,10 +154,8 @@ class BlockDiagonalKron(Kron):
             ValueError: If ``other`` is not a Kron of the same structure.
         """
         self._check_structure(other)
-        sums = [
-            [a + b for a, b in zip(mine, theirs, strict=True)]
-            for mine, theirs in zip(self.kfacs, other.kfacs, strict=True)
-        ]
+        flat = iter(torch._foreach_add(_flat(self.kfacs), _flat(other.kfacs)))
+        sums = [[next(flat) for _ in group] for group in self.kfacs]
         rows = self._summed_rows(self._valid_rows(), self._rows_of(other), sums)
         return BlockDiagonalKron(sums, rows)
 
@@ -161,9 +175,7 @@ class BlockDiagonalKron(Kron):
         """
         self._check_structure(other)
         my_rows, their_rows = self._valid_rows(), self._rows_of(other)
-        for mine, theirs in zip(self.kfacs, other.kfacs, strict=True):
-            for factor, addend in zip(mine, theirs, strict=True):
-                factor.add_(addend)
+        torch._foreach_add_(_flat(self.kfacs), _flat(other.kfacs))
         self.rows = self._summed_rows(my_rows, their_rows, self.kfacs)
         return self
 

@@ -64,6 +64,7 @@ from laplace_equivariance.curvature.factor_rows import FactorRows
 from laplace_equivariance.curvature.kron import BlockDiagonalKron, BlockDiagonalKronDecomposed
 from laplace_equivariance.curvature.normalization import NORMALIZATION_RULES
 from laplace_equivariance.curvature.rules import RULES
+from laplace_equivariance.loader_size import counted
 
 __all__ = [
     "UnsupportedBackendError",
@@ -327,7 +328,10 @@ def install_fit_hook() -> None:
     The backend's ``after_fit(la, previous, n_new)`` runs after laplace-torch's fit, with
     ``previous`` the backend's projected statistics and example count of the earlier fit(s)
     when the fit accumulates (``override=False``), else None. An empty loader is refused
-    before laplace-torch's fit (which would raise a bare ``StopIteration``).
+    before laplace-torch's fit (which would raise a bare ``StopIteration``), and a loader
+    that yields fewer examples than its data set holds (a sampler over some of them) is
+    fitted with ``N`` its example count (:func:`~laplace_equivariance.loader_size.counted`),
+    not ``len(loader.dataset)``.
 
     Raises:
         RuntimeError: If ``KronLaplace.fit`` does not exist.
@@ -342,6 +346,7 @@ def install_fit_hook() -> None:
                     f"Laplace.fit got an empty loader ({len(train_loader.dataset)} examples, "
                     f"{len(train_loader)} batches): give it the training data."
                 )
+            train_loader = counted(train_loader)  # N: the examples it yields (a sampler's)
             accumulates = not override and getattr(self, "H_facs", None) is not None
             previous = (self.backend.projected_factors, self.n_data) if accumulates else None
             original(self, train_loader, override=override, progress_bar=progress_bar)

@@ -44,6 +44,7 @@ factor can be re-projected with ``phi(omega)`` under autograd
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -628,6 +629,21 @@ def circular_patches(x: torch.Tensor, kernel_size: int) -> torch.Tensor:
     return F.unfold(circular_pad(x, kernel_size), kernel_size)
 
 
+@functools.lru_cache(maxsize=64)
+def _tap_differences(
+    kernel_size: int, h: int, w: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(s' - s) mod X`` and ``(s' - s) mod Y`` for every pair of taps, each ``(S, S)``.
+
+    Cached per filter size, grid and device (made outside inference mode), so that each
+    batch of a fit runs no index arithmetic for them.
+    """
+    with torch.inference_mode(False):
+        taps = torch.arange(kernel_size, device=device)
+        offset = taps[None, :] - taps[:, None]  # (S, S): s' - s along one axis
+        return offset % h, offset % w
+
+
 def circular_patch_covariance(x: torch.Tensor, kernel_size: int) -> torch.Tensor:
     r"""``A`` of a circular convolution, :math:`\frac1{XY}\sum_{n,p} a_{np} a_{np}^\top`, by FFT.
 
@@ -662,9 +678,7 @@ def circular_patch_covariance(x: torch.Tensor, kernel_size: int) -> torch.Tensor
     cross = torch.bmm(per_frequency.conj(), per_frequency.transpose(1, 2))
     cross = cross.view(h, frequencies, c, c).permute(2, 3, 0, 1)
     correlation = torch.fft.irfft2(cross, s=(h, w))  # (C, C, X, Y): R_cc'(d) at d
-    taps = torch.arange(kernel_size, device=x.device)
-    offset = taps[None, :] - taps[:, None]  # (S, S): s' - s along one axis
-    rows, columns = offset % h, offset % w
+    rows, columns = _tap_differences(kernel_size, h, w, x.device)
     # (C, C', i, j, i', j') = R_cc'(i' - i, j' - j)
     blocks = correlation[:, :, rows[:, None, :, None], columns[None, :, None, :]]
     size = c * kernel_size**2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
@@ -12,52 +14,18 @@ from laplace_equivariance.layers.shapes import check_input_shape, check_odd_kern
 __all__ = ["CircularConv2d", "circular_conv2d", "circular_pad"]
 
 
+@functools.lru_cache(maxsize=64)
 def _wrapped_positions(h: int, w: int, p: int, device: torch.device) -> Tensor:
-    """Flat input position of every position of the padded ``(h + 2p, w + 2p)`` grid."""
-    rows = torch.arange(-p, h + p, device=device) % h
-    columns = torch.arange(-p, w + p, device=device) % w
-    return (rows[:, None] * w + columns).flatten()
+    """Flat input position of every position of the padded ``(h + 2p, w + 2p)`` grid.
 
-
-def _pad_forward(x: Tensor, p: int) -> Tensor:
-    """``F.pad(..., mode="circular")`` on the last two dimensions of any ``(*B, X, Y)``."""
-    *lead, h, w = x.shape
-    padded = F.pad(x.reshape(-1, 1, h, w), (p, p, p, p), mode="circular")
-    return padded.view(*lead, h + 2 * p, w + 2 * p)
-
-
-class _CircularPad(torch.autograd.Function):
-    """Circular padding: ``F.pad``'s forward pass, a single ``index_add`` as backward pass.
-
-    The backward pass folds every padded position's gradient back onto the input position it
-    copies, ``grad_x[i] = sum_{j: index[j] = i} grad_y[j]``, written with differentiable
-    operations so that double backward passes (the total lengthscale derivative) work;
-    ``torch.func`` transforms (the Jacobians of the GLM predictive) are supported through
-    ``setup_context``, a generated vmap rule and the forward-mode rule ``jvp``.
+    Cached per grid, pad and device: each layer's forward pass reuses its index, so the pad
+    launches no index arithmetic of its own. Made outside inference mode, so that a first
+    call under ``torch.inference_mode`` caches an index that autograd may save later.
     """
-
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(x: Tensor, p: int) -> Tensor:
-        return _pad_forward(x, p)
-
-    @staticmethod
-    def setup_context(ctx, inputs: tuple[Tensor, int], output: Tensor) -> None:
-        x, p = inputs
-        ctx.p, ctx.shape = p, x.shape
-
-    @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:
-        *lead, h, w = ctx.shape
-        index = _wrapped_positions(h, w, ctx.p, grad.device)
-        flat = grad.reshape(*lead, -1)  # reshape, not flatten: is_grads_batched needs it
-        folded = grad.new_zeros(*lead, h * w).index_add(-1, index, flat)
-        return folded.reshape(ctx.shape), None
-
-    @staticmethod
-    def jvp(ctx, x_tangent: Tensor, _p_tangent: None) -> Tensor:
-        return _pad_forward(x_tangent, ctx.p)
+    with torch.inference_mode(False):
+        rows = torch.arange(-p, h + p, device=device) % h
+        columns = torch.arange(-p, w + p, device=device) % w
+        return (rows[:, None] * w + columns).flatten()
 
 
 def circular_pad(x: Tensor, kernel_size: int) -> Tensor:
@@ -75,15 +43,20 @@ def circular_pad(x: Tensor, kernel_size: int) -> Tensor:
         ValueError: If the pad is wider than the map.
 
     Equal to ``F.pad(x, (p, p, p, p), mode="circular")`` (which takes 3D and 4D inputs only),
-    with a cheaper backward pass: one ``index_add`` of the padded gradient onto the wrapped
-    positions. ``F.pad``'s own backward pass (slices and copies) is 3-8x, that of two
-    concatenations 2-4x as slow (``(128, C, X, Y)`` maps, CPU); this matters because the
-    exact GGN runs a backward pass per class.
+    computed as one gather of the flattened maps at the wrapped positions
+    (``index_select``), so that autograd's own rules apply: the backward pass is one
+    ``index_add`` of the padded gradient onto the positions it copies (differentiable again,
+    for double backward passes), and ``torch.func`` transforms need nothing of this package.
+    ``F.pad``'s circular mode is several slice copies forward and backward (3-8x the time of
+    one ``index_add`` backward on the CPU, and a kernel launch per copy on a GPU).
     """
     p = circular_pad_width(x, kernel_size)
     if p == 0:
         return x
-    return _CircularPad.apply(x, p)
+    *lead, h, w = x.shape
+    index = _wrapped_positions(h, w, p, x.device)
+    padded = x.reshape(*lead, h * w).index_select(-1, index)
+    return padded.view(*lead, h + 2 * p, w + 2 * p)
 
 
 def circular_pad_width(x: Tensor, kernel_size: int) -> int:
@@ -101,74 +74,14 @@ def circular_pad_width(x: Tensor, kernel_size: int) -> int:
     return p
 
 
-class _CircularConvolution(torch.autograd.Function):
-    r"""``F.conv2d`` of the circularly padded input, with the input gradient by a convolution.
-
-    The input gradient of a circular convolution is itself a circular convolution, of the
-    output gradient ``g`` with the flipped, transposed filter (indices modulo the grid,
-    ``p = S // 2``):
-
-    .. math::
-        \frac{\partial \ell}{\partial x(c, u, v)}
-        = \sum_{c', a, b} g(c', u - a + p, v - b + p)\, \theta(c', c, a, b)
-        = \sum_{c', a, b} g(c', u + a - p, v + b - p)\, \theta(c', c, S{-}1{-}a, S{-}1{-}b),
-
-    so ``grad_x = F.conv2d(pad(g), flip(theta).transpose(0, 1))``, with no fold of the padded
-    gradient. The exact GGN runs one such pass per class with frozen weights (only the input
-    gradient), which this makes cheaper than autograd's transposed convolution onto the padded
-    map followed by the pad's backward pass. The weight gradient is
-    ``torch.nn.grad.conv2d_weight`` of the padded input, the bias gradient the sum of ``g``
-    over examples and positions. The backward pass is written with
-    differentiable operations (double backward passes: the total lengthscale derivative);
-    ``torch.func`` transforms work through ``setup_context``, a generated vmap rule and the
-    forward-mode rule ``jvp``.
-    """
-
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(x: Tensor, weight: Tensor, bias: Tensor | None, p: int) -> Tensor:
-        return F.conv2d(_pad_forward(x, p), weight, bias)
-
-    @staticmethod
-    def setup_context(
-        ctx, inputs: tuple[Tensor, Tensor, Tensor | None, int], output: Tensor
-    ) -> None:
-        x, weight, _bias, p = inputs
-        ctx.p = p
-        ctx.save_for_backward(x, weight)
-        ctx.save_for_forward(x, weight)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None, None]:
-        x, weight = ctx.saved_tensors
-        needs_x, needs_weight, needs_bias, _ = ctx.needs_input_grad
-        grad_x = grad_weight = grad_bias = None
-        if needs_x:
-            grad_x = F.conv2d(_pad_forward(grad, ctx.p), weight.flip(-1, -2).transpose(0, 1))
-        if needs_weight:
-            grad_weight = torch.nn.grad.conv2d_weight(_pad_forward(x, ctx.p), weight.shape, grad)
-        if needs_bias:
-            grad_bias = grad.sum(dim=(0, 2, 3))
-        return grad_x, grad_weight, grad_bias, None
-
-    @staticmethod
-    def jvp(
-        ctx, x_tangent: Tensor | None, weight_tangent: Tensor | None, bias_tangent, _p_tangent
-    ) -> Tensor:
-        x, weight = ctx.saved_tensors
-        terms = []
-        if x_tangent is not None:
-            terms.append(F.conv2d(_pad_forward(x_tangent, ctx.p), weight))
-        if weight_tangent is not None:
-            terms.append(F.conv2d(_pad_forward(x, ctx.p), weight_tangent))
-        if bias_tangent is not None:
-            terms.append(bias_tangent[:, None, None])
-        return sum(terms[1:], terms[0])
-
-
 def circular_conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """``F.conv2d(circular_pad(x, S), weight, bias)``, with a cheaper input gradient.
+    """``F.conv2d(circular_pad(x, S), weight, bias)``: a circular convolution.
+
+    Two native operators forward (the gather of :func:`circular_pad`, a padding-free
+    convolution) and two backward (one ``convolution_backward`` for the input, weight and
+    bias gradients, one ``index_add``), so a training step costs about what a zero-padded
+    ``nn.Conv2d``'s does; every autograd feature (double backward, ``torch.func``'s
+    ``vmap``, ``jvp``, ``jacrev``, ``is_grads_batched``) is PyTorch's own.
 
     Args:
         x: Input of shape ``(N, C, X, Y)``.
@@ -181,8 +94,7 @@ def circular_conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Te
     Raises:
         ValueError: If the pad ``S // 2`` is wider than the map.
     """
-    p = circular_pad_width(x, weight.shape[-1])
-    return _CircularConvolution.apply(x, weight, bias, p)
+    return F.conv2d(circular_pad(x, weight.shape[-1]), weight, bias)
 
 
 class CircularConv2d(nn.Module):
@@ -194,8 +106,8 @@ class CircularConv2d(nn.Module):
 
     with indices taken modulo the grid size, so a circular shift of the input shifts the
     output by the same amount (exact equivariance on the torus). Computed by
-    :func:`circular_conv2d` (a padding-free ``F.conv2d`` of the circularly padded input,
-    whose input gradient is a convolution of the output gradient); the KFAC rule
+    :func:`circular_conv2d` (a padding-free ``F.conv2d`` of the circularly padded input);
+    the KFAC rule
     (``laplace_equivariance.curvature.rules.CircularConv2dRule``) uses that the padded map
     is periodic to get ``A`` without unfolding patches (docs/curvature.md).
 

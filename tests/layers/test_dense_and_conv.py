@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from laplace_equivariance.layers import CircularConv2d, FullyConnected2d
+from laplace_equivariance.layers import CircularConv2d, FullyConnected2d, conv
 from laplace_equivariance.layers.conv import circular_conv2d, circular_pad
 
 
@@ -85,7 +85,7 @@ def test_circular_pad_equals_torch_circular_pad_with_its_gradient(shape, kernel_
 
 @pytest.mark.parametrize("shape", [(2, 3, 4, 5), (1, 2, 4, 3, 3)], ids=["4d", "p4-5d"])
 def test_circular_pad_backward_is_differentiable(shape):
-    """Its custom backward pass has first and second derivatives (the total lengthscale
+    """Its backward pass has first and second derivatives (the total lengthscale
     derivative differentiates through a backward pass)."""
     x = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda t: circular_pad(t, 3), (x,))
@@ -93,8 +93,7 @@ def test_circular_pad_backward_is_differentiable(shape):
 
 
 def test_circular_pad_supports_torch_func_transforms():
-    """vmap, forward mode (jvp), reverse mode (jacrev) and batched cotangents of the custom
-    autograd function."""
+    """vmap, forward mode (jvp), reverse mode (jacrev) and batched cotangents."""
     x = torch.randn(3, 2, 4, 5, dtype=torch.float64)
     v = torch.randn_like(x)
     pad = lambda t: circular_pad(t, 3)  # noqa: E731
@@ -108,6 +107,19 @@ def test_circular_pad_supports_torch_func_transforms():
     (batched,) = torch.autograd.grad(pad(leaf), leaf, cotangents, is_grads_batched=True)
     for row, cotangent in zip(batched, cotangents, strict=True):
         torch.testing.assert_close(row, torch.autograd.grad(pad(leaf), leaf, cotangent)[0])
+
+
+def test_circular_pad_first_called_in_inference_mode_still_trains():
+    """The cached index of the wrapped positions is made outside inference mode, so that
+    autograd can save it in a later pass with gradients."""
+    conv._wrapped_positions.cache_clear()
+    x = torch.randn(1, 1, 4, 4, dtype=torch.float64, requires_grad=True)
+    with torch.inference_mode():
+        circular_pad(x.detach(), 3)
+    circular_pad(x, 3).sum().backward()
+    # each corner is copied four times, each other edge position twice, the interior once
+    copies = torch.tensor([[4, 2, 2, 4], [2, 1, 1, 2], [2, 1, 1, 2], [4, 2, 2, 4]])
+    torch.testing.assert_close(x.grad[0, 0], copies.double(), rtol=0, atol=0)
 
 
 def test_circular_pad_wider_than_the_map_raises():

@@ -1,0 +1,363 @@
+"""Relaxed layers against a stock CNN: epochs, Kron fits, training runs and their operators.
+
+For CONV, F-FC+CONV and F-FC+CONV+GCONV against a stock PyTorch CNN of the same widths
+(App. F.1: zero-padded ``nn.Conv2d``, polyphase subsampling after layers 2, 4, 6, 7, 8, the
+two-layer head), in one process, on random 3x32x32 inputs with 10 classes held on the device
+(speed does not depend on the data):
+
+1. a training epoch (forward, backward, SGD step over N, batch ``--batch``): the median of
+   ``--repeats`` epochs after a warm-up epoch;
+2. ``Laplace.fit`` (``subset_of_weights="all"``, ``"kron"``) over the same N with the exact
+   GGN and with the Monte-Carlo Fisher (one sample): ``EquivariantKFAC`` for the package's
+   models, laplace-torch's ``AsdlGGN`` for the stock CNN; the median of ``--repeats`` fits
+   after a warm-up fit, also at every N of ``--small-n``;
+3. a marginal-likelihood training run (:func:`laplace_equivariance.marglik_training`,
+   ``--train-epochs`` epochs, fits every 5 epochs from epoch 5 with 20 hyperparameter steps,
+   Monte-Carlo Fisher and exact GGN) against MAP training of the same model by the same
+   function (no fit), for the package's models;
+4. peak GPU memory of the epoch and of each fit (``torch.cuda.max_memory_allocated``);
+5. with ``torch.profiler``, one training step and one fit over one batch of
+   ``--profile-batch`` examples, and one step of :func:`marglik_training`'s epoch (prior term,
+   running loss, Adam): the top-level ``aten::`` operators (the same on every device:
+   each costs Python and dispatcher time, and on a GPU at least one kernel launch), the host
+   synchronisation points among them (``aten::_local_scalar_dense``: ``.item()``, ``float()``
+   and ``bool()`` of a tensor; ``aten::nonzero``), and on CUDA the kernel launches and the CUDA
+   runtime's synchronisation calls.
+
+Targets (issue 41; ratios, so that they hold across cards): on a GPU at N = 4,096, CONV epoch
+<= 1.2x the stock CNN's, F-FC+CONV exact fit <= 4 epochs and MC fit <= 1.5 (at N = 512 at most
+twice those), marginal-likelihood training of F-FC+CONV with the MC Fisher <= 1.5x its MAP
+training; on the CPU at N = 512 exact fit <= 5 epochs, MC fit <= 1.5; operators per training
+step of CONV <= 1.5x the stock CNN's.
+
+Usage (from the repository root):
+    python -m benchmarks.gpu_speed [--device cpu|cuda] [--n 4096] [--small-n 512] [--batch 128]
+        [--models stock-cnn conv f-fc+conv f-fc+conv+gconv] [--repeats 3] [--train-epochs 10]
+        [--out benchmarks/results/gpu_speed-cpu.json]
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+from laplace import Laplace
+from laplace.curvature import AsdlGGN
+from torch import nn
+from torch.profiler import ProfilerActivity, profile
+from torch.utils.data import DataLoader, TensorDataset
+
+from benchmarks.report import benchmark_parser, environment, write
+from laplace_equivariance import EquivariantKFAC, marglik_training, models
+from laplace_equivariance.layers import PolyphaseSubsample2d
+from laplace_equivariance.models import SUBSAMPLING_LAYERS, WIDTH_MULTIPLIERS
+
+N_CLASSES = 10
+"""Classes of the random labels."""
+
+STOCK = "stock-cnn"
+"""The stock PyTorch CNN's name among the models."""
+
+SYNC_OPERATORS = ("aten::_local_scalar_dense", "aten::nonzero")
+"""Operators that wait for the device: a tensor's value read on the host (``.item()``,
+``float()``, ``bool()``, ``int()``) and ``nonzero`` (its output size is data dependent)."""
+
+CUDA_LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx")
+"""CUDA runtime and driver calls that launch a kernel."""
+
+CUDA_SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
+"""CUDA runtime calls that block the host until the device is done."""
+
+TARGETS = {
+    "conv_epoch_over_stock": 1.2,
+    "exact_fit_over_epoch": 4.0,
+    "mc_fit_over_epoch": 1.5,
+    "small_n_factor": 2.0,
+    "mc_training_over_map": 1.5,
+    "cpu_exact_fit_over_epoch": 5.0,
+    "cpu_mc_fit_over_epoch": 1.5,
+    "conv_operators_over_stock": 1.5,
+}
+"""Issue 41's targets (the ``cpu_`` ones at N = 512 on the CPU, the others on a GPU)."""
+
+
+def stock_cnn(in_channels: int, n_classes: int, alpha: int) -> nn.Sequential:
+    """App. F.1's CONV network from stock layers: zero-padded convolutions, APS, the head."""
+    layers: list[nn.Module] = []
+    c_in = in_channels
+    for index, multiplier in enumerate(WIDTH_MULTIPLIERS, start=1):
+        c_out = alpha * multiplier
+        layers.append(nn.Conv2d(c_in, c_out, 3, padding=1))
+        if index in SUBSAMPLING_LAYERS:
+            layers.append(PolyphaseSubsample2d())
+        layers.append(nn.ReLU())
+        c_in = c_out
+    head = [nn.Flatten(), nn.Linear(c_in, 4 * c_in), nn.ReLU(), nn.Linear(4 * c_in, n_classes)]
+    return nn.Sequential(*layers, *head)
+
+
+def build(name: str, alpha: int) -> nn.Module:
+    """The stock CNN or one of the package's models, at width ``alpha``."""
+    torch.manual_seed(0)
+    if name == STOCK:
+        return stock_cnn(3, N_CLASSES, alpha)
+    return models.build(name, (3, 32, 32), N_CLASSES, alpha=alpha)
+
+
+def loader(n: int, batch: int, device: str) -> DataLoader:
+    """``n`` random inputs and labels, held on ``device``, in batches of ``batch``."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 3, 32, 32, generator=g).to(device)
+    y = torch.randint(0, N_CLASSES, (n,), generator=g).to(device)
+    return DataLoader(TensorDataset(x, y), batch_size=batch)
+
+
+def synchronise(device: str) -> None:
+    """Wait for the GPU's queued work (nothing on the CPU)."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def seconds(run: Callable[[], object], device: str) -> float:
+    """Wall-clock seconds of ``run()``, the device's queued work included."""
+    synchronise(device)
+    start = time.perf_counter()
+    run()
+    synchronise(device)
+    return time.perf_counter() - start
+
+
+def peak_mib(run: Callable[[], object], device: str) -> float | None:
+    """Peak GPU memory allocated during ``run()`` in MiB (None on the CPU)."""
+    if not device.startswith("cuda"):
+        run()
+        return None
+    synchronise(device)
+    torch.cuda.reset_peak_memory_stats()
+    run()
+    synchronise(device)
+    return torch.cuda.max_memory_allocated() / 2**20
+
+
+def training_step(model: nn.Module, optimizer: torch.optim.Optimizer) -> Callable:
+    """One step: zero the gradients, forward, cross-entropy, backward, optimiser step."""
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> None:
+        optimizer.zero_grad(set_to_none=True)
+        nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+
+    return step
+
+
+def epoch(model: nn.Module, data: DataLoader) -> Callable[[], None]:
+    """A training epoch over ``data`` (SGD, lr 1e-3: the step's cost, not its result)."""
+    step = training_step(model, torch.optim.SGD(model.parameters(), lr=1e-3))
+
+    def run() -> None:
+        model.train()
+        for x, y in data:
+            step(x, y)
+
+    return run
+
+
+def fit(model: nn.Module, data: DataLoader, stochastic: bool) -> Callable[[], Laplace]:
+    """``Laplace.fit`` over ``data``: EquivariantKFAC, or AsdlGGN for the stock CNN."""
+    backend = AsdlGGN if isinstance(model, nn.Sequential) else EquivariantKFAC
+
+    def run() -> Laplace:
+        la = Laplace(
+            model,
+            "classification",
+            subset_of_weights="all",
+            hessian_structure="kron",
+            backend=backend,
+            backend_kwargs={"stochastic": True} if stochastic else None,
+        )
+        la.fit(data)
+        return la
+
+    return run
+
+
+def median_seconds(run: Callable[[], object], device: str, repeats: int) -> float:
+    """Median seconds of ``repeats`` calls of ``run`` after one warm-up call."""
+    run()
+    return statistics.median(seconds(run, device) for _ in range(repeats))
+
+
+def operators(run: Callable[[], object], device: str) -> dict[str, int]:
+    """Top-level ``aten::`` operators, host synchronisations and (CUDA) kernel launches."""
+    run()  # warm-up: one-time allocations and lazy initialisation stay out of the counts
+    activities = [ProfilerActivity.CPU]
+    if device.startswith("cuda"):
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as trace:
+        run()
+        synchronise(device)
+    counts: collections.Counter[str] = collections.Counter()
+    top_level = 0
+    for event in trace.events():
+        counts[event.name] += 1
+        if event.name.startswith("aten::"):
+            parent = event.cpu_parent
+            while parent is not None and not parent.name.startswith("aten::"):
+                parent = parent.cpu_parent
+            top_level += parent is None
+    result = {
+        "aten_top_level": top_level,
+        "host_syncs": sum(counts[name] for name in SYNC_OPERATORS),
+    }
+    if device.startswith("cuda"):
+        result["kernel_launches"] = sum(counts[name] for name in CUDA_LAUNCHES)
+        result["cuda_syncs"] = sum(counts[name] for name in CUDA_SYNCS)
+    return result
+
+
+def training_run(
+    model: nn.Module, data: DataLoader, epochs: int, learn: bool, stochastic: bool
+) -> None:
+    """:func:`marglik_training` for ``epochs`` epochs, with fits every 5 from epoch 5 or none."""
+    marglik_training(
+        model,
+        data,
+        n_epochs=epochs,
+        n_epochs_burnin=5 if learn else epochs + 1,
+        marglik_frequency=5,
+        n_hypersteps=20,
+        optimizer_kwargs={"lr": 1e-3},
+        stochastic=stochastic,
+        final_laplace=False,
+    )
+
+
+def trainer_step_operators(name: str, alpha: int, device: str, batch: int) -> dict[str, int]:
+    """One step of :func:`marglik_training`'s MAP epoch: a two-batch epoch less a one-batch one.
+
+    The trainer's step adds the prior term, the running loss and accuracy and the optimiser
+    (Adam) to :func:`training_step`'s; the difference leaves out what an epoch does once.
+    """
+    counts = []
+    for n_batches in (1, 2):
+        model = build(name, alpha).to(device)
+        data = loader(n_batches * batch, batch, device)
+        run = functools.partial(training_run, model, data, 1, False, False)
+        counts.append(operators(run, device))
+    return {key: counts[1][key] - counts[0][key] for key in counts[0]}
+
+
+def measure(name: str, args, device: str) -> dict:
+    """Every figure of one model."""
+    alpha = args.gconv_alpha if "gconv" in name else args.alpha
+    model = build(name, alpha).to(device)
+    data = loader(args.n, args.batch, device)
+    row: dict = {"model": name, "alpha": alpha, "n": args.n}
+    row["parameters"] = sum(p.numel() for p in model.parameters())
+    run_epoch = epoch(model, data)
+    row["epoch_s"] = median_seconds(run_epoch, device, args.repeats)
+    row["epoch_peak_mib"] = peak_mib(run_epoch, device)
+    for kind, stochastic in (("exact", False), ("mc", True)):
+        run_fit = fit(model, data, stochastic)
+        fit_s = median_seconds(run_fit, device, args.repeats)
+        row[kind] = {
+            "fit_s": fit_s,
+            "fit_over_epoch": fit_s / row["epoch_s"],
+            "peak_mib": peak_mib(run_fit, device),
+        }
+    row["small_n"] = []
+    for n in args.small_n:
+        small = loader(n, args.batch, device)
+        small_epoch = median_seconds(epoch(model, small), device, args.repeats)
+        entry = {"n": n, "epoch_s": small_epoch}
+        for kind, stochastic in (("exact", False), ("mc", True)):
+            fit_s = median_seconds(fit(model, small, stochastic), device, args.repeats)
+            entry[kind] = {"fit_s": fit_s, "fit_over_epoch": fit_s / small_epoch}
+        row["small_n"].append(entry)
+    batch = loader(args.profile_batch, args.profile_batch, device)
+    x, y = next(iter(batch))
+    step = training_step(model, torch.optim.SGD(model.parameters(), lr=1e-3))
+    row["operators"] = {
+        "training_step": operators(lambda: step(x, y), device),
+        "trainer_step": trainer_step_operators(name, alpha, device, args.profile_batch),
+        "exact_fit": operators(fit(model, batch, False), device),
+        "mc_fit": operators(fit(model, batch, True), device),
+    }
+    if name != STOCK and args.train_epochs:
+        runs = {}
+        for kind, learn, stochastic in (
+            ("map", False, False),
+            ("marglik_mc", True, True),
+            ("marglik_exact", True, False),
+        ):
+            fresh = build(name, alpha).to(device)
+            run = functools.partial(training_run, fresh, data, args.train_epochs, learn, stochastic)
+            runs[kind] = seconds(run, device)
+        row["training"] = {
+            "epochs": args.train_epochs,
+            **{f"{kind}_s": value for kind, value in runs.items()},
+            "mc_over_map": runs["marglik_mc"] / runs["map"],
+            "exact_over_map": runs["marglik_exact"] / runs["map"],
+        }
+    return row
+
+
+def summary(rows: list[dict]) -> dict:
+    """The ratios issue 41's targets are stated in, where their rows were measured."""
+    by_name = {row["model"]: row for row in rows}
+    result = {}
+    stock, conv = by_name.get(STOCK), by_name.get("conv")
+    if stock and conv:
+        result["conv_epoch_over_stock"] = conv["epoch_s"] / stock["epoch_s"]
+        result["conv_operators_over_stock"] = (
+            conv["operators"]["training_step"]["aten_top_level"]
+            / stock["operators"]["training_step"]["aten_top_level"]
+        )
+    return result
+
+
+def main() -> None:
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--n", type=int, default=4096)
+    parser.add_argument("--small-n", type=int, nargs="*", default=[512])
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--profile-batch", type=int, default=32)
+    parser.add_argument("--alpha", type=int, default=10)
+    parser.add_argument("--gconv-alpha", type=int, default=2, help="Table 3's width")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--train-epochs", type=int, default=10)
+    parser.add_argument(
+        "--models", nargs="+", default=[STOCK, "conv", "f-fc+conv", "f-fc+conv+gconv"]
+    )
+    args = parser.parse_args()
+    report = {
+        **environment("-m benchmarks.gpu_speed", args.device),
+        "n": args.n,
+        "batch": args.batch,
+        "classes": N_CLASSES,
+        "repeats": args.repeats,
+        "profile_batch": args.profile_batch,
+        "targets": TARGETS,
+        "rows": [],
+    }
+    for name in args.models:
+        row = measure(name, args, args.device)
+        report["rows"].append(row)
+        print(
+            f"{name:16} epoch {row['epoch_s']:.3f} s, exact fit {row['exact']['fit_s']:.3f} s "
+            f"({row['exact']['fit_over_epoch']:.1f}x), MC fit {row['mc']['fit_s']:.3f} s "
+            f"({row['mc']['fit_over_epoch']:.1f}x), operators {row['operators']}",
+            flush=True,
+        )
+        if "training" in row:
+            print(f"{'':16} training {row['training']}", flush=True)
+        report["summary"] = summary(report["rows"])
+        write(report, args.out)
+
+
+if __name__ == "__main__":
+    main()
