@@ -26,7 +26,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from laplace import Laplace
 from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
@@ -100,6 +99,10 @@ def learn_and_report(
     )
 
     # 2. a Laplace approximation as laplace-torch builds it, at the learned precisions
+    # (laplace imported after laplace_equivariance, which quiets its dependencies' import-time
+    # torch.jit deprecation warning)
+    from laplace import Laplace
+
     la = Laplace(
         model,
         "classification",

@@ -1,4 +1,4 @@
-"""The command line: ``laplace-equivariance train | evaluate | report`` (also ``python -m``).
+"""The command line: ``laplace-equivariance train | evaluate | paths | report`` (and ``python -m``).
 
 ``train`` fits a model of :func:`laplace_equivariance.models.build` on a data set of
 :data:`laplace_equivariance.data.DATASETS`, by MAP (unit priors) or with the Laplace marginal
@@ -141,6 +141,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="laplace-equivariance", description=__doc__.splitlines()[0]
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     train = commands.add_parser(
         "train",
@@ -625,6 +626,9 @@ def check_settings(settings: dict[str, Any]) -> None:
             raise SystemExit(f"--{key.replace('_', '-')} must be at least 1, got {settings[key]}.")
     if settings["burnin"] < 0:
         raise SystemExit(f"--burnin must be at least 0, got {settings['burnin']}.")
+    for key in ("lr", "lr_hyp"):
+        if not settings[key] > 0:  # also NaN
+            raise SystemExit(f"--{key.replace('_', '-')} must be above 0, got {settings[key]}.")
     invariant = settings["model"] == INVARIANT_WEIGHTS
     start = settings.get("start")
     if start in SILENCED_STARTS and not _path_kinds(settings["model"]) & set(
@@ -978,6 +982,12 @@ def train(settings: dict[str, Any], out: Path, overwrite: bool = False) -> dict[
         settings["test_subset"],
         settings["seed"],
     )
+    n_train = len(data.x_train)
+    if settings["marglik_subset"] is not None and settings["marglik_subset"] > n_train:
+        raise SystemExit(
+            f"--marglik-subset {settings['marglik_subset']} is more than the {n_train} training "
+            f"examples: give at most {n_train}, or leave it out to fit on all of them."
+        )
     resumes_from = prepare_out(settings, out, overwrite)
     if resumes_from is not None and distributed.rank() == 0:
         print(
@@ -1220,9 +1230,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.command == "evaluate":
         print(json.dumps(evaluate(args.run, args.split)))
     elif args.command == "paths":
+        if args.examples < 1:
+            raise SystemExit(f"--examples must be at least 1, got {args.examples}.")
         print(json.dumps(path_outputs(args.run, args.examples)))
     elif args.markdown:
-        print(summary.markdown(args.runs))
+        try:
+            print(summary.markdown(args.runs))
+        except ValueError as error:
+            raise SystemExit(str(error)) from None
     else:
         print(report(args.runs))
     return 0

@@ -274,11 +274,30 @@ def rows(runs: Sequence[Path]) -> list[Row]:
 
     Returns:
         One :class:`Row` per distinct setting (all seeds of it).
+
+    Raises:
+        ValueError: If a folder is named twice, or two runs are one experiment with one seed
+            (a mean and spread over copies of a run would claim seeds that did not run).
     """
     groups: dict[tuple, list[dict[str, Any]]] = {}
+    seen: dict[tuple, Path] = {}
+    folders: dict[Path, Path] = {}
     for run in runs:
+        folder = Path(run).resolve()
+        if folder in folders:
+            raise ValueError(
+                f"{run} is named twice (also as {folders[folder]}): name each run once."
+            )
+        folders[folder] = Path(run)
         result = load_run(run)
         key = (*_experiment(result["settings"]), *result.get("frozen_paths", ()))
+        seed = (key, result["settings"].get("seed"))
+        if seed in seen:
+            raise ValueError(
+                f"{run} and {seen[seed]} are the same experiment with the same seed "
+                f"({seed[1]}): one of them is a copy or a rerun; report one of them."
+            )
+        seen[seed] = Path(run)
         groups.setdefault(key, []).append(result)
     return [Row(results) for results in groups.values()]
 

@@ -210,6 +210,37 @@ def test_bad_monte_carlo_samples_stop_before_loading_data(tmp_path, options):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--lr", "0"], "--lr must be above 0, got 0.0"),
+        (["--lr", "-1"], "--lr must be above 0, got -1.0"),
+        (["--lr-hyp", "0"], "--lr-hyp must be above 0"),
+    ],
+    ids=["lr-zero", "lr-negative", "lr-hyp-zero"],
+)
+def test_a_learning_rate_that_is_not_positive_stops_before_the_run_folder(
+    tmp_path, options, message
+):
+    with pytest.raises(SystemExit, match=message):
+        main(["train", *options, "--out", str(tmp_path / "run"), *TINY])
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("count", ["0", "-5"])
+def test_paths_on_fewer_than_one_example_is_refused(tmp_path, count):
+    """-5 measured all but the last five images, 0 raised a traceback."""
+    with pytest.raises(SystemExit, match=f"--examples must be at least 1, got {count}"):
+        main(["paths", str(tmp_path), "--examples", count])
+
+
+def test_a_marglik_subset_larger_than_the_training_set_stops_before_the_run_folder(tmp_path):
+    """It was recorded as used ("marglik on 5000" for a 64-example run)."""
+    with pytest.raises(SystemExit, match="--marglik-subset 65 is more than the 64 training"):
+        main(["train", "--marglik-subset", "65", "--out", str(tmp_path / "run"), *TINY])
+    assert not (tmp_path / "run").exists()
+
+
 def test_training_time_counts_the_epochs_run_before_a_resume(runs):
     """A second train into the same folder resumes the finished run: no epoch runs again."""
     _, baseline = runs
@@ -616,3 +647,14 @@ def test_start_held_gives_the_silenced_fc_paths_to_marglik_training(tmp_path, mo
         main(["train", "--out", str(tmp_path / "run"), *TINY, "--start", "held"])
     assert [id(p) for p in seen["held"]] == [id(p) for p in seen["fc"]] and seen["held"]
     assert all(p.abs().max() == 0 for p in seen["fc"][1::4])  # F-FC output maps: silent
+
+
+def test_top_level_help_names_every_command_and_version_prints_the_version(capsys):
+    with pytest.raises(SystemExit) as finished:
+        main(["--help"])
+    assert finished.value.code == 0
+    assert "train | evaluate | paths | report" in " ".join(capsys.readouterr().out.split())
+    with pytest.raises(SystemExit) as finished:
+        main(["--version"])
+    assert finished.value.code == 0
+    assert capsys.readouterr().out.strip() == f"laplace-equivariance {cli.__version__}"

@@ -179,3 +179,15 @@ def test_runs_with_frozen_paths_are_their_own_experiment_and_say_so(tmp_path):
         "learned, equivariant start",
         "learned, equivariant start, fc frozen",
     ]
+
+
+def test_a_run_named_twice_or_copied_is_refused(tmp_path, capsys):
+    """Two copies of one seed would show as two seeds with a spread of zero."""
+    run = write_run(tmp_path / "a", 0, 0.8)
+    with pytest.raises(ValueError, match="named twice"):
+        summary.markdown([run, tmp_path / "." / "a"])
+    copy = write_run(tmp_path / "copy", 0, 0.8, threads=1)
+    with pytest.raises(ValueError, match="same experiment with the same seed \\(0\\)"):
+        summary.markdown([run, copy])
+    with pytest.raises(SystemExit, match="same seed"):
+        cli.main(["report", "--markdown", str(run), str(copy)])
