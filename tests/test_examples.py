@@ -53,7 +53,18 @@ def test_residual_network_with_normalization_trains_fits_predicts_and_reports(tm
 def test_paper_tables_starts_only_the_relaxed_models_equivariant(tmp_path, monkeypatch):
     """``--start equivariant`` reaches F-FC+CONV (its own run folder) and not MAP CONV, whose
     model has no FC path to silence."""
-    tiny = ["--subset", "64", "--test-subset", "32", "--epochs", "5", "--burnin", "5"]
+    tiny = [
+        "--subset",
+        "64",
+        "--test-subset",
+        "32",
+        "--epochs",
+        "5",
+        "--burnin",
+        "5",
+        "--marglik-subset",
+        "64",
+    ]
     argv = ["paper_tables.py", "table1", "--models", "conv", "f-fc+conv", "--methods", "map"]
     argv += ["--dataset", "quadrant-mnist", "--alpha", "1", *tiny, "--start", "equivariant"]
     monkeypatch.setattr("sys.argv", [*argv, "--out", str(tmp_path)])

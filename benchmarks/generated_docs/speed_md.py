@@ -53,10 +53,10 @@ def _before_after_section() -> str:
     return _speed_section(
         "The Kron fit before and after, alternating runs",
         [first],
-        f"The models of the section above at N = 512, run {len(reports)} times in one session "
-        f"with {_count(first['repeats'], 'fit')} after the warm-up, alternating the package "
-        f"at commit {before} (from a worktree, `git worktree add /tmp/before {before}`, run as "
-        "`PYTHONPATH=/tmp/before python benchmarks/fit_over_epoch.py --n 512 --models "
+        f"The models of the section above at N = 512, run {len(reports)} times one after the "
+        f"other with {_count(first['repeats'], 'fit')} after the warm-up, alternating the "
+        f"package at commit {before} (from a worktree, `git worktree add WORKTREE {before}`, "
+        "run as `PYTHONPATH=WORKTREE python benchmarks/fit_over_epoch.py --n 512 --models "
         f"{models} --repeats {first['repeats']} --out ...`) with the current one: the fits' "
         "seconds compare across runs, the epoch on this shared machine moves by 20% between "
         "runs and with it every ratio.",
@@ -79,9 +79,82 @@ def _before_after_section() -> str:
     )
 
 
+def _stock_cnn_rows(report: dict) -> list[list[str]]:
+    """One row per model of a ``gpu_speed.py`` report: epoch, fits, runs and operators."""
+    stock = next(row for row in report["rows"] if row["model"] == "stock-cnn")
+    rows = []
+    stock_step = stock["operators"]["training_step"]["aten_top_level"]
+    for row in report["rows"]:
+        operators = row["operators"]
+        step = operators["training_step"]["aten_top_level"]
+        exact, mc = operators["exact_fit"], operators["mc_fit"]
+        training = row.get("training")
+        rows.append(
+            [
+                report["package_commit"],
+                row["model"],
+                f"{row['epoch_s']:.3f} s, {row['epoch_s'] / stock['epoch_s']:.2f}x",
+                f"{row['exact']['fit_s']:.2f} s, {row['exact']['fit_over_epoch']:.1f}x",
+                f"{row['mc']['fit_s']:.2f} s, {row['mc']['fit_over_epoch']:.1f}x",
+                "-" if training is None else f"{training['mc_over_map']:.2f}x",
+                "-" if training is None else f"{training['exact_over_map']:.2f}x",
+                f"{step} ({step / stock_step:.2f}x)",
+                f"{exact['aten_top_level']} / {mc['aten_top_level']}",
+                f"{exact['host_syncs']} / {mc['host_syncs']}",
+            ]
+        )
+    return rows
+
+
+def _stock_cnn_section() -> str:
+    """Every ``gpu_speed`` report under benchmarks/results/gpu_speed/, in file-name order
+    (``cpu-before.json``, the code before the speed changes, then ``cpu.json``, ``cuda.json``)."""
+    reports = [json.loads(p.read_text()) for p in sorted((RESULTS / "gpu_speed").glob("*.json"))]
+    first = reports[0]
+    return _speed_section(
+        "Relaxed layers against a stock CNN: epochs, fits, training runs, operators",
+        reports,
+        f"Batch {first['batch']}, N = {first['n']} random 3x32x32 inputs held on the device, "
+        f"{first['classes']} classes, alpha 10 (F-FC+CONV+GCONV alpha 2, Table 3's width), "
+        "float32, one process. The stock CNN is App. F.1's CONV network from stock layers "
+        "(zero-padded `nn.Conv2d`, polyphase subsampling) with laplace-torch's `AsdlGGN`; the "
+        "package's models use `EquivariantKFAC`. Epoch: forward, backward, SGD step over N "
+        f"(median of {first['repeats']} after a warm-up epoch, against the stock CNN's); fits: "
+        "`Laplace.fit` over the same N (median after a warm-up fit, in epochs); training runs: "
+        "`marglik_training` for 10 epochs with fits every 5 from epoch 5 (20 hyperparameter "
+        "steps) against MAP training by the same function. Operators: top-level `aten::` "
+        f"operators of one training step and of one fit over one batch of "
+        f"{first['profile_batch']} (each costs host time and, on a GPU, kernel launches), and "
+        "the host reads among the fit's (`aten::_local_scalar_dense`, `aten::nonzero`: on a "
+        "GPU each waits for every queued kernel). Targets (issue 41): CONV's operators per "
+        "step <= 1.5x the stock CNN's; on the CPU at N = 512 exact fit <= 5 epochs, "
+        "Monte-Carlo fit <= 1.5; on a GPU at N = 4,096 CONV epoch <= 1.2x the stock CNN's, "
+        "F-FC+CONV exact fit <= 4 epochs, Monte-Carlo fit <= 1.5, Monte-Carlo training <= "
+        "1.5x MAP training. Each row names the commit of the package it ran: the reports of "
+        "one device ran the same script one after the other on the idle machine, an older "
+        "commit from a worktree on `PYTHONPATH`. On a GPU machine, `OUT=DIR bash "
+        "benchmarks/gpu_speed.sh` measures the CUDA rows in about five minutes.",
+        markdown_table(
+            [
+                "code",
+                "model",
+                "epoch, x stock",
+                "exact fit, x epoch",
+                "MC fit, x epoch",
+                "MC training / MAP",
+                "exact training / MAP",
+                "operators per step (x stock)",
+                "operators per fit, exact / MC",
+                "host reads per fit, exact / MC",
+            ],
+            [row for report in reports for row in _stock_cnn_rows(report)],
+        ),
+    )
+
+
 def render() -> str:
     """The whole of docs/speed.md."""
-    sections = []
+    sections = [_stock_cnn_section()]
     rows = []
     reports = [
         load_json(name)
@@ -345,6 +418,6 @@ def render() -> str:
         "# Speed\n\nGenerated by `python benchmarks/results_tables.py` from the benchmarks' "
         "JSON files under `benchmarks/results/`; do not edit by hand. Timings are ratios "
         "measured in one run on an idle machine; on the 2-core CPU they move by 10-20% "
-        "between runs. No GPU figures: no GPU was lent to the sessions that ran them.\n"
+        "between runs. Each section names the machine its figures come from.\n"
     )
     return header + "\n" + "\n\n".join(sections) + "\n"
