@@ -199,6 +199,13 @@ class EquivariantKFAC(AsdlGGN):
         n_mc_samples: Targets sampled per example for the Monte-Carlo Fisher, which is their
             average (:mod:`laplace_equivariance.curvature.monte_carlo`); ``1`` for the exact
             GGN. ``kron(..., n_mc_samples=S)`` overrides it for one batch.
+        memory_limit: Bytes a dense curvature object may take (:data:`DEFAULT_MEMORY_LIMIT`).
+        kfac_approx: ``"expand"`` or ``"reduce"`` for weights shared over positions.
+        batched_classes: Run the exact GGN's ``K - 1`` backward passes of a classifier as one
+            pass over ``K - 1`` copies of the batch (the same factors, tested; ``K - 1`` times
+            the activation memory, one pass's kernel launches instead of ``K - 1`` passes').
+            None (default): on when the batch is on a GPU, where the passes are bound by
+            launches; on the CPU the copies' forward arithmetic costs more than it saves.
 
     Attributes:
         examples_seen: Examples of the current fit so far (this rank's shard in a process
@@ -229,6 +236,7 @@ class EquivariantKFAC(AsdlGGN):
         n_mc_samples: int = 1,
         memory_limit: int = DEFAULT_MEMORY_LIMIT,
         kfac_approx: str = "expand",
+        batched_classes: bool | None = None,
     ) -> None:
         check_sample_count(n_mc_samples, stochastic)
         if memory_limit <= 0:
@@ -250,6 +258,8 @@ class EquivariantKFAC(AsdlGGN):
         self.n_mc_samples = n_mc_samples
         self.memory_limit = memory_limit
         self.kfac_approx = kfac_approx
+        self.batched_classes = batched_classes
+        self._n_outputs: int | None = None
         super().__init__(
             model, likelihood, last_layer, subnetwork_indices, dict_key_x, dict_key_y, stochastic
         )
@@ -470,6 +480,7 @@ class EquivariantKFAC(AsdlGGN):
         for name, module in self._model.named_modules():
             if type(module) in NORMALIZATION_RULES:
                 check_normalization(name, module)
+        copies = self._class_copies(x)
         with (
             warnings.catch_warnings(),
             _activation_graph_only(self._model),
@@ -483,7 +494,7 @@ class EquivariantKFAC(AsdlGGN):
             try:
                 for omega in hyperparameters:
                     omega.requires_grad_(False)
-                loss, kron = self._asdl_kron(x, y, N, **kwargs)
+                loss, kron = self._asdl_kron(x, y, N, copies, **kwargs)
             finally:
                 for omega in hyperparameters:
                     omega.requires_grad_(True)
@@ -491,12 +502,36 @@ class EquivariantKFAC(AsdlGGN):
         self.examples_seen += len(y)
         return loss, kron
 
-    def _asdl_kron(self, x, y, N: int, **kwargs) -> tuple[torch.Tensor, BlockDiagonalKron]:
+    def _class_copies(self, x) -> int:
+        """Copies of the batch for the exact GGN's batched class passes (1: separate passes).
+
+        ``K - 1`` for the exact GGN of a classifier on a tensor batch when
+        :attr:`batched_classes` (or, if None, the batch being on a GPU) says so. ``K`` is
+        read once from the model's output for one example.
+        """
+        exact_classifier = (
+            self._ggn_type == FISHER_EXACT
+            and self.loss_type == LOSS_CROSS_ENTROPY
+            and not self.last_layer
+            and isinstance(x, torch.Tensor)
+        )
+        wanted = x.is_cuda if self.batched_classes is None else self.batched_classes
+        if not (exact_classifier and wanted):
+            return 1
+        if self._n_outputs is None:
+            with torch.no_grad():
+                self._n_outputs = self._model(x[:1]).shape[-1]
+        return max(self._n_outputs - 1, 1)
+
+    def _asdl_kron(
+        self, x, y, N: int, copies: int = 1, **kwargs
+    ) -> tuple[torch.Tensor, BlockDiagonalKron]:
         """laplace-torch's ``AsdlGGN.kron``, with the exact cross-entropy GGN in ``K - 1`` passes.
 
         The fisher maker is :class:`~laplace_equivariance.curvature.cross_entropy.
-        ReducedRankCrossEntropyGGN` for the exact GGN of a classifier and ASDL's own
-        otherwise (Monte-Carlo Fisher, regression).
+        ReducedRankCrossEntropyGGN` for the exact GGN of a classifier (its passes batched
+        over ``copies`` copies of ``x`` when ``copies > 1``) and ASDL's own otherwise
+        (Monte-Carlo Fisher, regression).
         """
         if self.last_layer:
             _, x = self.model.forward_with_features(x)
@@ -514,8 +549,12 @@ class EquivariantKFAC(AsdlGGN):
             fisher_maker = get_fisher_maker(self.model, config)
         else:
             fisher_maker = maker_type(self.model, config)
+        if copies > 1:
+            fisher_maker.replicas = copies
+            x = x.repeat(copies, *[1] * (x.dim() - 1))
         fisher_maker.setup_model_call(self._model, x)
         f, _ = fisher_maker.forward_and_backward()
+        f = f[: len(f) // copies]
         if self.loss_type == LOSS_CROSS_ENTROPY:
             f, y = f.view(-1, f.size(-1)), y.view(-1)
         loss = self.lossfunc(f.detach(), y)

@@ -69,6 +69,14 @@ class ReducedRankCrossEntropyGGN(KronFisherMaker, FisherExactCrossEntropy):
     its ``K`` passes. With one class the Hessian is zero and ASDL's own loop runs. The passes
     are driven by :class:`~laplace_equivariance.curvature.kron_fisher.KronFisherMaker`
     (Kronecker factors only).
+
+    With :attr:`replicas` ``= K - 1`` the model was called on ``K - 1`` copies of the batch
+    (copy ``j`` the examples ``j N .. (j + 1) N - 1``) and one backward pass carries column
+    ``j`` of ``L`` through copy ``j``: every module's output gradient then holds the ``K - 1``
+    passes' gradients as rows, and the factors, sums of outer products over rows, are the
+    same. One pass of ``K - 1`` times the examples launches the kernels of one pass, where
+    the ``K - 1`` passes launch ``K - 1`` times as many: on a GPU, where these networks' passes
+    are bound by launches, not arithmetic, that is most of the exact fit's time.
     """
 
     def _fisher_loop(self, closure) -> None:
@@ -77,7 +85,17 @@ class ReducedRankCrossEntropyGGN(KronFisherMaker, FisherExactCrossEntropy):
         if n_classes < 2:
             super()._fisher_loop(closure)
             return
+        if self.replicas not in (1, n_classes - 1):
+            raise ValueError(
+                f"The batch was copied {self.replicas} times for {n_classes} classes; the "
+                f"batched exact GGN needs {n_classes - 1} copies (one per column of L)."
+            )
+        n_examples = len(logits) // self.replicas
         with torch.no_grad():
-            factor = softmax_hessian_factor(F.softmax(logits, dim=-1))
+            factor = softmax_hessian_factor(F.softmax(logits[:n_examples], dim=-1))
+        if self.replicas > 1:
+            columns = factor.permute(2, 0, 1).reshape(-1, n_classes)  # copy j: column j
+            closure(lambda: (logits * columns).sum())
+            return
         for j in range(n_classes - 1):
             closure(lambda j=j: (logits * factor[:, :, j]).sum(), retain_graph=j < n_classes - 2)

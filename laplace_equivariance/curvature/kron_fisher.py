@@ -32,6 +32,13 @@ class KronFisherMaker(FisherMaker):
     factors, no loss gradient, no inverse, no Fisher-vector product).
     """
 
+    replicas: int = 1
+    """Copies of the batch that the model call holds (a maker whose backward passes run on
+    all copies at once sets it). Statistics of the forward pass (``A``, its rows, a projected
+    ``A``'s statistic) are taken with the covariance scale divided by it, so that each example
+    counts once; those of the backward pass (``B``, the extra blocks) sum over the copies, as
+    over separate backward passes."""
+
     def forward_and_backward(self) -> tuple[torch.Tensor, None]:
         """One forward pass with the ``A`` statistics, then the maker's backward passes.
 
@@ -53,8 +60,9 @@ class KronFisherMaker(FisherMaker):
         if config.seed is not None:
             torch.random.manual_seed(config.seed)
         with no_centered_cov(self.model, [SHAPE_KRON], ignore_modules=config.ignore_modules) as cxt:
-            cxt.set_cov_scale(config.scale / config.data_size)
+            cxt.set_cov_scale(config.scale / config.data_size / self.replicas)
             self.call_model()
+            cxt.set_cov_scale(config.scale / config.data_size)
 
             def closure(nll_expr, retain_graph: bool = False) -> None:
                 nll_expr().backward(retain_graph=retain_graph)
