@@ -26,6 +26,7 @@ keyword arguments, not a change of defaults::
 from __future__ import annotations
 
 import copy
+import enum
 import math
 import os
 import time
@@ -301,6 +302,57 @@ def _requiring_grad(tensors: list[torch.Tensor]) -> Iterator[None]:
     finally:
         for tensor in tensors:
             tensor.requires_grad_(False)
+
+
+RESULT_OPTIONS = (
+    "likelihood",
+    "hessian_structure",
+    "backend",
+    "optimizer_cls",
+    "optimizer_kwargs",
+    "scheduler_cls",
+    "scheduler_kwargs",
+    "lr_hyp",
+    "prior_structure",
+    "n_epochs_burnin",
+    "n_hypersteps",
+    "marglik_frequency",
+    "prior_prec_init",
+    "sigma_noise_init",
+    "temperature",
+    "fix_sigma_noise",
+    "enable_backprop",
+    "dict_key_x",
+    "dict_key_y",
+    "stochastic",
+    "n_mc_samples",
+    "kfac_approx",
+    "lengthscale_derivative",
+    "balance_factors",
+)
+"""The options of :func:`marglik_training` that change what training computes: a checkpoint
+records them and a resume with any of them changed is refused. Not among them: the loaders
+(not recordable), ``n_epochs`` (a run may be extended: without a scheduler the epochs
+after the checkpoint's are those of a longer run, and a scheduler's length is in its
+``scheduler_kwargs``; a run shorter than the checkpoint's epoch is refused),
+``progress_bar``, ``callback``, ``checkpoint``, ``final_laplace`` and
+``restore_best`` (which approximation and epoch are returned, not how training goes) and
+``held_until_fit`` (recorded by name on its own)."""
+
+
+def _described(value: Any) -> str:
+    """A setting as the checkpoint records it.
+
+    Classes by qualified name, enums by value, dicts by their sorted items, everything else
+    by ``repr``.
+    """
+    if isinstance(value, type):
+        return f"{value.__module__}.{value.__qualname__}"
+    if isinstance(value, enum.Enum):
+        return repr(value.value)
+    if isinstance(value, dict):
+        return repr(sorted((str(k), _described(v)) for k, v in value.items()))
+    return repr(value)
 
 
 def _named_few(names: list[str], shown: int = 3) -> str:
@@ -694,16 +746,58 @@ class _Trainer:
             "state": vars(self.progress),
             "world_size": distributed.world_size(),
             "held_until_fit": self.held_names,
+            "settings": self.settings_record(),
         }
         _save_atomically(state, self.path)
         distributed.barrier()
+
+    def settings_record(self) -> dict[str, str]:
+        """Every option of :data:`RESULT_OPTIONS`, as the checkpoint records it."""
+        return {name: _described(getattr(self.options, name)) for name in RESULT_OPTIONS}
+
+    def _check_settings(self, saved: dict[str, Any]) -> None:
+        """Refuse a resume whose result-changing options differ from the checkpoint's.
+
+        Raises:
+            CheckpointError: Naming every option that differs, with both values, or if the
+                checkpoint holds an epoch past this run's ``n_epochs``.
+        """
+        epoch = saved["state"]["epoch"]
+        if epoch > self.options.n_epochs:
+            raise CheckpointError(
+                f"Checkpoint {self.path} holds epoch {epoch}, past this run's "
+                f"n_epochs={self.options.n_epochs}: pass n_epochs of at least {epoch} to "
+                "resume it, or delete the checkpoint to start afresh."
+            )
+        recorded = saved.get("settings")
+        if recorded is None:
+            warnings.warn(
+                f"Checkpoint {self.path} was written by an older version, which did not record "
+                "its settings: this run's settings are taken as the checkpoint's, unchecked.",
+                stacklevel=4,
+            )
+            return
+        now = self.settings_record()
+        changed = [
+            f"{name}: {recorded.get(name, 'absent')} -> {now[name]}"
+            for name in RESULT_OPTIONS
+            if recorded.get(name) != now[name]
+        ]
+        if changed:
+            raise CheckpointError(
+                f"Checkpoint {self.path} was written with other settings ({'; '.join(changed)}): "
+                "resuming would continue the saved run as if they applied. Pass the saved "
+                "settings to resume, or delete the checkpoint (or pass another path) to start "
+                "afresh with these."
+            )
 
     def resume(self) -> None:
         """Load the checkpoint file if it exists.
 
         Raises:
-            CheckpointError: If it cannot be read (corrupt, empty, truncated), or was written
-                for another model, prior structure, likelihood or scheduler.
+            CheckpointError: If it cannot be read (corrupt, empty, truncated), was written
+                with other settings (:data:`RESULT_OPTIONS`), or for another model, prior
+                structure, likelihood or scheduler.
         """
         if self.path is None or not self.path.exists():
             return
@@ -719,7 +813,13 @@ class _Trainer:
                 f"Checkpoint {self.path} is not a marglik_training checkpoint. Delete it or "
                 "pass another checkpoint path to start afresh."
             )
+        self._check_settings(saved)
         try:
+            if saved["log_prior_prec"].shape != self.log_prior_prec.shape:
+                raise RuntimeError(
+                    f"it holds {saved['log_prior_prec'].numel()} prior precision(s), this run "
+                    f"{self.log_prior_prec.numel()} (another prior_structure)"
+                )
             self.model.load_state_dict(saved["model"])
             if (saved["scheduler"] is None) != (self.scheduler is None):
                 raise RuntimeError("the run has a scheduler and the checkpoint not, or reverse")

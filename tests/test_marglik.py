@@ -1,3 +1,5 @@
+import re
+
 import pytest
 import torch
 from laplace import Laplace
@@ -738,3 +740,56 @@ def test_a_hyperparameter_step_reads_the_host_at_most_once():
         _reads_of_a_run(8, n_epochs=1, n_epochs_burnin=0, n_hypersteps=steps) for steps in (1, 3)
     )
     assert three - one <= 2
+
+
+@pytest.mark.parametrize(
+    "changed, named",
+    [
+        ({"optimizer_kwargs": {"lr": 1e-1}}, "optimizer_kwargs"),
+        ({"hessian_structure": "diag"}, "hessian_structure: 'kron' -> 'diag'"),
+        ({"scheduler_kwargs": {"T_max": 5}}, "scheduler_kwargs"),
+        ({"n_hypersteps": 3}, "n_hypersteps: 2 -> 3"),
+        ({"optimizer_cls": torch.optim.SGD}, "optimizer_cls: torch.optim.adam.Adam"),
+    ],
+    ids=["lr", "hessian", "scheduler", "hypersteps", "optimizer"],
+)
+def test_a_resume_with_changed_settings_is_refused_naming_them(tmp_path, changed, named):
+    """Each was accepted and ignored: the run went on with the checkpoint's settings."""
+    checkpoint = tmp_path / "run.pt"
+    saved = SCHEDULE | {
+        "optimizer_kwargs": {"lr": 1e-2},
+        "scheduler_cls": torch.optim.lr_scheduler.CosineAnnealingLR,
+        "scheduler_kwargs": {"T_max": 12},
+    }
+    model, loader = setup()
+    with pytest.raises(_Stop):
+        marglik_training(model, loader, checkpoint=checkpoint, callback=_stop_after(2), **saved)
+    model, loader = setup()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(CheckpointError, match=f"other settings \\(.*{re.escape(named)}"):
+        marglik_training(model, loader, checkpoint=checkpoint, **saved | changed)
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
+def test_a_resume_shorter_than_the_checkpoint_or_with_another_prior_structure_is_refused(
+    tmp_path,
+):
+    """n_epochs=2 on a 3-epoch checkpoint returned the 3-epoch run; a scalar prior resumed as
+    layerwise failed inside Adam with a shape error."""
+    checkpoint = tmp_path / "run.pt"
+    model, loader = setup()
+    marglik_training(model, loader, checkpoint=checkpoint, **SCHEDULE | {"n_epochs": 3})
+    with pytest.raises(CheckpointError, match="holds epoch 3, past this run's n_epochs=2"):
+        marglik_training(model, loader, checkpoint=checkpoint, **SCHEDULE | {"n_epochs": 2})
+    scalar = tmp_path / "scalar.pt"
+    marglik_training(model, loader, checkpoint=scalar, prior_structure="scalar", **SCHEDULE)
+    with pytest.raises(CheckpointError, match="prior_structure: 'scalar' -> 'layerwise'"):
+        marglik_training(model, loader, checkpoint=scalar, prior_structure="layerwise", **SCHEDULE)
+    saved = torch.load(scalar, weights_only=False)
+    del saved["settings"]  # as an older version wrote it: the shape check still refuses
+    torch.save(saved, scalar)
+    with (
+        pytest.warns(UserWarning, match="did not record its settings"),
+        pytest.raises(CheckpointError, match="holds 1 prior precision\\(s\\), this run 52"),
+    ):
+        marglik_training(model, loader, checkpoint=scalar, prior_structure="layerwise", **SCHEDULE)
