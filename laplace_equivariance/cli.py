@@ -382,11 +382,68 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+INVARIANT_ONLY = ("invariance", "activation", "width", "samples")
+"""Options of the invariant-weights network only."""
+
+MARGINAL_LIKELIHOOD_ONLY = (
+    "prior_structure",
+    "lr_hyp",
+    "marglik_subset",
+    "stochastic",
+    "mc_samples",
+    "kfac_approx",
+    "restore_best",
+    "lengthscale_derivative",
+    "balance_factors",
+)
+"""Options of the marginal-likelihood fits, refused with ``--method map``. The schedule's
+``--burnin``, ``--marglik-frequency`` and ``--hypersteps`` are accepted there (a MAP run's
+schedule has no fit at all) so that one set of flags serves the rows of a table."""
+
+
+def _check_applicable(settings: dict[str, Any], given: set[str]) -> None:
+    """Refuse options given on the command line that the run would not use.
+
+    Recorded in ``run.json`` as if they took effect, they would describe a run that did
+    not happen (a MAP run "with the Monte-Carlo Fisher", a CONV network "with a fixed
+    lengthscale").
+
+    Raises:
+        SystemExit: One line naming the first such option and what to do.
+    """
+
+    def flag(name: str) -> str:
+        return "--" + name.replace("_", "-")
+
+    if settings["method"] == "map":
+        unused = [k for k in MARGINAL_LIKELIHOOD_ONLY if k in given]
+        if unused:
+            raise SystemExit(
+                f"{flag(unused[0])} does not apply to --method map (no marginal likelihood is "
+                "fitted): drop it, or use --method marglik."
+            )
+    invariant = settings["model"] == INVARIANT_WEIGHTS
+    unused = [k for k in INVARIANT_ONLY if k in given and not invariant]
+    if unused:
+        raise SystemExit(
+            f"{flag(unused[0])} sets the {INVARIANT_WEIGHTS} network; --model "
+            f"{settings['model']} does not have it: drop it."
+        )
+    if "lengthscale_mode" in given and not any(
+        kind.startswith("s-") for kind in settings["model"].split("+")
+    ):
+        raise SystemExit(
+            f"--lengthscale-mode sets the S-layers' lengthscale; --model {settings['model']} "
+            "has none (use s-fc, s-conv or s-fc+s-conv): drop it."
+        )
+
+
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
     settings = dict(DEFAULTS)
     if args.config:
         settings.update(CONFIGS[args.config])
-    settings.update({k: v for k, v in vars(args).items() if k in DEFAULTS and v is not None})
+    given = {k for k, v in vars(args).items() if k in DEFAULTS and v is not None}
+    settings.update({k: getattr(args, k) for k in given})
     invariant = settings["model"] == INVARIANT_WEIGHTS
     if invariant and args.method is None:
         settings["method"] = "elbo"
@@ -400,6 +457,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
             f"--mc-samples {settings['mc_samples']}: give a positive number of samples, and "
             "more than one only with --stochastic (the exact GGN draws none)."
         )
+    _check_applicable(settings, given)
     settings["start"] = settings["start"] or default_start(settings)
     return settings
 

@@ -658,3 +658,25 @@ def test_top_level_help_names_every_command_and_version_prints_the_version(capsy
         main(["--version"])
     assert finished.value.code == 0
     assert capsys.readouterr().out.strip() == f"laplace-equivariance {cli.__version__}"
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--method", "map", "--stochastic"], "--stochastic does not apply to --method map"),
+        (["--method", "map", "--prior-structure", "path"], "--prior-structure does not apply"),
+        (["--method", "map", "--restore-best"], "--restore-best does not apply"),
+        (["--method", "map", "--kfac-approx", "reduce"], "--kfac-approx does not apply"),
+        (["--method", "map", "--lr-hyp", "0.5"], "--lr-hyp does not apply"),
+        (["--model", "conv", "--lengthscale-mode", "fixed"], "--lengthscale-mode sets the S"),
+        (["--model", "conv", "--width", "64"], "--width sets the invariant-weights network"),
+    ],
+    ids=["stochastic", "prior", "restore-best", "kfac", "lr-hyp", "lengthscale", "width"],
+)
+def test_an_option_the_run_would_not_use_is_refused_before_anything_is_written(
+    tmp_path, options, message
+):
+    """Each was recorded in run.json as if it had taken effect."""
+    with pytest.raises(SystemExit, match=message):
+        main(["train", *options, "--out", str(tmp_path / "run"), *TINY])
+    assert not (tmp_path / "run").exists()
