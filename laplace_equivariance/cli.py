@@ -1135,7 +1135,14 @@ def load_trained(run: Path) -> tuple[torch.nn.Module, Any]:
     )
     model = build_model(settings, data.in_shape, data.n_classes)
     _check_same_function(run, stored, model)
-    model.load_state_dict(torch.load(run / "model.pt", map_location="cpu"))
+    try:
+        weights = torch.load(run / "model.pt", map_location="cpu")
+    except Exception as error:  # unpickling errors have no common base class
+        raise SystemExit(
+            f"{run / 'model.pt'} cannot be read ({type(error).__name__}): it is corrupt, "
+            "truncated or missing; rerun the run's train command with --overwrite."
+        ) from None
+    model.load_state_dict(weights)
     return model.eval(), data
 
 
@@ -1275,6 +1282,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit status.
     """
     args = _parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except (FileNotFoundError, ImportError) as error:  # a missing run, data set or package
+        raise SystemExit(str(error)) from None
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    """Run the parsed command; see :func:`main`."""
     if args.command == "train":
         settings = _settings(args)
         try:
@@ -1291,13 +1306,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.examples < 1:
             raise SystemExit(f"--examples must be at least 1, got {args.examples}.")
         print(json.dumps(path_outputs(args.run, args.examples)))
-    elif args.markdown:
-        try:
-            print(summary.markdown(args.runs))
-        except ValueError as error:
-            raise SystemExit(str(error)) from None
     else:
-        print(report(args.runs))
+        try:
+            print(summary.markdown(args.runs) if args.markdown else report(args.runs))
+        except ValueError as error:  # a corrupt results.json, a run named twice
+            raise SystemExit(str(error)) from None
     return 0
 
 

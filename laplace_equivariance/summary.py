@@ -36,12 +36,25 @@ def load_run(run: Path) -> dict[str, Any]:
     and that file exists.
 
     Raises:
-        FileNotFoundError: If ``run`` has no ``results.json``.
+        FileNotFoundError: If ``run`` has no ``results.json`` (saying whether it is an
+            unfinished run, which the train command resumes).
+        ValueError: If ``results.json`` is not valid JSON.
     """
     path = Path(run) / "results.json"
     if not path.exists():
+        if (Path(run) / "run.json").exists():
+            raise FileNotFoundError(
+                f"{run} is an unfinished run (no results.json yet): rerun its train command "
+                "to resume it."
+            )
         raise FileNotFoundError(f"{path} does not exist: is {run} the --out folder of a train run?")
-    results = json.loads(path.read_text())
+    try:
+        results = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"{path} cannot be read ({error}): it is corrupt or truncated; rerun the run's "
+            "train command with --overwrite to write it again."
+        ) from None
     measured_later = Path(run) / PATH_OUTPUTS_FILE
     if "path_outputs" not in results and measured_later.exists():
         results["path_outputs"] = json.loads(measured_later.read_text())

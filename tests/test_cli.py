@@ -538,12 +538,12 @@ def test_the_cifar_config_augments():
     assert settings["augment"] is True and settings["dataset"] == "cifar10"
 
 
-def test_a_missing_data_set_creates_nothing(tmp_path, monkeypatch):
+def test_a_missing_data_set_creates_nothing_and_says_so_in_one_line(tmp_path, monkeypatch):
     from laplace_equivariance import data
 
     monkeypatch.setattr(data, "DEBIAN_FASHION_MNIST", tmp_path / "absent")
     out = tmp_path / "fashion"
-    with pytest.raises(FileNotFoundError, match="apt-get install dataset-fashion-mnist"):
+    with pytest.raises(SystemExit, match="apt-get install dataset-fashion-mnist"):
         main(["train", "--dataset", "fashion-mnist", "--out", str(out), *TINY])
     assert not out.exists()
 
@@ -680,3 +680,24 @@ def test_an_option_the_run_would_not_use_is_refused_before_anything_is_written(
     with pytest.raises(SystemExit, match=message):
         main(["train", *options, "--out", str(tmp_path / "run"), *TINY])
     assert not (tmp_path / "run").exists()
+
+
+def test_a_broken_or_unfinished_run_is_one_line_not_a_traceback(runs, tmp_path):
+    import shutil
+
+    learned, _ = runs
+    copy = tmp_path / "copy"
+    shutil.copytree(learned, copy)
+    (copy / "model.pt").write_bytes(b"not a model")
+    with pytest.raises(SystemExit, match="model.pt cannot be read.*--overwrite"):
+        main(["evaluate", str(copy)])
+    (copy / "results.json").write_text("{truncated")
+    for command in (["report"], ["report", "--markdown"]):
+        with pytest.raises(SystemExit, match="results.json cannot be read"):
+            main([*command, str(copy)])
+    (copy / "results.json").unlink()
+    for command in (["evaluate"], ["paths"], ["report"]):
+        with pytest.raises(SystemExit, match="unfinished run.*rerun its train command"):
+            main([*command, str(copy)])
+    with pytest.raises(SystemExit, match="does not exist"):
+        main(["evaluate", str(tmp_path / "nothing")])
