@@ -772,7 +772,7 @@ def prepare_out(settings: dict[str, Any], out: Path, overwrite: bool = False) ->
     """
     record_path = out / RUN_RECORD
     present = [name for name in RUN_FILES if (out / name).exists()]
-    record = {"package": __version__, "settings": settings}
+    record = {"package": __version__, "settings": settings, "world_size": distributed.world_size()}
     if present and overwrite and distributed.rank() == 0:
         for name in present:
             (out / name).unlink()
@@ -794,6 +794,7 @@ def prepare_out(settings: dict[str, Any], out: Path, overwrite: bool = False) ->
                 f"that differ: {'; '.join(differences)}. Pass --overwrite to start afresh "
                 "there, or another --out."
             )
+        _check_same_circumstances(recorded, record, out)
     try:
         out.mkdir(parents=True, exist_ok=True)
         if distributed.rank() == 0:
@@ -802,6 +803,28 @@ def prepare_out(settings: dict[str, Any], out: Path, overwrite: bool = False) ->
         raise SystemExit(f"--out {out}: cannot write there ({error.strerror}).") from None
     distributed.barrier()
     return _checkpoint_epoch(out / "checkpoint.pt")
+
+
+def _check_same_circumstances(recorded: dict[str, Any], record: dict[str, Any], out: Path) -> None:
+    """Refuse to resume epochs that ran with other threads or processes than this call's.
+
+    ``results.json`` states the threads and processes of the whole run; a resume under
+    others would state circumstances that the epochs before it did not run under.
+
+    Raises:
+        SystemExit: Naming both, if ``out`` holds a checkpoint with at least one epoch.
+    """
+    if _checkpoint_epoch(out / "checkpoint.pt") is None:
+        return
+    then = (recorded["settings"].get("threads"), recorded.get("world_size", 1))
+    now = (record["settings"].get("threads"), record["world_size"])
+    if then != now:
+        raise SystemExit(
+            f"--out {out} holds epochs that ran with --threads {then[0]} in {then[1]} "
+            f"process(es); this call has --threads {now[0]} in {now[1]}: the run's record would "
+            "state circumstances its epochs did not run under. Resume with the same, or pass "
+            "--overwrite to start afresh."
+        )
 
 
 def _checkpoint_epoch(path: Path) -> int | None:
@@ -1047,6 +1070,11 @@ def train(settings: dict[str, Any], out: Path, overwrite: bool = False) -> dict[
             f"examples: give at most {n_train}, or leave it out to fit on all of them."
         )
     resumes_from = prepare_out(settings, out, overwrite)
+    if resumes_from == settings["epochs"] and (out / "results.json").exists():
+        if distributed.rank() != 0:
+            return None
+        print(f"{out} is finished (epoch {resumes_from} of {settings['epochs']}): nothing to do.")
+        return summary.load_run(out)
     if resumes_from is not None and distributed.rank() == 0:
         print(
             f"resuming from epoch {resumes_from} of {settings['epochs']} ({out / 'checkpoint.pt'})"

@@ -1063,9 +1063,10 @@ def marglik_training(
             "n_epochs_burnin.",
             stacklevel=2,
         )
-    epochs = tqdm.trange(
-        trainer.progress.epoch + 1,
-        n_epochs + 1,
+    epochs = tqdm.tqdm(  # counts the run's epochs: a resume from epoch 3 of 10 shows 3/10
+        range(trainer.progress.epoch + 1, n_epochs + 1),
+        initial=trainer.progress.epoch,
+        total=n_epochs,
         disable=not progress_bar or distributed.rank() != 0,
         desc="marglik training" if learns else "MAP training",
     )

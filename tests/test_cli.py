@@ -360,10 +360,11 @@ def test_another_run_in_the_same_folder_is_refused_naming_what_differs(runs, cap
     with pytest.raises(SystemExit, match=r"dataset: 'quadrant-mnist' -> 'rotated-mnist'.*seed"):
         main(argv)
     assert (baseline / "results.json").read_text() == before
-    # threads do not change the result: the same run resumes, and says so
+    # the same run is recognised: finished, nothing to do (other threads: refused, below)
     same = ["train", "--dataset", "quadrant-mnist", "--model", "conv", "--method", "map"]
-    assert main([*same, "--threads", "1", "--out", str(baseline), *TINY]) == 0
-    assert "resuming from epoch 2 of 2" in capsys.readouterr().out
+    assert main([*same, "--out", str(baseline), *TINY]) == 0
+    assert "is finished (epoch 2 of 2): nothing to do" in capsys.readouterr().out
+    assert (baseline / "results.json").read_text() == before
 
 
 def test_overwrite_starts_afresh_in_a_folder_that_holds_another_run(tmp_path):
@@ -459,8 +460,13 @@ def test_an_unwritable_out_is_one_line(tmp_path):
         main(["train", "--out", str(blocker / "run"), *TINY])
 
 
-def test_ctrl_c_prints_the_checkpoints_epoch_and_how_to_resume(runs, monkeypatch, capsys):
-    _, baseline = runs
+def test_ctrl_c_prints_the_checkpoints_epoch_and_how_to_resume(runs, monkeypatch, capsys, tmp_path):
+    import shutil
+
+    # a run whose last epoch is checkpointed and whose results were not yet written
+    baseline = tmp_path / "baseline"
+    shutil.copytree(runs[1], baseline)
+    (baseline / "results.json").unlink()
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -701,3 +707,27 @@ def test_a_broken_or_unfinished_run_is_one_line_not_a_traceback(runs, tmp_path):
             main([*command, str(copy)])
     with pytest.raises(SystemExit, match="does not exist"):
         main(["evaluate", str(tmp_path / "nothing")])
+
+
+def test_a_finished_run_rerun_says_so_and_rewrites_nothing(runs, capsys):
+    _, baseline = runs
+    written = {p.name: p.stat().st_mtime_ns for p in baseline.iterdir() if p.name != "run.json"}
+    settings = json.loads((baseline / "results.json").read_text())["settings"]
+    again = train(settings, baseline)
+    assert "is finished (epoch 2 of 2): nothing to do" in capsys.readouterr().out
+    assert again == json.loads((baseline / "results.json").read_text())
+    assert written == {
+        p.name: p.stat().st_mtime_ns for p in baseline.iterdir() if p.name != "run.json"
+    }
+
+
+def test_a_resume_with_other_threads_is_refused(tmp_path):
+    """The record would state one thread count for epochs that ran with another (also for a
+    finished run rerun: it rewrote threads and train_seconds)."""
+    out = tmp_path / "run"
+    args = ["train", "--model", "conv", "--method", "map", "--out", str(out), *TINY]
+    assert main([*args, "--threads", "1"]) == 0
+    recorded = (out / "results.json").read_text()
+    with pytest.raises(SystemExit, match="ran with --threads 1 in 1 process.*--threads 2"):
+        main([*args, "--threads", "2"])
+    assert (out / "results.json").read_text() == recorded

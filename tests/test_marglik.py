@@ -793,3 +793,16 @@ def test_a_resume_shorter_than_the_checkpoint_or_with_another_prior_structure_is
         pytest.raises(CheckpointError, match="holds 1 prior precision\\(s\\), this run 52"),
     ):
         marglik_training(model, loader, checkpoint=scalar, prior_structure="layerwise", **SCHEDULE)
+
+
+def test_a_resumed_runs_progress_bar_counts_the_whole_runs_epochs(tmp_path, capsys):
+    """It showed the remaining epochs as a run of their own (2/2 for epochs 3-4 of 4)."""
+    checkpoint = tmp_path / "run.pt"
+    model, loader = setup()
+    with pytest.raises(_Stop):
+        marglik_training(model, loader, checkpoint=checkpoint, callback=_stop_after(2), **SCHEDULE)
+    capsys.readouterr()
+    model, loader = setup()
+    marglik_training(model, loader, checkpoint=checkpoint, **SCHEDULE | {"progress_bar": True})
+    bar = capsys.readouterr().err
+    assert "2/4" in bar and "4/4" in bar and "/2 " not in bar
