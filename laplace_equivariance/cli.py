@@ -352,7 +352,12 @@ def _parser() -> argparse.ArgumentParser:
         help="delete another run's files in --out and start afresh (a folder holding another "
         "run is otherwise refused) [off]",
     )
-    evaluate = commands.add_parser("evaluate", help="evaluate a trained run on its test set")
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="evaluate a trained run on its test set",
+        description="Accuracy and NLL of the trained network's own softmax (the MAP weights, "
+        "as results.json reports them), not of a Laplace predictive.",
+    )
     evaluate.add_argument("run", type=Path, help="the --out folder of a train run")
     evaluate.add_argument(
         "--split",

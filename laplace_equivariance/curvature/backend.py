@@ -104,6 +104,29 @@ def _stock_conv_is_exact(module: nn.Conv2d) -> bool:
     )
 
 
+def _naming_the_batch(error: ValueError, x: torch.Tensor) -> ValueError:
+    """``error`` of a layer's shape check on one example, naming the caller's whole batch.
+
+    The output size and the per-example Jacobians run the model on one example, a batch
+    ``(1, *x.shape[1:])``: the check's message would name that shape, not the batch given.
+    """
+    one = str((1, *x.shape[1:]))
+    return ValueError(str(error).replace(f"got {one}", f"got {tuple(x.shape)}"))
+
+
+def _output_size(model: nn.Module, x: torch.Tensor) -> int:
+    """The model's number of outputs, from its first example (without gradients).
+
+    Raises:
+        ValueError: A layer's shape check, naming the whole batch's shape.
+    """
+    try:
+        with torch.no_grad():
+            return model(x[:1]).shape[-1]
+    except ValueError as error:
+        raise _naming_the_batch(error, x) from None
+
+
 @contextlib.contextmanager
 def _activation_graph_only(model: nn.Module):
     """Record ``model``'s forward passes without the parameters' edges in the graph.
@@ -519,8 +542,7 @@ class EquivariantKFAC(AsdlGGN):
         if not (exact_classifier and wanted):
             return 1
         if self._n_outputs is None:
-            with torch.no_grad():
-                self._n_outputs = self._model(x[:1]).shape[-1]
+            self._n_outputs = _output_size(self._model, x)
         return max(self._n_outputs - 1, 1)
 
     def _asdl_kron(
@@ -695,8 +717,7 @@ class EquivariantKFAC(AsdlGGN):
         Raises:
             MemoryError: If one example's Jacobians exceed ``memory_limit``.
         """
-        with torch.no_grad():
-            n_outputs = self.model(x[:1]).shape[-1]
+        n_outputs = _output_size(self.model, x)
         example = copies * n_outputs * sum(p.numel() for p in self.params) * x.element_size()
         if example > self.memory_limit:
             raise MemoryError(
@@ -820,6 +841,8 @@ class EquivariantKFAC(AsdlGGN):
         )
         try:
             (jacobians, gradients), (f, inputs) = per_example(free, probes, self.buffers_dict, x)
+        except ValueError as error:
+            raise _naming_the_batch(error, x) from None
         finally:
             for handle in handles:
                 handle.remove()

@@ -114,3 +114,10 @@ def test_one_example_beyond_the_limit_is_refused_with_what_to_do():
     la, x = _fitted(100)
     with pytest.raises(MemoryError, match="memory_limit=100.*raise the limit"):
         la(x, pred_type="glm", link_approx="probit")
+
+
+def test_a_batch_of_the_wrong_shape_is_named_as_the_callers_batch():
+    """The Jacobians run per example: the layer's check saw (1, 1, 5, 5), not the batch."""
+    la, _ = _fitted(None)
+    with pytest.raises(ValueError, match=r"got \(7, 1, 5, 5\)"):
+        la(torch.randn(7, 1, 5, 5, dtype=torch.float64), pred_type="glm")
