@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import measured_runs  # noqa: E402
 from benchmarks.factor_balance import fitted_laplace, learned_precisions  # noqa: E402
 from laplace_equivariance import effective_parameters, occam_terms  # noqa: E402
-from laplace_equivariance.cli import load_trained  # noqa: E402
 from laplace_equivariance.layers import RelaxedLayer  # noqa: E402
 from laplace_equivariance.priors import parameter_paths  # noqa: E402
+from laplace_equivariance.runs import load_trained  # noqa: E402
 
 
 def split(model: torch.nn.Module, loader: DataLoader, precisions: torch.Tensor) -> dict[str, Any]:

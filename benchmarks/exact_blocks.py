@@ -42,7 +42,8 @@ from torch.utils.data import DataLoader, TensorDataset
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.factor_balance import fitted_laplace, learned_precisions  # noqa: E402
-from laplace_equivariance.cli import device_name, load_trained  # noqa: E402
+from laplace_equivariance.experiment import device_name  # noqa: E402
+from laplace_equivariance.runs import load_trained  # noqa: E402
 
 
 def exact_blocks(

@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import measured_runs  # noqa: E402
 from laplace_equivariance import EquivariantKFAC, effective_parameters  # noqa: E402
-from laplace_equivariance.cli import load_trained  # noqa: E402
 from laplace_equivariance.layers import FactoredLinear2d  # noqa: E402
 from laplace_equivariance.priors import parameter_paths  # noqa: E402
+from laplace_equivariance.runs import load_trained  # noqa: E402
 
 
 def learned_precisions(model: torch.nn.Module, results: dict[str, Any]) -> list[float]:

@@ -31,7 +31,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from laplace_equivariance import cli  # noqa: E402
+from laplace_equivariance import cli, experiment, runs  # noqa: E402
 from laplace_equivariance.layers import RelaxedLayer  # noqa: E402
 from laplace_equivariance.models import EQUIVARIANT_PATHS  # noqa: E402
 
@@ -67,25 +67,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit("The FC paths are frozen silent: the start is equivariant.")
     out = Path(argv[argv.index("--out") + 1])
     marker = out / MARKER
-    if (out / cli.RUN_RECORD).exists() and not marker.exists() and "--overwrite" not in argv:
+    if (out / runs.RUN_RECORD).exists() and not marker.exists() and "--overwrite" not in argv:
         raise SystemExit(
             f"--out {out} holds a run whose FC paths were not frozen (its settings are the "
             "same, so train would resume it); use another folder or --overwrite."
         )
     out.mkdir(parents=True, exist_ok=True)
     marker.write_text(json.dumps([FROZEN]))
-    build = cli.build_model
+    build = experiment.build_model  # train looks it up in experiment
 
     def build_frozen(settings: dict[str, Any], in_shape: Sequence[int], n_classes: int):
         model = build(dict(settings, start="equivariant"), in_shape, n_classes)
         freeze_fc_paths(model)
         return model
 
-    cli.build_model = build_frozen
+    experiment.build_model = build_frozen
     try:
         status = cli.main(["train", "--start", "equivariant", *argv])
     finally:
-        cli.build_model = build
+        experiment.build_model = build
     results = json.loads((out / "results.json").read_text())
     results["frozen_paths"] = [FROZEN]
     (out / "results.json").write_text(json.dumps(results, indent=1))

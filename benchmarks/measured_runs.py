@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from laplace_equivariance.cli import device_name
+from laplace_equivariance.experiment import device_name
 
 
 def parser(description: str) -> argparse.ArgumentParser:

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import measured_runs  # noqa: E402
 from laplace_equivariance import path_output_shares, path_shift_errors  # noqa: E402
-from laplace_equivariance.cli import load_trained  # noqa: E402
+from laplace_equivariance.runs import load_trained  # noqa: E402
 
 QUADRANT_SHIFTS = ((16, 0), (0, 16), (16, 16))
 """Down, right, and both: the three moves of a digit to another quadrant of a 32x32 canvas."""

@@ -18,7 +18,7 @@ import argparse
 import statistics
 from pathlib import Path
 
-from laplace_equivariance import cli, summary
+from laplace_equivariance import config, summary
 
 
 def mean_shares(
@@ -58,7 +58,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True, help="PNG to write")
     parser.add_argument(
         "--start",
-        choices=cli.STARTS,
+        choices=config.STARTS,
         help="only the runs trained from this start (train --start; all when not given)",
     )
     args = parser.parse_args()

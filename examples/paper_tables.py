@@ -37,7 +37,7 @@ import argparse
 import time
 from pathlib import Path
 
-from laplace_equivariance import cli, summary
+from laplace_equivariance import config, experiment, summary
 
 TABLE2_MODELS = ("fc", "conv", "fc+conv", "f-fc", "f-fc+conv", "s-fc", "s-conv", "s-fc+s-conv")
 PLANS: dict[str, list[tuple[str, str, str]]] = {
@@ -109,7 +109,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--start",
-        choices=cli.STARTS,
+        choices=config.STARTS,
         help="where the relaxed models' training starts (train --start; its default when "
         "not given); given, it adds '-<start>-start' to their run folders",
     )
@@ -148,7 +148,7 @@ def main() -> None:
     for seed in args.seeds:  # seed by seed, so that every finished seed is a whole table
         for dataset, model, method in planned:
             settings = dict(
-                cli.DEFAULTS,
+                config.DEFAULTS,
                 dataset=dataset,
                 model=model,
                 method=method,
@@ -169,7 +169,7 @@ def main() -> None:
                 device=args.device,
                 data_dir=args.data_dir,
             )
-            chosen = args.start is not None and cli.is_relaxed(model)
+            chosen = args.start is not None and config.is_relaxed(model)
             if chosen:
                 settings["start"] = args.start
             name = f"{dataset}-{model}-{method}"
@@ -184,10 +184,10 @@ def main() -> None:
             if args.markdown:
                 continue
             start = time.perf_counter()
-            cli.train(settings, folder, overwrite=args.overwrite)
+            experiment.train(settings, folder, overwrite=args.overwrite)
             print(f"{folder.name}: {time.perf_counter() - start:.0f} s", flush=True)
     done = [folder for folder in folders if (folder / "results.json").exists()]
-    print(summary.markdown(done) if args.markdown else cli.report(done))
+    print(summary.markdown(done) if args.markdown else experiment.report(done))
     if args.compare is not None:
         reference = sorted(p.parent for p in args.compare.rglob("results.json"))
         print(summary.compare(done, reference))

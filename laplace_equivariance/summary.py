@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from laplace_equivariance.config import DEFAULTS
+
 __all__ = ["Row", "compare", "load_run", "markdown", "mean_std", "rows", "structure_markdown"]
 
 NOT_THE_EXPERIMENT = ("seed", "threads", "timeout", "device", "data_dir", "download")
@@ -117,8 +119,6 @@ class Row:
 
     def budget(self) -> str:
         """Epochs, examples, the marginal likelihood's subset and first fit, a non-default lr."""
-        from laplace_equivariance.cli import DEFAULTS  # cli imports this module
-
         s = self.settings
         parts = [f"{s['epochs']} ep", f"{self.results[0]['n_train']} ex", f"alpha {s['alpha']}"]
         if s["method"] == "marglik":

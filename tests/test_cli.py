@@ -7,9 +7,12 @@ import sys
 import pytest
 import torch
 
-from laplace_equivariance import cli
-from laplace_equivariance.cli import evaluate, main, prepare_out, report, train
+from laplace_equivariance import cli, config, experiment, path_output_shares
+from laplace_equivariance.cli import main
+from laplace_equivariance.data import load_dataset
+from laplace_equivariance.experiment import evaluate, report, train
 from laplace_equivariance.marglik import marglik_training
+from laplace_equivariance.runs import FIT_TRACE_FILE, prepare_out, read_fits
 
 TINY = [
     "--subset",
@@ -114,7 +117,7 @@ def test_a_learned_run_traces_every_fit_ending_at_the_final_state(runs):
 def test_tracing_the_fits_leaves_training_unchanged(runs, tmp_path, monkeypatch):
     learned, _ = runs
     settings = json.loads((learned / "results.json").read_text())["settings"]
-    monkeypatch.setattr(cli, "append_fit", lambda *args: None)
+    monkeypatch.setattr(experiment, "append_fit", lambda *args: None)
     untraced = train(settings, tmp_path / "untraced")
     traced = json.loads((learned / "results.json").read_text())
     assert untraced["losses"] == traced["losses"]
@@ -123,12 +126,12 @@ def test_tracing_the_fits_leaves_training_unchanged(runs, tmp_path, monkeypatch)
 
 
 def test_the_trace_keeps_the_last_line_of_an_epoch_a_resume_repeated(tmp_path):
-    trace = tmp_path / cli.FIT_TRACE_FILE
+    trace = tmp_path / FIT_TRACE_FILE
     lines = [{"epoch": 5, "neg_log_marglik": 3.0}, {"epoch": 10, "neg_log_marglik": 2.0}]
     lines.append({"epoch": 10, "neg_log_marglik": 1.0})
     trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    assert [fit["neg_log_marglik"] for fit in cli.read_fits(trace)] == [3.0, 1.0]
-    assert cli.read_fits(tmp_path / "missing.jsonl") == []
+    assert [fit["neg_log_marglik"] for fit in read_fits(trace)] == [3.0, 1.0]
+    assert read_fits(tmp_path / "missing.jsonl") == []
 
 
 def options_reaching_the_trainer(monkeypatch, args: list[str], *names: str) -> list[dict]:
@@ -139,7 +142,7 @@ def options_reaching_the_trainer(monkeypatch, args: list[str], *names: str) -> l
         passed.append({name: kwargs[name] for name in names})
         return marglik_training(*args, **kwargs)
 
-    monkeypatch.setattr(cli, "marglik_training", recording)
+    monkeypatch.setattr(experiment, "marglik_training", recording)
     assert main(args) == 0
     return passed
 
@@ -471,7 +474,7 @@ def test_ctrl_c_prints_the_checkpoints_epoch_and_how_to_resume(runs, monkeypatch
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "marglik_training", interrupted)
+    monkeypatch.setattr(experiment, "marglik_training", interrupted)
     argv = ["train", "--dataset", "quadrant-mnist", "--model", "conv", "--method", "map"]
     assert main([*argv, "--out", str(baseline), *TINY]) == 130
     message = capsys.readouterr().err.strip()
@@ -521,11 +524,11 @@ def test_augment_never_reaches_the_marginal_likelihoods_loader(tmp_path, monkeyp
         seen["eta_min"] = kwargs["scheduler_kwargs"]["eta_min"]
         return marglik_training(model, loader, **kwargs)
 
-    monkeypatch.setattr(cli, "marglik_training", recording)
+    monkeypatch.setattr(experiment, "marglik_training", recording)
     out = tmp_path / "augmented"
     argv = ["train", "--augment", "--lr-min", "1e-4", "--out", str(out), *TINY]
     assert main(argv) == 0
-    data = cli.load_dataset("quadrant-mnist", None, False, 64, 32, 0)
+    data = load_dataset("quadrant-mnist", None, False, 64, 32, 0)
     originals = {tuple(x.flatten().tolist()) for x in data.x_train}
     marglik_images = torch.cat(seen["marglik"])
     assert len(marglik_images) == 64
@@ -589,14 +592,13 @@ def test_overwrite_removes_path_outputs_measured_for_an_earlier_run(runs, tmp_pa
 
 
 def test_start_equivariant_builds_the_model_with_its_fc_paths_silent():
-    settings = dict(cli.DEFAULTS, model="f-fc+conv", alpha=1, start="equivariant")
-    model = cli.build_model(settings, (1, 32, 32), 10).eval()
-    shares = cli.path_output_shares(model, torch.randn(8, 1, 32, 32))
+    settings = dict(config.DEFAULTS, model="f-fc+conv", alpha=1, start="equivariant")
+    model = config.build_model(settings, (1, 32, 32), 10).eval()
+    shares = path_output_shares(model, torch.randn(8, 1, 32, 32))
     assert all(row["paths"]["fc"] == 0 for row in shares)
-    mixed = cli.build_model(dict(settings, start="mixed"), (1, 32, 32), 10).eval()
+    mixed = config.build_model(dict(settings, start="mixed"), (1, 32, 32), 10).eval()
     assert all(
-        row["paths"]["fc"] > 0.05
-        for row in cli.path_output_shares(mixed, torch.randn(8, 1, 32, 32))
+        row["paths"]["fc"] > 0.05 for row in path_output_shares(mixed, torch.randn(8, 1, 32, 32))
     )
 
 
@@ -612,7 +614,7 @@ def test_start_equivariant_builds_the_model_with_its_fc_paths_silent():
     ],
 )
 def test_learned_relaxed_models_start_held_by_default(model, method, start):
-    assert cli.default_start(dict(cli.DEFAULTS, model=model, method=method)) == start
+    assert config.default_start(dict(config.DEFAULTS, model=model, method=method)) == start
 
 
 @pytest.mark.parametrize(
@@ -628,7 +630,7 @@ def test_learned_relaxed_models_start_held_by_default(model, method, start):
     ],
 )
 def test_relaxed_models_hold_an_fc_type_path_beside_an_equivariant_one(model, relaxed):
-    assert cli.is_relaxed(model) is relaxed
+    assert config.is_relaxed(model) is relaxed
 
 
 def test_a_learned_run_records_the_start_it_took(runs):
@@ -648,7 +650,7 @@ def test_start_held_gives_the_silenced_fc_paths_to_marglik_training(tmp_path, mo
         seen["fc"] = model.fc_type_parameters()
         raise Seen
 
-    monkeypatch.setattr(cli, "marglik_training", record)
+    monkeypatch.setattr(experiment, "marglik_training", record)
     with pytest.raises(Seen):
         main(["train", "--out", str(tmp_path / "run"), *TINY, "--start", "held"])
     assert [id(p) for p in seen["held"]] == [id(p) for p in seen["fc"]] and seen["held"]

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from laplace_equivariance import path_shift_errors
-from laplace_equivariance.cli import load_trained, main
+from laplace_equivariance.cli import main
+from laplace_equivariance.runs import load_trained
 from tests.scripts import load_script
 
 TINY = ["--subset", "64", "--test-subset", "16", "--epochs", "2", "--alpha", "1"]

@@ -3,13 +3,13 @@ import statistics
 
 import pytest
 
-from laplace_equivariance import cli, summary
+from laplace_equivariance import cli, config, summary
 
 
 def write_run(folder, seed, accuracy, method="marglik", epochs=20, threads=2, **settings):
     results = {
         "settings": dict(
-            cli.DEFAULTS,
+            config.DEFAULTS,
             dataset="quadrant-mnist",
             model="f-fc+conv",
             method=method,
@@ -66,7 +66,7 @@ def test_budget_names_the_burn_in_of_learned_runs(tmp_path):
     budgets = [row.budget() for row in summary.rows(runs)]
     assert budgets == [
         "20 ep, 100 ex, alpha 4, marglik on 100, burn-in 5 ep",
-        f"20 ep, 100 ex, alpha 4, marglik on 100, burn-in {cli.DEFAULTS['burnin']} ep",
+        f"20 ep, 100 ex, alpha 4, marglik on 100, burn-in {config.DEFAULTS['burnin']} ep",
     ]
     assert (
         "burn-in" not in summary.rows([write_run(tmp_path / "m", 0, 0.8, method="map")])[0].budget()

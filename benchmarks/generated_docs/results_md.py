@@ -26,7 +26,7 @@ from benchmarks.generated_docs.common import (
     markdown_table,
     release,
 )
-from laplace_equivariance import cli, summary
+from laplace_equivariance import config, summary
 
 DOCUMENT = ROOT / "docs" / "results.md"
 
@@ -814,7 +814,7 @@ class EvidenceSplitSection:
         """A run's training in words: "learned F-FC+CONV, started equivariant"."""
         s = summary.LATER_OPTIONS | run["settings"]
         words = [f"learned {s['model'].upper()}"]
-        if cli.is_relaxed(s["model"]):
+        if config.is_relaxed(s["model"]):
             words.append(f"started {s['start']}")
         if s["balance_factors"]:
             words.append("balanced at every fit")

@@ -1,0 +1,289 @@
+"""The run configuration: defaults, the paper's configs and their checks.
+
+Also the model a configuration names (:func:`build_model`); the checks refuse settings
+that cannot give a valid run, one line each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from laplace_equivariance import models
+from laplace_equivariance.invariance import (
+    InvariantWeightsNet,
+)
+from laplace_equivariance.marglik import (
+    marglik_step_epochs,
+)
+
+INVARIANT_WEIGHTS = "invariant-weights"
+"""``--model`` name of the invariant-weights network."""
+
+INVARIANT_MARGLIK_SUBSET = 500
+"""Default ``--marglik-subset`` of the invariant-weights Laplace method: its full GGN costs
+``O(n K P^2)`` with ``P = K (D + 1)``."""
+
+CONFIGS: dict[str, dict[str, Any]] = {
+    "table1": {"dataset": "quadrant-mnist", "model": "f-fc+conv", "alpha": 10, "epochs": 1000},
+    "table2": {
+        "dataset": "cifar10",
+        "model": "f-fc+conv",
+        "alpha": 10,
+        "epochs": 4000,
+        "augment": True,
+    },
+    "table3": {"dataset": "mnist", "model": "f-fc+conv+gconv", "alpha": 2, "epochs": 1000},
+}
+"""The paper's settings (App. F.6) of data, model, width and epochs (and CIFAR-10's random
+flips and shifts); with the defaults below:
+hyperparameters lr 0.1, burn-in 10 epochs, marginal likelihood every 5 epochs with 20 steps,
+batch 128, unit prior variances, Adam cosine-annealed to 0 at lr 0.003 (the paper's 0.01 leaves
+even MAP CONV at chance at these data sizes; ``--optimizer sgd --lr 0.01`` is the reference
+code's)."""
+
+DEFAULTS: dict[str, Any] = {
+    "dataset": "quadrant-mnist",
+    "model": "f-fc+conv",
+    "method": "marglik",
+    "alpha": 10,
+    "epochs": 20,
+    "lr": 0.003,
+    "lr_min": 0.0,
+    "optimizer": "adam",
+    "augment": False,
+    "lr_hyp": 0.1,
+    "batch_size": 128,
+    "burnin": 10,
+    "marglik_frequency": 5,
+    "hypersteps": 20,
+    "subset": None,
+    "test_subset": None,
+    "marglik_subset": None,
+    "stochastic": False,
+    "mc_samples": 1,
+    "kfac_approx": "expand",
+    "restore_best": False,
+    "balance_factors": False,
+    "start": None,
+    "prior_structure": "layerwise",
+    "lengthscale_mode": "learned",
+    "lengthscale_derivative": "total",
+    "device": "cuda" if torch.cuda.is_available() else "cpu",
+    "seed": 0,
+    "threads": None,
+    "timeout": 600,
+    "data_dir": None,
+    "download": False,
+    "invariance": "rotation",
+    "activation": "rff",
+    "width": 1024,
+    "samples": 32,
+    "eta_init": 0.1,
+}
+
+
+INVARIANT_ONLY = ("invariance", "activation", "width", "samples")
+"""Options of the invariant-weights network only."""
+
+MARGINAL_LIKELIHOOD_ONLY = (
+    "prior_structure",
+    "lr_hyp",
+    "marglik_subset",
+    "stochastic",
+    "mc_samples",
+    "kfac_approx",
+    "restore_best",
+    "lengthscale_derivative",
+    "balance_factors",
+)
+"""Options of the marginal-likelihood fits, refused with ``--method map``. The schedule's
+``--burnin``, ``--marglik-frequency`` and ``--hypersteps`` are accepted there (a MAP run's
+schedule has no fit at all) so that one set of flags serves the rows of a table."""
+
+
+def _check_applicable(settings: dict[str, Any], given: set[str]) -> None:
+    """Refuse options given on the command line that the run would not use.
+
+    Recorded in ``run.json`` as if they took effect, they would describe a run that did
+    not happen (a MAP run "with the Monte-Carlo Fisher", a CONV network "with a fixed
+    lengthscale").
+
+    Raises:
+        SystemExit: One line naming the first such option and what to do.
+    """
+
+    def flag(name: str) -> str:
+        return "--" + name.replace("_", "-")
+
+    if settings["method"] == "map":
+        unused = [k for k in MARGINAL_LIKELIHOOD_ONLY if k in given]
+        if unused:
+            raise SystemExit(
+                f"{flag(unused[0])} does not apply to --method map (no marginal likelihood is "
+                "fitted): drop it, or use --method marglik."
+            )
+    invariant = settings["model"] == INVARIANT_WEIGHTS
+    unused = [k for k in INVARIANT_ONLY if k in given and not invariant]
+    if unused:
+        raise SystemExit(
+            f"{flag(unused[0])} sets the {INVARIANT_WEIGHTS} network; --model "
+            f"{settings['model']} does not have it: drop it."
+        )
+    if "lengthscale_mode" in given and not any(
+        kind.startswith("s-") for kind in settings["model"].split("+")
+    ):
+        raise SystemExit(
+            f"--lengthscale-mode sets the S-layers' lengthscale; --model {settings['model']} "
+            "has none (use s-fc, s-conv or s-fc+s-conv): drop it."
+        )
+
+
+def build_model(
+    settings: dict[str, Any], in_shape: Sequence[int], n_classes: int
+) -> torch.nn.Module:
+    """The model that ``settings`` name.
+
+    Args:
+        settings: A run's settings (:data:`DEFAULTS` keys).
+        in_shape: ``(C, H, W)``.
+        n_classes: Number of classes.
+
+    Returns:
+        A relaxed network of :func:`laplace_equivariance.models.build` or an
+        :class:`~laplace_equivariance.invariance.InvariantWeightsNet`.
+    """
+    if settings["model"] != INVARIANT_WEIGHTS:
+        model = models.build(
+            settings["model"],
+            in_shape,
+            n_classes,
+            settings["alpha"],
+            sparse_options={"lengthscale_mode": settings["lengthscale_mode"]},
+        )
+        if settings.get("start") in SILENCED_STARTS:
+            model.start_equivariant_()
+        return model
+    return InvariantWeightsNet(
+        in_shape,
+        n_classes,
+        width=settings["width"],
+        activation=settings["activation"],
+        invariance=settings["invariance"],
+        eta_init=settings["eta_init"],
+        n_samples=settings["samples"],
+        variational=settings["method"] == "elbo",
+    )
+
+
+STARTS = ("mixed", "equivariant", "held")
+"""``--start`` values: paths drawn at random; FC-type paths silenced; silenced and held."""
+SILENCED_STARTS = ("equivariant", "held")
+"""Starts at :meth:`~laplace_equivariance.models.RelaxedNet.start_equivariant_`."""
+
+POSITIVE = ("epochs", "alpha", "batch_size", "marglik_frequency", "hypersteps", "mc_samples")
+"""Settings that must be at least 1 (``burnin`` at least 0; subsets at least 1 when given)."""
+
+
+def default_start(settings: dict[str, Any]) -> str:
+    """Where training starts when ``--start`` is not given.
+
+    ``"held"`` for marginal-likelihood runs of models with an FC-type path beside an
+    equivariant one (F-FC+CONV and the like): the FC-type paths silenced and held until the
+    first fit, so that the evidence weighs them before the burn-in grows them. Started
+    mixed, the App. F.1 network's middle layers go FC on the translation-invariant digit
+    task; started equivariant with the FC paths free, the paths grown in the burn-in cost
+    accuracy; held, the evidence switches FC on only where the labels need position
+    (docs/learned_structure.md, "Where training starts"). ``"mixed"`` for MAP runs (the
+    architecture's baseline, drawn as the reference code draws it) and single-kind models.
+    """
+    relaxed = is_relaxed(settings["model"])
+    return "held" if relaxed and settings["method"] == "marglik" else "mixed"
+
+
+def is_relaxed(model: str) -> bool:
+    """Whether ``model``'s layers hold an FC-type path beside an equivariant one.
+
+    ``--start`` chooses between two starting points only for these models.
+    """
+    kinds = _path_kinds(model)
+    return "fc" in kinds and bool(kinds & set(models.EQUIVARIANT_PATHS))
+
+
+def _path_kinds(model: str) -> set[str]:
+    """The path names in every layer of ``model`` (none for the invariant-weights network)."""
+    return {models.PATH_NAME[kind] for kind in models.MODEL_NAMES.get(model, ())}
+
+
+def check_settings(settings: dict[str, Any]) -> None:
+    """Refuse, before anything is loaded or created, settings that cannot give a valid run.
+
+    Raises:
+        SystemExit: With one line naming the option, for a count below its minimum, a
+            marginal-likelihood run that takes no marginal-likelihood step (it would be
+            reported as learned at the initial priors), or a device this machine lacks.
+    """
+    for key in POSITIVE:
+        if settings[key] < 1:
+            raise SystemExit(f"--{key.replace('_', '-')} must be at least 1, got {settings[key]}.")
+    for key in ("subset", "test_subset", "marglik_subset", "threads"):
+        if settings[key] is not None and settings[key] < 1:
+            raise SystemExit(f"--{key.replace('_', '-')} must be at least 1, got {settings[key]}.")
+    if settings["burnin"] < 0:
+        raise SystemExit(f"--burnin must be at least 0, got {settings['burnin']}.")
+    for key in ("lr", "lr_hyp"):
+        if not settings[key] > 0:  # also NaN
+            raise SystemExit(f"--{key.replace('_', '-')} must be above 0, got {settings[key]}.")
+    invariant = settings["model"] == INVARIANT_WEIGHTS
+    start = settings.get("start")
+    if start in SILENCED_STARTS and not _path_kinds(settings["model"]) & set(
+        models.EQUIVARIANT_PATHS
+    ):
+        raise SystemExit(
+            f"--start {start} silences the FC-type paths; --model {settings['model']} has "
+            "no equivariant path to start from (use a model with conv or gconv, e.g. f-fc+conv)."
+        )
+    if start == "held" and settings["method"] != "marglik":
+        raise SystemExit(
+            f"--start held holds the FC-type paths until the first marginal-likelihood fit; "
+            f"--method {settings['method']} has none (use --start equivariant)."
+        )
+    if invariant and settings["lr_min"]:
+        raise SystemExit(
+            f"--lr-min sets the end of the relaxed models' cosine schedule; --model "
+            f"{INVARIANT_WEIGHTS} anneals to 0 (train_invariant_weights)."
+        )
+    if settings["method"] in ("marglik", "laplace"):
+        # train_invariant_weights steps after epoch ``burnin``, marglik_training from it on
+        burnin = settings["burnin"] + 1 if invariant else settings["burnin"]
+        if not marglik_step_epochs(settings["epochs"], burnin, settings["marglik_frequency"]):
+            raise SystemExit(
+                f"--method {settings['method']} with --epochs {settings['epochs']} takes no "
+                f"marginal-likelihood step (--burnin {settings['burnin']}, one every "
+                f"--marglik-frequency {settings['marglik_frequency']} epochs): nothing would "
+                "be learned. Train longer, lower --burnin, or use --method map."
+            )
+    _check_device(settings["device"])
+
+
+def _check_device(device: str) -> None:
+    """Raise SystemExit unless ``device`` names a device this machine has."""
+    try:
+        kind = torch.device(device)
+    except RuntimeError as error:
+        raise SystemExit(f"--device {device}: {error}") from None
+    if kind.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(
+            f"--device {device}: this machine has no CUDA device (torch.cuda.is_available() is "
+            "False); use --device cpu."
+        )
+    if kind.type == "cuda" and kind.index is not None and kind.index >= torch.cuda.device_count():
+        raise SystemExit(
+            f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)."
+        )
+    if kind.type == "mps" and not torch.backends.mps.is_available():
+        raise SystemExit(f"--device {device}: MPS is not available here; use --device cpu.")
+    if kind.type not in ("cpu", "cuda", "mps"):
+        raise SystemExit(f"--device {device}: use cpu, cuda[:N] or mps.")

@@ -1,0 +1,502 @@
+"""A run end to end: loaders, training, evaluation, plots and the report table.
+
+Training is MAP, marginal likelihood or the invariant-weights objectives, in one process
+or under ``torchrun``; evaluation and the path measures rebuild a trained run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.nn import functional as F
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+from laplace_equivariance import __version__, distributed, models, summary
+from laplace_equivariance.augment import augmenting_collate
+from laplace_equivariance.config import (
+    INVARIANT_MARGLIK_SUBSET,
+    INVARIANT_WEIGHTS,
+    build_model,
+    check_settings,
+    default_start,
+)
+from laplace_equivariance.data import load_dataset
+from laplace_equivariance.diagnostics import path_output_shares, plot_symmetry, symmetry_report
+from laplace_equivariance.invariance import (
+    INVARIANCES,
+    train_invariant_weights,
+)
+from laplace_equivariance.layers import AnchorBasis, RelaxedLayer
+from laplace_equivariance.marglik import (
+    CheckpointError,
+    marglik_training,
+    paper_schedule,
+)
+from laplace_equivariance.runs import (
+    FIT_TRACE_FILE,
+    _checkpoint_epoch,
+    append_fit,
+    load_trained,
+    prepare_out,
+    read_fits,
+)
+
+
+def _metrics(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, device: str) -> dict:
+    model.eval()
+    with torch.no_grad():
+        logits = torch.cat([model(b.to(device)).cpu() for b in x.split(512)])
+    return {
+        "accuracy": (logits.argmax(-1) == y).float().mean().item(),
+        "nll": F.cross_entropy(logits, y).item(),
+    }
+
+
+def _plot_training(
+    losses: list[float],
+    margliks: list[float],
+    path: Path,
+    labels: tuple[str, str] = ("hyperparameter step", "-log marginal likelihood"),
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib import pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(8, 3))
+    axes[0].plot(range(1, len(losses) + 1), losses)
+    axes[0].set(xlabel="epoch", ylabel="training loss")
+    axes[1].plot(margliks)
+    axes[1].set(xlabel=labels[0], ylabel=labels[1])
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def _plot_eta(eta: list[list[float]], names: Sequence[str], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib import pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(4, 3))
+    for i, name in enumerate(names):
+        axis.plot(range(1, len(eta) + 1), [row[i] for row in eta], label=name)
+    axis.set(xlabel="epoch", ylabel="eta")
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def device_name(device: str) -> str:
+    """The GPU's name for a CUDA device, else the CPU's model name (``/proc/cpuinfo``)."""
+    if device.startswith("cuda"):
+        return torch.cuda.get_device_name(device)
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def _join_process_group(settings: dict[str, Any]) -> int:
+    """Under ``torchrun`` (``WORLD_SIZE`` > 1), join its process group; the world size.
+
+    gloo on the CPU, NCCL on GPUs (each rank on the GPU of its ``LOCAL_RANK``); a rank that
+    waits longer than ``settings["timeout"]`` seconds for the others raises.
+    """
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and not dist.is_initialized():
+        cuda = settings["device"].startswith("cuda")
+        if cuda:
+            settings["device"] = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+            torch.cuda.set_device(settings["device"])
+        dist.init_process_group(
+            "nccl" if cuda else "gloo",
+            timeout=datetime.timedelta(seconds=settings["timeout"]),
+        )
+    return distributed.world_size()
+
+
+def _loaders(
+    settings: dict[str, Any], train_set: TensorDataset, marglik_set: TensorDataset
+) -> tuple[DataLoader, DataLoader]:
+    """The training loader (shuffled; augmented with ``--augment``) and the marginal likelihood's.
+
+    The marginal likelihood's loader is in order and never augmented.
+
+    In a process group of ``W`` ranks each rank gets a shard through a ``DistributedSampler``
+    and batches of ``batch_size / W`` (the global batch stays ``batch_size``); the marginal
+    likelihood's examples must split evenly, since every one is counted once.
+    """
+    batch_size, world = settings["batch_size"], distributed.world_size()
+    collate = augmenting_collate if settings["augment"] else None
+    if world == 1:
+        return (
+            DataLoader(train_set, batch_size=batch_size, shuffle=True, collate_fn=collate),
+            DataLoader(marglik_set, batch_size=batch_size),
+        )
+    if batch_size % world or len(marglik_set) % world:
+        raise SystemExit(
+            f"With {world} processes the batch size ({batch_size}) and the marginal "
+            f"likelihood's examples ({len(marglik_set)}; --marglik-subset) must be multiples "
+            f"of {world}."
+        )
+    per_rank = batch_size // world
+    shuffled = DistributedSampler(train_set, shuffle=True, seed=settings["seed"])
+    in_order = DistributedSampler(marglik_set, shuffle=False)
+    return (
+        DataLoader(train_set, batch_size=per_rank, sampler=shuffled, collate_fn=collate),
+        DataLoader(marglik_set, batch_size=per_rank, sampler=in_order),
+    )
+
+
+def _train_invariant(
+    settings: dict[str, Any], model: torch.nn.Module, loader: DataLoader, marglik_loader
+) -> tuple[list[float], list[float], dict[str, Any]]:
+    """Train the invariant-weights network: losses, objective values, its results entry."""
+    history = train_invariant_weights(
+        model,
+        loader,
+        settings["method"],
+        n_epochs=settings["epochs"],
+        lr=settings["lr"],
+        lr_hyp=settings["lr_hyp"],
+        marglik_loader=marglik_loader,
+        marglik_frequency=settings["marglik_frequency"],
+        n_hypersteps=settings["hypersteps"],
+        n_epochs_burnin=settings["burnin"],
+        progress_bar=True,
+    )
+    extra = {
+        "invariance": dataclasses.asdict(history)
+        | {"generators": INVARIANCES[settings["invariance"]]}
+    }
+    return history.loss, [-v for v in history.objective if v is not None], extra
+
+
+def _train_relaxed(
+    settings: dict[str, Any],
+    model: torch.nn.Module,
+    loader: DataLoader,
+    marglik_loader: DataLoader,
+    out: Path,
+) -> tuple[Any, torch.nn.Module, list[float], list[float], float, dict[str, Any]]:
+    """Train a relaxed network with :func:`marglik_training` (checkpointed in ``out``).
+
+    Returns:
+        ``(la, model, losses, margliks, seconds, timing)``: ``seconds`` counts every
+        epoch, also those run before a resume (the checkpoint keeps their time), and what
+        follows the last epoch (the final Laplace fit); ``timing`` holds
+        ``evaluated_epoch`` and ``epoch_seconds`` (each epoch's time, its fit included).
+    """
+    learns = settings["method"] == "marglik"
+    epochs_done: dict[str, Any] = {}
+    trace_inputs = loader.dataset.tensors[0][:PATH_OUTPUT_EXAMPLES]
+
+    def record(epoch: int, info: dict[str, Any]) -> None:
+        epochs_done.update(
+            seconds=info["seconds"],
+            epoch_seconds=info["epoch_seconds"],
+            at=time.perf_counter(),
+            evaluated_epoch=info["best_epoch"] or epoch,
+        )
+        if info["neg_log_marglik"] is not None and distributed.rank() == 0:
+            append_fit(out / FIT_TRACE_FILE, epoch, info, model, trace_inputs)
+
+    schedule = paper_schedule(
+        settings["epochs"],
+        len(loader),
+        lr=settings["lr"],
+        optimizer=settings["optimizer"],
+        marglik=learns,
+        n_epochs_burnin=settings["burnin"],
+        marglik_frequency=settings["marglik_frequency"],
+        lr_min=settings["lr_min"],
+    ) | {"lr_hyp": settings["lr_hyp"], "n_hypersteps": settings["hypersteps"]}
+    start = time.perf_counter()
+    try:
+        la, model, margliks, losses = marglik_training(
+            model,
+            loader,
+            prior_structure=settings["prior_structure"],
+            progress_bar=True,
+            **schedule,
+            marglik_loader=marglik_loader,
+            stochastic=settings["stochastic"],
+            n_mc_samples=settings["mc_samples"],
+            kfac_approx=settings.get("kfac_approx", "expand"),
+            checkpoint=out / "checkpoint.pt",
+            final_laplace=learns,
+            lengthscale_derivative=settings["lengthscale_derivative"],
+            restore_best=settings["restore_best"],
+            balance_factors=settings.get("balance_factors", False),
+            held_until_fit=model.fc_type_parameters() if settings.get("start") == "held" else (),
+            callback=record,
+        )
+    except CheckpointError as error:
+        raise SystemExit(f"{error} Or pass --overwrite.") from None
+    if epochs_done:
+        start = epochs_done["at"] - epochs_done["seconds"]
+        timing = {
+            "evaluated_epoch": epochs_done["evaluated_epoch"],
+            "epoch_seconds": epochs_done["epoch_seconds"],
+        }
+    else:  # every epoch ran before this call: the checkpoint holds their time
+        state = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=False)["state"]
+        start -= state["seconds"]
+        best = state["best"] if settings["restore_best"] else None
+        timing = {
+            "evaluated_epoch": best["epoch"] if best else state["epoch"],
+            "epoch_seconds": state.get("epoch_seconds", []),
+        }
+    return la, model, losses, margliks, time.perf_counter() - start, timing
+
+
+def _write_files(
+    results: dict[str, Any],
+    settings: dict[str, Any],
+    model: torch.nn.Module,
+    la: Any,
+    out: Path,
+) -> None:
+    """``model.pt``, ``symmetry.png`` (learned runs), ``training.png``, ``results.json``."""
+    torch.save(model.state_dict(), out / "model.pt")
+    if la is not None:
+        plot_symmetry(
+            results["symmetry"], title=f"{settings['model']} on {settings['dataset']}"
+        ).savefig(out / "symmetry.png", dpi=120)
+    if "invariance" in results:
+        _plot_eta(
+            results["invariance"]["eta"], INVARIANCES[settings["invariance"]], out / "eta.png"
+        )
+        labels = ("epoch", f"-{settings['method']} objective / N")
+        _plot_training(results["losses"], results["neg_log_marglik"], out / "training.png", labels)
+    else:
+        _plot_training(results["losses"], results["neg_log_marglik"], out / "training.png")
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+def train(settings: dict[str, Any], out: Path, overwrite: bool = False) -> dict[str, Any] | None:
+    """Train as ``settings`` say and write the run's files to ``out``.
+
+    Steps: check the settings (:func:`check_settings`), load the data (both before anything
+    is created), prepare the folder (:func:`prepare_out`: resume only the same run), build
+    the model, train, evaluate, write the files. Under ``torchrun --nproc-per-node W`` the ranks
+    train one model together (:mod:`laplace_equivariance.distributed`) and rank 0 writes.
+
+    Args:
+        settings: The run's settings (:data:`DEFAULTS` keys).
+        out: Folder for ``results.json``, ``model.pt``, the plots and the checkpoint.
+        overwrite: Delete another run's files in ``out`` and start afresh.
+
+    Returns:
+        The results written to ``results.json`` (None on ranks other than 0).
+
+    Raises:
+        SystemExit: For settings that cannot give a valid run, or an ``out`` that holds
+            another run or cannot be written (one line each, naming what to do).
+    """
+    settings = dict(settings, start=settings.get("start") or default_start(settings))
+    check_settings(settings)
+    world = _join_process_group(settings)
+    invariant = settings["model"] == INVARIANT_WEIGHTS
+    if world > 1 and invariant:
+        raise SystemExit(f"--model {INVARIANT_WEIGHTS} trains in one process, not under torchrun.")
+    if settings.get("threads"):
+        torch.set_num_threads(settings["threads"])
+    torch.manual_seed(settings["seed"])
+    data = load_dataset(
+        settings["dataset"],
+        settings["data_dir"],
+        settings["download"],
+        settings["subset"],
+        settings["test_subset"],
+        settings["seed"],
+    )
+    n_train = len(data.x_train)
+    if settings["marglik_subset"] is not None and settings["marglik_subset"] > n_train:
+        raise SystemExit(
+            f"--marglik-subset {settings['marglik_subset']} is more than the {n_train} training "
+            f"examples: give at most {n_train}, or leave it out to fit on all of them."
+        )
+    resumes_from = prepare_out(settings, out, overwrite)
+    if resumes_from == settings["epochs"] and (out / "results.json").exists():
+        if distributed.rank() != 0:
+            return None
+        print(f"{out} is finished (epoch {resumes_from} of {settings['epochs']}): nothing to do.")
+        return summary.load_run(out)
+    if resumes_from is not None and distributed.rank() == 0:
+        print(
+            f"resuming from epoch {resumes_from} of {settings['epochs']} ({out / 'checkpoint.pt'})"
+        )
+    device = settings["device"]
+    model = build_model(settings, data.in_shape, data.n_classes).to(device)
+    x, y = data.x_train.to(device), data.y_train.to(device)
+    default_subset = min(len(x), INVARIANT_MARGLIK_SUBSET) if invariant else len(x)
+    n_marglik = settings["marglik_subset"] or default_subset
+    loader, marglik_loader = _loaders(
+        settings, TensorDataset(x, y), TensorDataset(x[:n_marglik], y[:n_marglik])
+    )
+    la = None
+    if invariant:
+        start = time.perf_counter()
+        losses, margliks, extra = _train_invariant(settings, model, loader, marglik_loader)
+        seconds = time.perf_counter() - start
+    else:
+        # evaluated_epoch: the epoch whose model the test metrics are of
+        la, model, losses, margliks, seconds, extra = _train_relaxed(
+            settings, model, loader, marglik_loader, out
+        )
+    if distributed.rank() != 0:
+        return None
+    results: dict[str, Any] = {
+        "settings": settings,
+        "versions": {
+            "laplace_equivariance": __version__,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+        },
+        "device": device_name(device),
+        "threads": torch.get_num_threads(),
+        "world_size": world,
+        "data_source": data.source,
+        "n_train": len(x),
+        "n_test": len(data.x_test),
+        "parameters": models.count_parameters(model),
+        "train_seconds": seconds,
+        "losses": losses,
+        "neg_log_marglik": margliks,
+        "test": _metrics(model, data.x_test, data.y_test, device),
+        # the fit to the training data tells underfitting (a strong prior, a short budget)
+        # from overfitting
+        "train": _metrics(model, data.x_train, data.y_train, device),
+        "lengthscales": {
+            name: module.lengthscale.item()
+            for name, module in model.named_modules()
+            if isinstance(module, AnchorBasis)
+        },
+        **extra,
+    }
+    if la is not None:
+        results["symmetry"] = symmetry_report(la)
+        results["fits"] = read_fits(out / FIT_TRACE_FILE)
+    if any(isinstance(m, RelaxedLayer) for m in model.modules()):
+        results["path_outputs"] = path_output_shares(
+            model.eval(), data.x_train[:PATH_OUTPUT_EXAMPLES].to(device)
+        )
+    _write_files(results, settings, model, la, out)
+    return results
+
+
+def evaluate(run: Path, split: str = "test") -> dict[str, float]:
+    """Rebuild a trained run's model and data and evaluate it on one of its data splits.
+
+    Args:
+        run: The ``--out`` folder of a ``train`` run.
+        split: ``"test"`` or ``"train"`` (the run's training set, its ``--subset`` applied).
+
+    Returns:
+        Accuracy and NLL on that split.
+
+    Raises:
+        ValueError: If ``split`` is neither.
+    """
+    if split not in ("test", "train"):
+        raise ValueError(f"split must be 'test' or 'train', not {split!r}")
+    model, data = load_trained(run)
+    if split == "train":
+        return _metrics(model, data.x_train, data.y_train, "cpu")
+    return _metrics(model, data.x_test, data.y_test, "cpu")
+
+
+PATH_OUTPUT_EXAMPLES = 1000
+"""Training examples on which ``train`` and ``paths`` measure each path's output share."""
+
+
+def path_outputs(run: Path, examples: int = PATH_OUTPUT_EXAMPLES) -> list[dict[str, Any]]:
+    """Each path's share of its layer's output energy for a trained run.
+
+    Measured on the first ``examples`` of the run's training images
+    (:func:`~laplace_equivariance.path_output_shares`).
+
+    Args:
+        run: The ``--out`` folder of a ``train`` run.
+        examples: How many training images to measure on.
+
+    Returns:
+        ``[{"layer", "paths": {path: share}}, ...]`` per relaxed layer.
+    """
+    model, data = load_trained(run)
+    return path_output_shares(model, data.x_train[:examples])
+
+
+def report(runs: Sequence[Path]) -> str:
+    """A plain-text table of runs, one line each.
+
+    Each line holds the data set, model, method, test accuracy and NLL, training accuracy
+    ("-" for runs written before ``results.json`` held it) and the learned layers.
+
+    Args:
+        runs: ``--out`` folders of ``train`` runs.
+
+    Returns:
+        The table.
+    """
+    lines = [
+        f"{'dataset':22} {'model':16} {'method':8} {'acc %':>6} {'nll':>6} {'train %':>7}  "
+        "learned layers / eta"
+    ]
+    for run in runs:
+        results = summary.load_run(run)
+        s, test = results["settings"], results["test"]
+        learned = " ".join(
+            row["learned"] for row in results.get("symmetry", {}).get("layers", [])[:8]
+        )
+        if s["method"] == "marglik" and not results.get("neg_log_marglik"):
+            learned = "not learned: no marginal-likelihood step"
+        if "invariance" in results:
+            eta = results["invariance"]["eta"][-1]
+            learned = ", ".join(
+                f"{name} {value:.2f}"
+                for name, value in zip(results["invariance"]["generators"], eta, strict=True)
+            )
+        # runs written before results.json held the training fit show "-"
+        fit = results.get("train")
+        train_accuracy = "-" if fit is None else f"{100 * fit['accuracy']:.2f}"
+        lines.append(
+            f"{s['dataset']:22} {s['model']:16} {s['method']:8} {100 * test['accuracy']:6.2f} "
+            f"{test['nll']:6.3f} {train_accuracy:>7}  {learned or '-'}"
+        )
+    return "\n".join(lines)
+
+
+def _interrupted(settings: dict[str, Any], out: Path) -> str:
+    """The one line printed on Ctrl-C: what the checkpoint holds and how to resume."""
+    checkpoint = out / "checkpoint.pt"
+    if settings["model"] == INVARIANT_WEIGHTS:
+        return (
+            f"Interrupted; --model {INVARIANT_WEIGHTS} keeps no checkpoint: run again to retrain."
+        )
+    try:
+        epoch = _checkpoint_epoch(checkpoint)
+    except SystemExit:
+        epoch = None
+    if epoch is None:
+        return "Interrupted before the first epoch ended: nothing to resume."
+    return (
+        f"Interrupted; {checkpoint} holds epoch {epoch} of {settings['epochs']}: run the same "
+        "command again to resume."
+    )
