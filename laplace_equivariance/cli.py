@@ -51,6 +51,7 @@ from laplace_equivariance.config import (
 from laplace_equivariance.data import DATASETS
 from laplace_equivariance.experiment import (
     PATH_OUTPUT_EXAMPLES,
+    PREDICTIVES,
     _interrupted,
     evaluate,
     path_outputs,
@@ -288,7 +289,7 @@ def _parser() -> argparse.ArgumentParser:
         "evaluate",
         help="evaluate a trained run on its test set",
         description="Accuracy and NLL of the trained network's own softmax (the MAP weights, "
-        "as results.json reports them), not of a Laplace predictive.",
+        "as results.json reports them), or with --predictive glm of its Laplace predictive.",
     )
     evaluate.add_argument("run", type=Path, help="the --out folder of a train run")
     evaluate.add_argument(
@@ -296,6 +297,13 @@ def _parser() -> argparse.ArgumentParser:
         choices=("test", "train"),
         default="test",
         help="the run's test set (default) or its training set",
+    )
+    evaluate.add_argument(
+        "--predictive",
+        choices=PREDICTIVES,
+        default="map",
+        help="map: the network's own softmax (as results.json) [default]; glm: the GLM "
+        "predictive (probit) of its Laplace approximation, refitted at the learned precisions",
     )
     paths = commands.add_parser(
         "paths",
@@ -372,7 +380,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             print(json.dumps(results["test"]))
             print(f"wrote {args.out / 'results.json'}")
     elif args.command == "evaluate":
-        print(json.dumps(evaluate(args.run, args.split)))
+        print(json.dumps(evaluate(args.run, args.split, args.predictive)))
     elif args.command == "paths":
         if args.examples < 1:
             raise SystemExit(f"--examples must be at least 1, got {args.examples}.")

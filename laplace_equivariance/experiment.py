@@ -18,10 +18,11 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from laplace import Laplace
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from laplace_equivariance import __version__, distributed, models, summary
+from laplace_equivariance import EquivariantKFAC, __version__, distributed, models, summary
 from laplace_equivariance.augment import augmenting_collate
 from laplace_equivariance.config import (
     INVARIANT_MARGLIK_SUBSET,
@@ -393,6 +394,10 @@ def train(settings: dict[str, Any], out: Path, overwrite: bool = False) -> dict[
     if la is not None:
         results["symmetry"] = symmetry_report(la)
         results["fits"] = read_fits(out / FIT_TRACE_FILE)
+        results["laplace"] = {  # what evaluate --predictive glm refits the approximation with
+            "prior_precision": la.prior_precision.detach().cpu().flatten().tolist(),
+            "temperature": float(la.temperature),
+        }
     if any(isinstance(m, RelaxedLayer) for m in model.modules()):
         results["path_outputs"] = path_output_shares(
             model.eval(), data.x_train[:PATH_OUTPUT_EXAMPLES].to(device)
@@ -401,25 +406,84 @@ def train(settings: dict[str, Any], out: Path, overwrite: bool = False) -> dict[
     return results
 
 
-def evaluate(run: Path, split: str = "test") -> dict[str, float]:
+PREDICTIVES = ("map", "glm")
+"""What ``evaluate`` measures: the trained network's own softmax (``map``, as ``results.json``
+reports) or the GLM predictive of its Laplace approximation (``glm``, probit)."""
+
+
+def evaluate(run: Path, split: str = "test", predictive: str = "map") -> dict[str, float]:
     """Rebuild a trained run's model and data and evaluate it on one of its data splits.
 
     Args:
         run: The ``--out`` folder of a ``train`` run.
         split: ``"test"`` or ``"train"`` (the run's training set, its ``--subset`` applied).
+        predictive: ``"map"``: the network's own softmax (the MAP weights, as
+            ``results.json`` reports them); ``"glm"``: the GLM predictive (probit) of the
+            Kronecker-factored Laplace approximation refitted at the run's learned prior
+            precisions and temperature on its marginal-likelihood examples (unit precisions
+            for a MAP run), as training's last fit.
 
     Returns:
         Accuracy and NLL on that split.
 
     Raises:
-        ValueError: If ``split`` is neither.
+        ValueError: If ``split`` or ``predictive`` is not one of its choices.
+        SystemExit: For ``glm`` on an invariant-weights run, or on a learned run whose
+            ``results.json`` predates the record of its approximation.
     """
     if split not in ("test", "train"):
         raise ValueError(f"split must be 'test' or 'train', not {split!r}")
+    if predictive not in PREDICTIVES:
+        raise ValueError(f"predictive must be one of {PREDICTIVES}, not {predictive!r}")
     model, data = load_trained(run)
-    if split == "train":
-        return _metrics(model, data.x_train, data.y_train, "cpu")
-    return _metrics(model, data.x_test, data.y_test, "cpu")
+    x, y = (data.x_train, data.y_train) if split == "train" else (data.x_test, data.y_test)
+    if predictive == "map":
+        return _metrics(model, x, y, "cpu")
+    return _glm_metrics(summary.load_run(run), model, data, x, y)
+
+
+def _glm_metrics(stored: dict[str, Any], model: torch.nn.Module, data, x, y) -> dict[str, float]:
+    """Accuracy and NLL of the GLM predictive of the run's refitted Laplace approximation."""
+    settings = stored["settings"]
+    if settings["model"] == INVARIANT_WEIGHTS:
+        raise SystemExit(
+            f"--predictive glm takes the relaxed models' Laplace approximation; --model "
+            f"{INVARIANT_WEIGHTS} has its own (the output layer's): use --predictive map."
+        )
+    if settings["method"] == "map":
+        prior_precision, temperature = torch.tensor(1.0), 1.0  # MAP training's unit prior
+    elif "laplace" in stored:
+        prior_precision = torch.tensor(stored["laplace"]["prior_precision"])
+        temperature = stored["laplace"]["temperature"]
+    else:
+        raise SystemExit(
+            "This run's results.json predates the record of its Laplace approximation's "
+            "precisions: train it again (--overwrite) to evaluate --predictive glm."
+        )
+    n = settings.get("marglik_subset") or len(data.x_train)
+    torch.manual_seed(settings["seed"])  # a Monte-Carlo Fisher draws targets
+    la = Laplace(
+        model,
+        "classification",
+        subset_of_weights="all",
+        hessian_structure="kron",
+        backend=EquivariantKFAC,
+        prior_precision=prior_precision,
+        temperature=temperature,
+        backend_kwargs={
+            "stochastic": settings["stochastic"],
+            "n_mc_samples": settings["mc_samples"],
+            "kfac_approx": settings.get("kfac_approx", "expand"),
+        },
+    )
+    examples = TensorDataset(data.x_train[:n], data.y_train[:n])
+    la.fit(DataLoader(examples, batch_size=settings["batch_size"]))
+    probs = torch.cat([la(b, pred_type="glm", link_approx="probit") for b in x.split(512)])
+    picked = probs[torch.arange(len(y)), y].clamp_min(torch.finfo(probs.dtype).tiny)
+    return {
+        "accuracy": (probs.argmax(-1) == y).float().mean().item(),
+        "nll": -picked.log().mean().item(),
+    }
 
 
 PATH_OUTPUT_EXAMPLES = 1000

