@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint docs bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+docs: $(STAMP)
+	# the manual and the API reference (from the docstrings) into build/site, offline;
+	# warnings are errors
+	$(PY) -m mkdocs build --strict
 
 lint: $(STAMP)
 	$(PY) -m ruff check laplace_equivariance tests benchmarks examples

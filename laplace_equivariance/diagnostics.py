@@ -43,7 +43,7 @@ output energy is off in what the network computes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from laplace.baselaplace import KronLaplace
@@ -52,6 +52,9 @@ from torch import nn
 from laplace_equivariance.curvature.registry import likelihood_scale, require_fitted
 from laplace_equivariance.layers import RelaxedLayer
 from laplace_equivariance.priors import parameter_paths
+
+if TYPE_CHECKING:  # matplotlib is imported when a figure is drawn
+    from matplotlib.figure import Figure
 
 __all__ = [
     "effective_parameters",
@@ -343,7 +346,7 @@ def path_shift_errors(
     return rows
 
 
-def plot_symmetry(report: dict[str, Any], title: str | None = None):
+def plot_symmetry(report: dict[str, Any], title: str | None = None) -> Figure:
     """Stacked bars of each path's relative effective parameters per layer (as Fig. 3).
 
     Args:
@@ -351,7 +354,7 @@ def plot_symmetry(report: dict[str, Any], title: str | None = None):
         title: Figure title.
 
     Returns:
-        A :class:`matplotlib.figure.Figure`.
+        The figure.
     """
     import matplotlib
 

@@ -467,7 +467,9 @@ class EquivariantKFAC(AsdlGGN):
             return rule.bias_names(module)
         return ("bias",) if getattr(module, "bias", None) is not None else ()
 
-    def kron(self, x, y, N: int, **kwargs):
+    def kron(
+        self, x: torch.Tensor, y: torch.Tensor, N: int, **kwargs: Any
+    ) -> tuple[torch.Tensor, BlockDiagonalKron]:
         """KFAC of one batch through ASDL, without its hook deprecation noise.
 
         ASDL 0.1a4 registers non-full backward hooks, which torch 2.x warns about on every
@@ -758,7 +760,9 @@ class EquivariantKFAC(AsdlGGN):
         )
         return sum(losses[1:], losses[0]), sum(hessians[1:], hessians[0])
 
-    def jacobians(self, x, enable_backprop: bool = False):
+    def jacobians(
+        self, x: torch.Tensor, enable_backprop: bool = False
+    ) -> tuple[list[torch.Tensor | OuterProductJacobian], torch.Tensor]:
         """Per-example Jacobians of the outputs with respect to all trainable parameters.
 
         laplace-torch's ``CurvatureInterface.jacobians`` differentiates the whole batch's
