@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from laplace_equivariance.config import DEFAULTS
+from laplace_equivariance.config import DEFAULTS, MARGINAL_LIKELIHOOD_ONLY
 
 __all__ = ["Row", "compare", "load_run", "markdown", "mean_std", "rows", "structure_markdown"]
 
@@ -249,22 +249,10 @@ LATER_OPTIONS = {
 }
 """Options added after runs were committed, with the value those runs had."""
 
-MARGLIK_ONLY = (
-    "prior_structure",
-    "lr_hyp",
-    "burnin",
-    "marglik_frequency",
-    "hypersteps",
-    "marglik_subset",
-    "stochastic",
-    "mc_samples",
-    "kfac_approx",
-    "restore_best",
-    "lengthscale_derivative",
-    "balance_factors",
-)
+MARGLIK_ONLY = (*MARGINAL_LIKELIHOOD_ONLY, "burnin", "marglik_frequency", "hypersteps")
 """Settings that a MAP run (unit priors, no marginal-likelihood step) does not use: MAP runs
-that differ only in these are seeds of one experiment."""
+that differ only in these are seeds of one experiment (the fits' options, which the command
+line refuses with ``--method map``, and the schedule's, which it accepts)."""
 
 
 def _experiment(settings: dict[str, Any]) -> tuple:
