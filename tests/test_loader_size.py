@@ -13,8 +13,9 @@ from torch.utils.data import (
     TensorDataset,
 )
 
-from laplace_equivariance import EquivariantKFAC, marglik_training, models
+from laplace_equivariance import marglik_training, models
 from laplace_equivariance.loader_size import counted, examples_in
+from tests.curvature.reference import fit_kron
 
 K = 3
 
@@ -59,16 +60,7 @@ def test_counted_is_the_loader_itself_when_it_yields_every_example():
 
 def _fit(loader: DataLoader) -> Laplace:
     torch.manual_seed(0)
-    model = models.build("f-fc+conv", (1, 32, 32), K, alpha=1)
-    la = Laplace(
-        model,
-        "classification",
-        subset_of_weights="all",
-        hessian_structure="kron",
-        backend=EquivariantKFAC,
-    )
-    la.fit(loader)
-    return la
+    return fit_kron(models.build("f-fc+conv", (1, 32, 32), K, alpha=1), loader)
 
 
 def test_a_fit_over_a_sampler_equals_the_fit_over_the_same_subset():

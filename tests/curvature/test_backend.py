@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance import EquivariantKFAC, UnsupportedModuleError, models
 from laplace_equivariance.curvature.kron import BlockDiagonalKron
-from tests.curvature.reference import fit_kfac, parameter_jacobians
+from tests.curvature.reference import fit_kfac, fit_kron, parameter_jacobians
 from tests.curvature.test_differentiable import every_rule
 from tests.host_reads import host_reads
 
@@ -420,14 +420,10 @@ def test_batched_class_passes_give_the_factors_of_separate_passes(kfac_approx):
         model = nn.Sequential(*[m for m in model if type(m) is not nn.Conv2d])
     x, y = torch.randn(6, 2, 4, 4, dtype=torch.float64), torch.randint(0, K, (6,))
     loader = DataLoader(TensorDataset(x, y), batch_size=3)
-    fitted = []
-    for batched in (False, True):
-        la = kron_laplace(
-            model, backend_kwargs={"batched_classes": batched, "kfac_approx": kfac_approx}
-        )
-        la.fit(loader)
-        fitted.append(la)
-    separate, batched = fitted
+    separate, batched = (
+        fit_kron(model, loader, backend_kwargs={"batched_classes": b, "kfac_approx": kfac_approx})
+        for b in (False, True)
+    )
     assert K > 2  # two or more passes to batch
     for mine, theirs in zip(batched.H_facs.kfacs, separate.H_facs.kfacs, strict=True):
         for a, b in zip(mine, theirs, strict=True):
