@@ -343,15 +343,19 @@ after the checkpoint's are those of a longer run, and a scheduler's length is in
 def _described(value: Any) -> str:
     """A setting as the checkpoint records it.
 
-    Classes by qualified name, enums by value, dicts by their sorted items, everything else
-    by ``repr``.
+    Classes and functions by qualified name (a function's ``repr`` holds its address, which
+    differs in every process, so a resume with the same ``lr_lambda`` would read as changed),
+    enums by value, dicts and lists item by item, everything else by ``repr``.
     """
-    if isinstance(value, type):
-        return f"{value.__module__}.{value.__qualname__}"
+    if isinstance(value, type) or callable(value):
+        name = getattr(value, "__qualname__", type(value).__qualname__)
+        return f"{getattr(value, '__module__', type(value).__module__)}.{name}"
     if isinstance(value, enum.Enum):
         return repr(value.value)
     if isinstance(value, dict):
         return repr(sorted((str(k), _described(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return repr([_described(v) for v in value])
     return repr(value)
 
 

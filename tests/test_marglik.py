@@ -806,3 +806,22 @@ def test_a_resumed_runs_progress_bar_counts_the_whole_runs_epochs(tmp_path, caps
     marglik_training(model, loader, checkpoint=checkpoint, **SCHEDULE | {"progress_bar": True})
     bar = capsys.readouterr().err
     assert "2/4" in bar and "4/4" in bar and "/2 " not in bar
+
+
+def test_a_resume_with_the_same_scheduler_function_is_not_refused(tmp_path):
+    """A function's repr holds its address, new in every process: recorded by name instead."""
+    checkpoint = tmp_path / "run.pt"
+
+    def schedule():
+        return SCHEDULE | {
+            "scheduler_cls": torch.optim.lr_scheduler.LambdaLR,
+            "scheduler_kwargs": {"lr_lambda": lambda step: 1.0 / (1 + step)},
+        }
+
+    model, loader = setup()
+    with pytest.raises(_Stop):
+        marglik_training(
+            model, loader, checkpoint=checkpoint, callback=_stop_after(2), **schedule()
+        )
+    model, loader = setup()
+    marglik_training(model, loader, checkpoint=checkpoint, **schedule())  # resumes, no error
