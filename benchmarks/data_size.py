@@ -1,0 +1,256 @@
+"""Table 1 against the training-set size: is the learned network as good as the best fixed one?
+
+For each task, training-set size and seed, four ``laplace-equivariance train`` runs: learned
+F-FC+CONV (the default held start) against MAP FC, MAP CONV and MAP F-FC+CONV (unit priors).
+Every run gets the same budget in optimiser steps, not epochs, so that a small set is not
+under-trained: ``epochs = ceil(steps / batches per epoch)``. The learned run's schedule is a
+share of its epochs, so every size gets the same number of fits: the FC paths are held for the
+first ``--held-share`` of the epochs (the burn-in), then the marginal likelihood is fitted
+``--fits`` times, evenly spaced, on ``min(N, --marglik-subset)`` examples. Each run's
+``results.json`` records its settings, ``optimiser_steps``, device and threads.
+
+Runs are resumable (a finished run is skipped, an interrupted one resumes from its checkpoint),
+in the order size, task, seed, network, so that the smallest sizes, where the learned network
+fell behind, finish first. ``--table`` prints the table (mean ± std over seeds, and whether the
+learned row is within the seed spread of the best MAP row) and ``--figure`` draws test
+accuracy and NLL against the size; ``benchmarks/results_tables.py`` renders
+``docs/data_size.md`` from the committed runs.
+
+Usage:
+    python -m benchmarks.data_size --out runs/data-size --sizes 500 1000 2000 4000 \
+        --seeds 0 1 2 --threads 1
+    python -m benchmarks.data_size --out runs/data-size --table --figure data_size.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from laplace_equivariance import config, experiment, summary
+
+TASKS = ("quadrant-mnist-digit", "quadrant-mnist")
+"""Table 1's two tasks (Sec. 6.1): translation invariant, and not."""
+
+NETWORKS = (("f-fc+conv", "marglik"), ("conv", "map"), ("fc", "map"), ("f-fc+conv", "map"))
+"""(model, method), learned first: it is the row the sweep is about."""
+
+
+def schedule(n_train: int, steps: int, batch_size: int, fits: int, held_share: float) -> dict:
+    """Epochs, burn-in and fit frequency of a run of ``steps`` optimiser steps on ``n_train``.
+
+    Args:
+        n_train: Training examples.
+        steps: The budget in optimiser steps (rounded up to whole epochs).
+        batch_size: Examples per step.
+        fits: Marginal-likelihood fits after the burn-in (at least 1).
+        held_share: Share of the epochs before the first fit, in [0, 1).
+
+    Returns:
+        ``epochs``, ``burnin`` and ``marglik_frequency`` (in epochs, as ``train`` takes them).
+
+    Raises:
+        ValueError: If the budget leaves no epoch after the burn-in for a fit.
+    """
+    if not 0 <= held_share < 1 or fits < 1 or steps < 1:
+        raise ValueError(
+            f"held_share {held_share} must be in [0, 1), fits {fits} and steps {steps} at least 1."
+        )
+    epochs = math.ceil(steps / math.ceil(n_train / batch_size))
+    burnin = round(held_share * epochs)
+    frequency = max(1, (epochs - burnin) // fits)
+    if burnin >= epochs:
+        raise ValueError(
+            f"{steps} steps are {epochs} epoch(s) on {n_train} examples: the burn-in of "
+            f"{burnin} leaves no epoch to fit in; give more --steps or a smaller --held-share."
+        )
+    return {"epochs": epochs, "burnin": burnin, "marglik_frequency": frequency}
+
+
+def plan(args: argparse.Namespace) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Every run's folder and settings, in the order they train."""
+    for n in args.sizes:
+        for task in args.tasks:
+            for seed in args.seeds:
+                for model, method in NETWORKS:
+                    settings = dict(
+                        config.DEFAULTS,
+                        dataset=task,
+                        model=model,
+                        method=method,
+                        alpha=args.alpha,
+                        lr=args.lr,
+                        subset=n,
+                        marglik_subset=min(n, args.marglik_subset),
+                        seed=seed,
+                        threads=args.threads,
+                        device=args.device,
+                        data_dir=args.data_dir,
+                        **schedule(
+                            n, args.steps, config.DEFAULTS["batch_size"], args.fits, args.held_share
+                        ),
+                    )
+                    yield args.out / f"{task}-n{n}-{model}-{method}-seed{seed}", settings
+
+
+def _label(settings: dict[str, Any]) -> str:
+    learned = settings["method"] == "marglik"
+    return f"{'learned' if learned else 'MAP'} {settings['model'].upper()}"
+
+
+def sweep_rows(runs: Sequence[Path]) -> list[dict[str, Any]]:
+    """One entry per (task, size, network): the seeds' test accuracies (%) and NLLs.
+
+    Raises:
+        ValueError: As :func:`laplace_equivariance.summary.rows` (a seed counted twice).
+    """
+    entries = []
+    for row in summary.rows(runs):
+        s = row.settings
+        entries.append(
+            {
+                "task": s["dataset"],
+                "n": row.results[0]["n_train"],
+                "network": _label(s),
+                "seeds": sorted(r["settings"]["seed"] for r in row.results),
+                "accuracy": row.accuracy(),
+                "nll": row.nll(),
+                "steps": row.results[0].get("optimiser_steps"),
+                "epochs": s["epochs"],
+            }
+        )
+    return sorted(entries, key=lambda e: (TASKS.index(e["task"]), e["n"], e["network"]))
+
+
+def verdicts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """For each (task, size) with a learned row and MAP rows of >= 2 seeds each: the issue's test.
+
+    The learned network passes at a size if its mean test accuracy is at least the best MAP
+    network's mean minus that network's standard deviation over seeds, and its mean NLL at
+    most the best MAP network's (by NLL) mean plus its standard deviation.
+    """
+    out = []
+    for task in TASKS:
+        for n in sorted({e["n"] for e in entries if e["task"] == task}):
+            here = [e for e in entries if e["task"] == task and e["n"] == n]
+            learned = [e for e in here if e["network"].startswith("learned")]
+            fixed = [e for e in here if e["network"].startswith("MAP") and len(e["seeds"]) > 1]
+            if not learned or len(learned[0]["seeds"]) < 2 or not fixed:
+                continue
+            best_acc = max(fixed, key=lambda e: statistics.fmean(e["accuracy"]))
+            best_nll = min(fixed, key=lambda e: statistics.fmean(e["nll"]))
+            acc, nll = statistics.fmean(learned[0]["accuracy"]), statistics.fmean(learned[0]["nll"])
+            acc_floor = statistics.fmean(best_acc["accuracy"]) - statistics.stdev(
+                best_acc["accuracy"]
+            )
+            nll_ceiling = statistics.fmean(best_nll["nll"]) + statistics.stdev(best_nll["nll"])
+            out.append(
+                {
+                    "task": task,
+                    "n": n,
+                    "best_accuracy": best_acc["network"],
+                    "best_nll": best_nll["network"],
+                    "accuracy_holds": acc >= acc_floor,
+                    "nll_holds": nll <= nll_ceiling,
+                }
+            )
+    return out
+
+
+def table(entries: list[dict[str, Any]]) -> str:
+    """Markdown: one row per (task, size, network), mean ± std over seeds."""
+    lines = [
+        "| task | N | network | seeds | test acc % | test NLL | steps (epochs) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for e in entries:
+        lines.append(
+            f"| {e['task']} | {e['n']:,} | {e['network']} | {len(e['seeds'])} | "
+            f"{summary.mean_std(e['accuracy'])} | {summary.mean_std(e['nll'], digits=2)} | "
+            f"{e['steps'] or '-'} ({e['epochs']}) |"
+        )
+    return "\n".join(lines)
+
+
+def figure(entries: list[dict[str, Any]], path: Path) -> None:
+    """Test accuracy and NLL against the training-set size, one line per network and task.
+
+    The shaded band is the mean ± one standard deviation over seeds.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    tasks = [t for t in TASKS if any(e["task"] == t for e in entries)]
+    fig, axes = plt.subplots(2, len(tasks), figsize=(5 * len(tasks), 7), squeeze=False)
+    for column, task in enumerate(tasks):
+        for network in sorted({e["network"] for e in entries if e["task"] == task}):
+            points = [e for e in entries if e["task"] == task and e["network"] == network]
+            sizes = [e["n"] for e in points]
+            for row, key in enumerate(("accuracy", "nll")):
+                mean = np.array([np.mean(e[key]) for e in points])
+                std = np.array([np.std(e[key], ddof=1) if len(e[key]) > 1 else 0 for e in points])
+                ax = axes[row][column]
+                (line,) = ax.plot(sizes, mean, marker="o", label=network)
+                ax.fill_between(sizes, mean - std, mean + std, color=line.get_color(), alpha=0.2)
+                ax.set_xscale("log")
+                ax.set_xlabel("training examples")
+                ax.set_ylabel("test accuracy %" if key == "accuracy" else "test NLL")
+        axes[0][column].set_title(task)
+        axes[0][column].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="folder of the run folders")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[500, 1000, 2000, 4000])
+    parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=1600, help="optimiser steps of every run")
+    parser.add_argument("--fits", type=int, default=15, help="marginal-likelihood fits")
+    parser.add_argument(
+        "--held-share",
+        type=float,
+        default=0.1,
+        dest="held_share",
+        help="share of the epochs before the first fit (the FC paths held)",
+    )
+    parser.add_argument("--marglik-subset", type=int, default=1000, dest="marglik_subset")
+    parser.add_argument("--alpha", type=int, default=4, help="channel multiplier")
+    parser.add_argument("--lr", type=float, default=config.DEFAULTS["lr"])
+    parser.add_argument("--threads", type=int)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--data-dir", dest="data_dir")
+    parser.add_argument("--table", action="store_true", help="train nothing: print the table")
+    parser.add_argument("--figure", type=Path, help="train nothing: draw the figure here")
+    args = parser.parse_args(argv)
+    planned = list(plan(args))
+    if not (args.table or args.figure):
+        for folder, settings in planned:
+            start = time.perf_counter()
+            experiment.train(settings, folder)
+            print(f"{folder.name}: {time.perf_counter() - start:.0f} s", flush=True)
+    entries = sweep_rows([f for f, _ in planned if (f / "results.json").exists()])
+    print(table(entries))
+    for v in verdicts(entries):
+        print(
+            f"{v['task']} N={v['n']}: accuracy {'holds' if v['accuracy_holds'] else 'FAILS'} "
+            f"(best: {v['best_accuracy']}), NLL {'holds' if v['nll_holds'] else 'FAILS'} "
+            f"(best: {v['best_nll']})"
+        )
+    if args.figure:
+        figure(entries, args.figure)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""``benchmarks/data_size.py``: the step budget's schedule, the verdict, a tiny sweep end to end."""
+
+import math
+
+import pytest
+
+from benchmarks import data_size
+
+
+@pytest.mark.parametrize("n_train", [500, 1000, 2000, 4000])
+def test_every_size_gets_the_budget_in_steps_and_the_same_number_of_fits(n_train):
+    s = data_size.schedule(n_train, steps=1600, batch_size=128, fits=15, held_share=0.1)
+    batches = math.ceil(n_train / 128)
+    assert s["epochs"] * batches >= 1600 > (s["epochs"] - 1) * batches
+    assert s["burnin"] == round(0.1 * s["epochs"])
+    assert (s["epochs"] - s["burnin"]) // s["marglik_frequency"] == 15
+
+
+def test_a_budget_with_no_epoch_after_the_burn_in_is_refused_with_the_fix():
+    with pytest.raises(ValueError, match="give more --steps"):
+        data_size.schedule(4000, steps=32, batch_size=128, fits=1, held_share=0.9)
+
+
+def _entry(network, accuracy, nll):
+    return {
+        "task": "quadrant-mnist-digit",
+        "n": 500,
+        "network": network,
+        "seeds": [0, 1, 2],
+        "accuracy": accuracy,
+        "nll": nll,
+    }
+
+
+def test_the_verdict_compares_with_the_best_map_network_and_its_spread():
+    fixed = [
+        _entry("MAP CONV", [90.0, 92.0, 94.0], [0.30, 0.32, 0.34]),
+        _entry("MAP FC", [60.0, 61.0, 62.0], [1.2, 1.3, 1.4]),
+    ]
+    within = data_size.verdicts(
+        [_entry("learned F-FC+CONV", [90.0, 91.0, 91.5], [0.3] * 3), *fixed]
+    )
+    assert within == [
+        {
+            "task": "quadrant-mnist-digit",
+            "n": 500,
+            "best_accuracy": "MAP CONV",
+            "best_nll": "MAP CONV",
+            "accuracy_holds": True,
+            "nll_holds": True,
+        }
+    ]
+    below = data_size.verdicts([_entry("learned F-FC+CONV", [88.0, 89.0, 89.5], [0.4] * 3), *fixed])
+    assert not below[0]["accuracy_holds"] and not below[0]["nll_holds"]
+
+
+def test_a_tiny_sweep_trains_every_network_and_tabulates_it(tmp_path, capsys):
+    args = [
+        "--out",
+        str(tmp_path),
+        "--sizes",
+        "128",
+        "--tasks",
+        "quadrant-mnist-digit",
+        "--seeds",
+        "0",
+        "1",
+        "--steps",
+        "2",
+        "--fits",
+        "1",
+        "--held-share",
+        "0.5",
+        "--alpha",
+        "1",
+        "--threads",
+        "1",
+    ]
+    data_size.main(args)
+    printed = capsys.readouterr().out
+    for network in ("learned F-FC+CONV", "MAP CONV", "MAP FC", "MAP F-FC+CONV"):
+        assert f"| quadrant-mnist-digit | 128 | {network} | 2 |" in printed
+    assert "quadrant-mnist-digit N=128: accuracy" in printed
+    data_size.main([*args, "--figure", str(tmp_path / "sweep.png")])
+    assert (tmp_path / "sweep.png").stat().st_size > 0
+    learned = tmp_path / "quadrant-mnist-digit-n128-f-fc+conv-marglik-seed0" / "results.json"
+    assert '"optimiser_steps": 2' in learned.read_text()
