@@ -3,7 +3,7 @@
 On the maps of the F-FC+CONV benchmark model (batch 128, alpha 4: 1x32x32 ... 32x2x2, 3x3
 filters), times ``A = (1/XY) sum_{n,p} a_np a_np^T`` two ways, each the median of
 ``--repeats`` after one warm-up: the product of the unfolded, circularly padded patches, and
-:func:`laplace_equivariance.curvature.rules.circular_patch_covariance` (docs/curvature.md).
+:func:`laplace_equivariance.curvature.rules.conv.circular_patch_covariance` (docs/curvature.md).
 Also reports their largest difference relative to the largest entry (float32).
 
 Usage:
@@ -19,7 +19,7 @@ import torch
 from report import benchmark_parser, environment, timings, write
 from torch.nn import functional as F
 
-from laplace_equivariance.curvature.rules import circular_patch_covariance
+from laplace_equivariance.curvature.rules.conv import circular_patch_covariance
 
 MAPS = [(1, 32), (4, 32), (8, 16), (16, 8), (32, 4), (32, 2)]
 """(channels, grid size) of the CONV inputs of the benchmark model, layers 1-8."""

@@ -26,10 +26,6 @@ from laplace_equivariance.curvature.monte_carlo import (
     MonteCarloGaussianFisher,
     check_sample_count,
 )
-from laplace_equivariance.curvature.normalization import (
-    NORMALIZATION_RULES,
-    check_normalization,
-)
 from laplace_equivariance.curvature.projection import ProjectedFactor
 from laplace_equivariance.curvature.registry import (
     device_and_dtype,
@@ -49,6 +45,10 @@ from laplace_equivariance.curvature.rules import (
     UNPROJECTED_ATTR,
     kfac_approximation,
     paired_factored_maps,
+)
+from laplace_equivariance.curvature.rules.normalization import (
+    NORMALIZATION_RULES,
+    check_normalization,
 )
 from laplace_equivariance.layers import (
     AnchorBasis,
@@ -241,7 +241,7 @@ class EquivariantKFAC(AsdlGGN):
         UnsupportedModuleError: If a module with trainable parameters has no KFAC rule
             (an unknown custom layer, a circular or grouped ``nn.Conv2d``, a BatchNorm
             without running statistics; BatchNorm, GroupNorm and LayerNorm get exact blocks,
-            :mod:`laplace_equivariance.curvature.normalization`).
+            :mod:`laplace_equivariance.curvature.rules.normalization`).
         ValueError: If ``n_mc_samples`` is not a positive integer, or above one without
             ``stochastic=True``, ``memory_limit`` is not positive, or ``kfac_approx`` is
             unknown or ``"reduce"`` on a model with a trainable stock ``nn.Conv2d``.
@@ -474,7 +474,7 @@ class EquivariantKFAC(AsdlGGN):
 
         ASDL 0.1a4 registers non-full backward hooks, which torch 2.x warns about on every
         forward of a multi-operation module; the hook still receives the output gradient that
-        the rules need (tests/curvature/test_rules.py checks the factors). The forward pass
+        the rules need (tests/curvature/rules/test_rules.py checks the factors). The forward pass
         is recorded without the parameters' edges and stops at the first layer's output, so
         that the backward passes compute only the output gradients, no weight gradient and no
         gradient with respect to the data (``benchmarks/class_backward_passes.py``).

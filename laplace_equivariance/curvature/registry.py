@@ -62,8 +62,8 @@ from torch import nn
 
 from laplace_equivariance.curvature.factor_rows import FactorRows
 from laplace_equivariance.curvature.kron import BlockDiagonalKron, BlockDiagonalKronDecomposed
-from laplace_equivariance.curvature.normalization import NORMALIZATION_RULES
 from laplace_equivariance.curvature.rules import RULES
+from laplace_equivariance.curvature.rules.normalization import NORMALIZATION_RULES
 from laplace_equivariance.loader_size import counted
 
 __all__ = [
@@ -104,7 +104,7 @@ NORMALIZATION_ATTR = "_kfac_exact_normalization"
 def exact_normalization_blocks(model: nn.Module) -> Iterator[None]:
     """Let ASDL run this package's normalisation rules on ``model`` inside the block only.
 
-    The rules: :data:`~laplace_equivariance.curvature.normalization.NORMALIZATION_RULES`.
+    The rules: :data:`~laplace_equivariance.curvature.rules.normalization.NORMALIZATION_RULES`.
 
     ASDL has its own operations for BatchNorm and LayerNorm, which laplace-torch's stock
     backends use (``AsdlGGN``'s diagonal, for one); this package's rules must not replace

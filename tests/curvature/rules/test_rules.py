@@ -2,8 +2,8 @@
 
 The brute force takes the module's input from a forward hook and, per example, the
 output-space GGN ``J_n^T Lambda_n J_n`` with ``J_n = d f_n / d out_n`` from torch.func, then
-evaluates the formula of rules.py literally; ASDL instead gets ``B`` from one backward pass
-per class. laplace-torch divides ``A`` by the data set size ``N``.
+evaluates the formula of the rules (``curvature/rules/``) literally; ASDL instead gets ``B``
+from one backward pass per class. laplace-torch divides ``A`` by the data set size ``N``.
 """
 
 from __future__ import annotations
@@ -14,12 +14,14 @@ from torch import nn
 from torch.nn import functional as F
 
 from laplace_equivariance.curvature import rules
-from laplace_equivariance.curvature.rules import (
+from laplace_equivariance.curvature.rules.base import (
     BATCHED_GRAM_MIN_POSITIONS,
     SYMMETRIC_PRODUCT_SIZE,
-    circular_patch_covariance,
     outer_sum,
     outer_sum_over_positions,
+)
+from laplace_equivariance.curvature.rules.conv import circular_patch_covariance
+from laplace_equivariance.curvature.rules.factored import (
     outer_sum_through_output_map,
     output_map_route_is_cheaper,
 )
@@ -133,7 +135,7 @@ def test_the_fit_takes_the_output_map_route_once_per_backward_pass(monkeypatch, 
         calls.append(out_grads.shape)
         return outer_sum_through_output_map(theta1, out_grads)
 
-    monkeypatch.setattr(rules, "outer_sum_through_output_map", counted)
+    monkeypatch.setattr(rules.factored, "outer_sum_through_output_map", counted)
     layer = layer_type(8, 3, 4, 1)
     fitted(nn.Sequential(layer, *head(3)), (8, 4, 4), "cpu")
     assert calls == [(N, 3, 1)] * (K - 1)  # the exact GGN's K - 1 class passes

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from laplace_equivariance.curvature.rules import EXTRA_BLOCKS_ATTR, KroneckerRule
+from laplace_equivariance.curvature.rules.base import EXTRA_BLOCKS_ATTR, KroneckerRule
 
 __all__ = ["NORMALIZATION_RULES", "NormalizationRule", "check_normalization", "normalized_input"]
 
