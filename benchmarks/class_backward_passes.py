@@ -14,8 +14,8 @@ This times, on one batch of the F-FC+CONV model, the K passes
 each the median of ``--repeats`` after one warm-up. All three give the same gradients with
 respect to the first layer's output.
 
-Usage:
-    python benchmarks/class_backward_passes.py [--alpha 4] [--batch 128] [--classes 10]
+Usage (from the repository root):
+    python -m benchmarks.class_backward_passes [--alpha 4] [--batch 128] [--classes 10]
         [--repeats 5] [--out benchmarks/results/class_backward_passes-cpu.json]
 """
 
@@ -24,10 +24,10 @@ from __future__ import annotations
 import statistics
 
 import torch
-from report import benchmark_parser, environment, timings, write
 
+from benchmarks.report import benchmark_parser, environment, timings, write
 from laplace_equivariance import models
-from laplace_equivariance.curvature.backend import _activation_graph_only
+from laplace_equivariance.curvature.activation_graph import activation_graph_only
 
 
 def main() -> None:
@@ -46,7 +46,7 @@ def main() -> None:
     model.layer1.register_forward_hook(lambda _m, _a, out: first_outputs.append(out))
 
     with_parameters = model(x)
-    with _activation_graph_only(model):
+    with activation_graph_only(model):
         activations_only = model(x)
     for h in first_outputs:
         h.retain_grad()
@@ -86,7 +86,7 @@ def main() -> None:
         for name, run in runs.items()
     }
     report = {
-        **environment("benchmarks/class_backward_passes.py", args.device),
+        **environment("-m benchmarks.class_backward_passes", args.device),
         "arguments": vars(args) | {"out": str(args.out)},
         **seconds,
     }

@@ -17,8 +17,8 @@ the data) at the paper's width (alpha=10 unless ``--alpha`` says otherwise), in 
 
 Targets: exact-GGN fit <= 5 epochs, Monte-Carlo Fisher fit <= 2 epochs, at N=512 already.
 
-Usage:
-    python benchmarks/fit_over_epoch.py [--device cpu|cuda] [--n 512 2048] [--batch 128]
+Usage (from the repository root):
+    python -m benchmarks.fit_over_epoch [--device cpu|cuda] [--n 512 2048] [--batch 128]
         [--repeats 3] [--models f-fc+conv f-fc+conv+gconv]
         [--out benchmarks/results/fit_over_epoch-cpu.json]
 """
@@ -29,11 +29,11 @@ import statistics
 import time
 
 import torch
-from kfac_speed import epoch_seconds, fit_seconds, loader, synchronise
-from report import benchmark_parser, environment, write
 
+from benchmarks.kfac_speed import epoch_seconds, fit_seconds, loader, synchronise
+from benchmarks.report import benchmark_parser, environment, write
 from laplace_equivariance import EquivariantKFAC, models
-from laplace_equivariance.curvature.backend import _activation_graph_only
+from laplace_equivariance.curvature.activation_graph import activation_graph_only
 
 N_CLASSES = 10
 """Classes of the random labels (the paper's data sets have 10)."""
@@ -51,12 +51,12 @@ def floor_seconds(model, data, device: str, passes: int) -> float:
     """Seconds of the forward pass and ``passes`` backward passes per batch, no curvature.
 
     The graph is the one the fit records (``EquivariantKFAC`` runs the model under
-    ``_activation_graph_only``); each pass back-propagates a random vector from the logits.
+    ``activation_graph_only``); each pass back-propagates a random vector from the logits.
     """
     synchronise(device)
     start = time.perf_counter()
     for x, _ in data:
-        with _activation_graph_only(model):
+        with activation_graph_only(model):
             logits = model(x)
         for k in range(passes):
             logits.backward(torch.randn_like(logits), retain_graph=k < passes - 1)
@@ -103,7 +103,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--models", nargs="+", default=["f-fc+conv", "f-fc+conv+gconv"])
     args = parser.parse_args()
-    report = {**environment("benchmarks/fit_over_epoch.py", args.device), "rows": []}
+    report = {**environment("-m benchmarks.fit_over_epoch", args.device), "rows": []}
     report |= {
         "batch": args.batch,
         "alpha": args.alpha,

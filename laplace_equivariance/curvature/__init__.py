@@ -1,6 +1,6 @@
 """KFAC rules for the relaxed-equivariance layers and the laplace-torch backend (paper Sec. 5)."""
 
-from laplace_equivariance.curvature.backend import EquivariantKFAC, UnsupportedModuleError
+from laplace_equivariance.curvature.backend import EquivariantKFAC
 from laplace_equivariance.curvature.kron import BlockDiagonalKron, BlockDiagonalKronDecomposed
 from laplace_equivariance.curvature.registry import (
     UnsupportedBackendError,
@@ -12,6 +12,7 @@ from laplace_equivariance.curvature.registry import (
     register_with_asdl,
 )
 from laplace_equivariance.curvature.rules import RULES, KroneckerRule
+from laplace_equivariance.curvature.support import UnsupportedModuleError
 
 __all__ = [
     "RULES",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import warnings
 from typing import Any
@@ -11,16 +10,20 @@ import torch
 from asdl.fisher import FisherConfig, get_fisher_maker
 from asdl.grad_maker import LOSS_CROSS_ENTROPY, LOSS_MSE
 from asdl.matrices import FISHER_EXACT, FISHER_MC, SHAPE_KRON
-from laplace.baselaplace import FullLaplace, KronLaplace
 from laplace.curvature import AsdlGGN
-from laplace.curvature.curvature import CurvatureInterface, GGNInterface
 from laplace.utils.matrix import Kron
 from torch import nn
 
-from laplace_equivariance import distributed
+from laplace_equivariance.curvature.activation_graph import activation_graph_only
 from laplace_equivariance.curvature.cross_entropy import ReducedRankCrossEntropyGGN
 from laplace_equivariance.curvature.factor_rows import FactorRows
-from laplace_equivariance.curvature.kron import BlockDiagonalKron, OuterProductJacobian
+from laplace_equivariance.curvature.fit_merging import FitMerging
+from laplace_equivariance.curvature.jacobians import (
+    DEFAULT_MEMORY_LIMIT,
+    ChunkedJacobians,
+    output_size,
+)
+from laplace_equivariance.curvature.kron import BlockDiagonalKron
 from laplace_equivariance.curvature.monte_carlo import (
     MonteCarloCrossEntropyFisher,
     MonteCarloGaussianFisher,
@@ -28,7 +31,6 @@ from laplace_equivariance.curvature.monte_carlo import (
 )
 from laplace_equivariance.curvature.projection import ProjectedFactor
 from laplace_equivariance.curvature.registry import (
-    device_and_dtype,
     exact_normalization_blocks,
     install_construction_check,
     install_fit_hook,
@@ -40,7 +42,6 @@ from laplace_equivariance.curvature.registry import (
 from laplace_equivariance.curvature.rules import (
     A_ROWS_ATTR,
     EXTRA_BLOCKS_ATTR,
-    KFAC_APPROXIMATIONS,
     RULES,
     UNPROJECTED_ATTR,
     kfac_approximation,
@@ -50,15 +51,17 @@ from laplace_equivariance.curvature.rules.normalization import (
     NORMALIZATION_RULES,
     check_normalization,
 )
+from laplace_equivariance.curvature.support import (
+    check_kfac_approx,
+    check_supported,
+)
 from laplace_equivariance.layers import (
     AnchorBasis,
-    FactoredInputMap,
-    FactoredOutputMap,
     LengthscaleMode,
     RelaxedLayer,
 )
 
-__all__ = ["EquivariantKFAC", "UnsupportedModuleError"]
+__all__ = ["EquivariantKFAC"]
 
 # At import, before any Laplace object exists: KronLaplace allocates its factors in __init__.
 register_with_asdl()
@@ -67,15 +70,6 @@ install_fit_hook()
 install_state_dict_hooks()
 install_predictive_chunking()
 install_construction_check()
-
-DEFAULT_MEMORY_LIMIT = 2**31
-"""Bytes that :class:`EquivariantKFAC` lets a dense curvature object take (2 GiB): the
-Jacobians of one chunk of examples for ``"diag"`` and ``"full"``, and the ``P x P`` Hessian
-of ``"full"``. Set per approximation with ``backend_kwargs={"memory_limit": bytes}``."""
-
-
-class UnsupportedModuleError(ValueError):
-    """A module has trainable parameters that no KFAC rule covers."""
 
 
 FISHER_MAKERS = {
@@ -87,96 +81,7 @@ FISHER_MAKERS = {
 (the exact GGN of a regression)."""
 
 
-def _map_output_shape(module: nn.Module) -> tuple[int, ...]:
-    """One example's output shape of an F-FC map: ``(C', C)`` or ``(C', X', Y')``."""
-    if type(module) is FactoredInputMap:
-        return (module.out_channels, module.in_channels)
-    return (module.out_channels, *module.out_size)
-
-
-def _stock_conv_is_exact(module: nn.Conv2d) -> bool:
-    """Whether ASDL's Conv2d rule is right for ``module`` (zero padding, no groups/dilation)."""
-    return (
-        module.padding_mode == "zeros"
-        and module.groups == 1
-        and module.dilation == (1, 1)
-        and not isinstance(module.padding, str)
-    )
-
-
-def _naming_the_batch(error: ValueError, x: torch.Tensor) -> ValueError:
-    """``error`` of a layer's shape check on one example, naming the caller's whole batch.
-
-    The output size and the per-example Jacobians run the model on one example, a batch
-    ``(1, *x.shape[1:])``: the check's message would name that shape, not the batch given.
-    """
-    one = str((1, *x.shape[1:]))
-    return ValueError(str(error).replace(f"got {one}", f"got {tuple(x.shape)}"))
-
-
-def _output_size(model: nn.Module, x: torch.Tensor) -> int:
-    """The model's number of outputs, from its first example (without gradients).
-
-    Raises:
-        ValueError: A layer's shape check, naming the whole batch's shape.
-    """
-    try:
-        with torch.no_grad():
-            return model(x[:1]).shape[-1]
-    except ValueError as error:
-        raise _naming_the_batch(error, x) from None
-
-
-@contextlib.contextmanager
-def _activation_graph_only(model: nn.Module):
-    """Record ``model``'s forward passes without the parameters' edges in the graph.
-
-    The factors need only the gradients with respect to each module's output; ASDL's
-    backward passes (one per class for the exact GGN) would otherwise also compute every
-    weight gradient and throw it away, a large part of each backward pass. While ``model``
-    runs, its parameters stop requiring grad (ASDL has already chosen the modules it hooks
-    by then: it requires them to need grad). A module with trainable parameters whose
-    output then needs no gradient (its input does not, as in the first layer) gets a zero
-    leaf that requires grad added to its output: ASDL's backward hook on that module still
-    fires, and the backward passes stop there instead of computing the gradient with
-    respect to the model's input (for a one-channel convolution that was the most
-    expensive step of the fit).
-    """
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    owners = [
-        m
-        for m in model.modules()
-        if not isinstance(m, AnchorBasis)
-        and any(p.requires_grad for p in m.parameters(recurse=False))
-    ]
-
-    def freeze_parameters(*_):
-        for p in trainable:
-            p.requires_grad_(False)
-
-    def enable_parameters(*_):
-        for p in trainable:
-            p.requires_grad_(True)
-
-    def attach_to_graph(_module, _args, output):
-        if not isinstance(output, torch.Tensor) or output.requires_grad:
-            return None
-        return output + output.new_zeros(()).requires_grad_(True)
-
-    handles = [
-        model.register_forward_pre_hook(freeze_parameters),
-        model.register_forward_hook(enable_parameters),
-        *(m.register_forward_hook(attach_to_graph) for m in owners),
-    ]
-    try:
-        yield
-    finally:
-        for handle in handles:
-            handle.remove()
-        enable_parameters()
-
-
-class EquivariantKFAC(AsdlGGN):
+class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
     """KFAC of the GGN for models built from this package's layers (and stock layers).
 
     Use it as any laplace-torch backend::
@@ -266,18 +171,7 @@ class EquivariantKFAC(AsdlGGN):
             raise ValueError(
                 f"memory_limit must be a positive number of bytes, got {memory_limit}."
             )
-        if kfac_approx not in KFAC_APPROXIMATIONS:
-            raise ValueError(
-                f"kfac_approx must be one of {KFAC_APPROXIMATIONS}, got {kfac_approx!r}."
-            )
-        if kfac_approx == "reduce":
-            for name, module in model.named_modules():
-                if type(module) is nn.Conv2d and any(p.requires_grad for p in module.parameters()):
-                    raise ValueError(
-                        "kfac_approx='reduce' covers this package's weight-shared layers; the "
-                        f"stock nn.Conv2d {name!r} has ASDL's KFAC-expand rule only: use "
-                        "kfac_approx='expand', or a CircularConv2d."
-                    )
+        check_kfac_approx(model, kfac_approx)
         self.n_mc_samples = n_mc_samples
         self.memory_limit = memory_limit
         self.kfac_approx = kfac_approx
@@ -297,37 +191,9 @@ class EquivariantKFAC(AsdlGGN):
                 "subset_of_weights='all'.",
                 stacklevel=2,
             )
-        self._check_supported(self._model)
+        check_supported(self._model)
         self.projected_factors: dict[int, ProjectedFactor] = {}
         self.examples_seen = 0
-
-    @staticmethod
-    def _check_supported(model: nn.Module) -> None:
-        """Raise for any module whose own trainable parameters no rule covers."""
-        for name, module in model.named_modules():
-            own = [n for n, p in module.named_parameters(recurse=False) if p.requires_grad]
-            if not own or type(module) in RULES or isinstance(module, AnchorBasis):
-                continue
-            if type(module) in NORMALIZATION_RULES:
-                if getattr(module, "track_running_stats", True) is False:
-                    raise UnsupportedModuleError(
-                        f"{type(module).__name__} {name!r} has no running statistics "
-                        "(track_running_stats=False): it normalises every batch with the "
-                        "batch's own, which couples the examples, so no per-example curvature "
-                        "exists. Use GroupNorm or LayerNorm, or track running statistics."
-                    )
-                continue
-            if type(module) is nn.Linear:
-                continue
-            if type(module) is nn.Conv2d and _stock_conv_is_exact(module):
-                continue
-            raise UnsupportedModuleError(
-                f"EquivariantKFAC has no KFAC rule for module {name or '<root>'!r} "
-                f"({type(module).__name__}) with trainable parameters {own}. Replace it by "
-                "a supported layer (laplace_equivariance.layers, nn.Linear, zero-padded "
-                "nn.Conv2d, BatchNorm, GroupNorm, LayerNorm), or freeze its parameters with "
-                "requires_grad_(False)."
-            )
 
     def _parameter_groups(self) -> list[tuple[nn.Parameter, str, nn.Module]]:
         """Every trainable parameter with its name and the module whose rule covers it."""
@@ -508,7 +374,7 @@ class EquivariantKFAC(AsdlGGN):
         copies = self._class_copies(x)
         with (
             warnings.catch_warnings(),
-            _activation_graph_only(self._model),
+            activation_graph_only(self._model),
             kfac_approximation(self._model, self.kfac_approx),
             paired_factored_maps(self._model),
             exact_normalization_blocks(self._model),
@@ -544,7 +410,7 @@ class EquivariantKFAC(AsdlGGN):
         if not (exact_classifier and wanted):
             return 1
         if self._n_outputs is None:
-            self._n_outputs = _output_size(self._model, x)
+            self._n_outputs = output_size(self._model, x)
         return max(self._n_outputs - 1, 1)
 
     def _asdl_kron(
@@ -602,274 +468,3 @@ class EquivariantKFAC(AsdlGGN):
                 self.projected_factors[index] = ProjectedFactor(
                     index, side, module.basis, statistic, module.basis.lengthscale.detach().clone()
                 )
-
-    def after_fit(self, la: KronLaplace, previous: tuple[dict, int] | None, n_new: int) -> None:
-        """Finish a ``KronLaplace.fit``: sum a sharded fit over the ranks, merge accumulated fits.
-
-        Called by the wrapper of ``KronLaplace.fit``
-        (:func:`~laplace_equivariance.curvature.registry.install_fit_hook`).
-
-        Args:
-            la: The Laplace approximation just fitted.
-            previous: ``(projected_factors, n_data)`` of the earlier fit(s) when this fit was
-                accumulated onto them (``override=False``), else None.
-            n_new: Examples in this fit's data set.
-
-        Raises:
-            ValueError: In a process group of several ranks, if the shards do not cover the
-                data set exactly once or the fit accumulates onto an earlier one.
-        """
-        if distributed.world_size() > 1:
-            if previous is not None:
-                raise ValueError(
-                    "Accumulating fits (override=False) is not supported across ranks: fit "
-                    "once over the sharded data."
-                )
-            device, dtype = device_and_dtype(la)
-            distributed.check_shards(self.examples_seen, n_new, device)
-            loss = torch.as_tensor(la.loss, device=device, dtype=dtype).clone()
-            factors = [f for group in la.H_facs.kfacs for f in group]
-            statistics = [record.statistic for record in self.projected_factors.values()]
-            distributed.all_reduce_sum([loss, *factors, *statistics])
-            # collectives write the factors without bumping their versions: the rows of this
-            # rank's examples would pass for those of the sum
-            if isinstance(la.H_facs, BlockDiagonalKron):
-                la.H_facs = la.H_facs.without_rows()
-            la.loss = loss
-            la.H = la.H_facs.decompose(damping=la.damping)
-        if previous is not None:
-            self.merge_projected_factors(*previous, n_new)
-
-    def merge_projected_factors(
-        self, previous: dict[int, ProjectedFactor], n_previous: int, n_new: int
-    ) -> None:
-        """Combine the statistics of an earlier fit with this fit's, as laplace-torch's factors.
-
-        ``KronLaplace.fit(loader, override=False)`` adds a new fit to the old one, weighting
-        the ``A`` factors (which carry ``1 / N``) by ``n_previous / (n_previous + n_new)`` and
-        ``n_new / (n_previous + n_new)`` and summing the ``B`` factors; the projected
-        statistics get the same treatment, so that they equal one fit over both data sets.
-
-        Args:
-            previous: :attr:`projected_factors` of the earlier fit(s).
-            n_previous: Examples in the earlier fit(s).
-            n_new: Examples in this fit.
-
-        Raises:
-            ValueError: If the two fits were made at different lengthscales, or a basis is
-                in one fit and not the other.
-        """
-        if previous.keys() != self.projected_factors.keys():
-            raise ValueError(
-                "The accumulated fits cover different lengthscale hyperparameters: fit once "
-                "over all the data (override=True)."
-            )
-        total = n_previous + n_new
-        for index, new in self.projected_factors.items():
-            old = previous[index]
-            if not torch.equal(old.fitted_lengthscale, new.fitted_lengthscale):
-                raise ValueError(
-                    "The accumulated fits were made at different lengthscales; their sum is "
-                    "no Laplace approximation at either. Refit over all the data at the "
-                    "current lengthscales (override=True)."
-                )
-            if new.side == 1:
-                new.statistic = old.statistic * (n_previous / total) + new.statistic * (
-                    n_new / total
-                )
-            else:
-                new.statistic = old.statistic + new.statistic
-
-    @classmethod
-    def vet_laplace(cls, laplace: object, model: nn.Module, backend_kwargs: dict) -> None:
-        """Refuse, before allocation, a full Hessian beyond the memory limit.
-
-        Called by ``Laplace(...)`` (:func:`~laplace_equivariance.curvature.registry.
-        install_construction_check`) before laplace-torch allocates the approximation.
-
-        Args:
-            laplace: The Laplace object being built.
-            model: Its model.
-            backend_kwargs: Its ``backend_kwargs`` (``memory_limit``).
-
-        Raises:
-            MemoryError: For ``hessian_structure="full"`` with ``P^2`` entries over the limit.
-        """
-        if not isinstance(laplace, FullLaplace):
-            return
-        limit = backend_kwargs.get("memory_limit", DEFAULT_MEMORY_LIMIT)
-        trainable = [p for p in model.parameters() if p.requires_grad]
-        n_params = sum(p.numel() for p in trainable)
-        needed = n_params**2 * trainable[0].element_size()
-        if needed > limit:
-            raise MemoryError(
-                f"A full Hessian of {n_params:,} parameters takes {needed / 2**30:,.1f} GiB, "
-                f"more than memory_limit={limit:,} bytes: use hessian_structure='kron' (or "
-                "'diag'), or raise the limit with backend_kwargs={'memory_limit': ...}."
-            )
-
-    def examples_per_chunk(self, x: torch.Tensor, copies: int) -> int:
-        """How many examples' ``(K, P)`` Jacobians, ``copies`` times over, fit ``memory_limit``.
-
-        Args:
-            x: A batch of inputs (its first example is run once to count the outputs).
-            copies: Jacobian-sized tensors alive at once (the predictive's functional
-                variance holds a second one).
-
-        Raises:
-            MemoryError: If one example's Jacobians exceed ``memory_limit``.
-        """
-        n_outputs = _output_size(self.model, x)
-        example = copies * n_outputs * sum(p.numel() for p in self.params) * x.element_size()
-        if example > self.memory_limit:
-            raise MemoryError(
-                f"The Jacobian of one example takes {example // copies:,} bytes ({copies} "
-                f"at once), more than memory_limit={self.memory_limit:,}: use "
-                "hessian_structure='kron' for the curvature, or raise the limit with "
-                "backend_kwargs={'memory_limit': ...}."
-            )
-        return self.memory_limit // example
-
-    def predictive_chunk_size(self, x: torch.Tensor) -> int:
-        """Examples per call of the GLM predictive.
-
-        Their Jacobians and the functional variance's product with them (two ``(n, K, P)``
-        tensors) fit ``memory_limit``.
-        """
-        return self.examples_per_chunk(x, copies=2)
-
-    def _in_chunks(self, curvature, x, y, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
-        """``curvature(x, y)`` summed over chunks of examples whose Jacobians fit the limit.
-
-        ``curvature`` is laplace-torch's Jacobian-based ``GGNInterface.full`` or ``.diag``:
-        its loss is a sum over examples and its Hessian a sum of per-example terms, so the
-        chunks add up to the whole batch's.
-
-        Raises:
-            MemoryError: If one example's ``(K, P)`` Jacobian exceeds ``memory_limit``.
-        """
-        if not isinstance(x, torch.Tensor) or self.last_layer:
-            return curvature(self, x, y, **kwargs)
-        size = self.examples_per_chunk(x, copies=1)
-        losses, hessians = zip(
-            *(
-                curvature(self, x_chunk, y_chunk, **kwargs)
-                for x_chunk, y_chunk in zip(x.split(size), y.split(size), strict=True)
-            ),
-            strict=True,
-        )
-        return sum(losses[1:], losses[0]), sum(hessians[1:], hessians[0])
-
-    def jacobians(
-        self, x: torch.Tensor, enable_backprop: bool = False
-    ) -> tuple[list[torch.Tensor | OuterProductJacobian], torch.Tensor]:
-        """Per-example Jacobians of the outputs with respect to all trainable parameters.
-
-        laplace-torch's ``CurvatureInterface.jacobians`` differentiates the whole batch's
-        ``(N, K)`` outputs at once: ``N K`` vector-Jacobian products, each through all ``N``
-        examples, so time and memory grow as ``N^2``. Here ``torch.func.vmap`` of ``jacrev``
-        over one example at a time gives the same ``(N, K, P)`` tensor with ``N K`` products
-        through one example each. Dict inputs (``dict_key_x``) take laplace-torch's path.
-
-        Args:
-            x: Inputs ``(N, ...)``.
-            enable_backprop: Keep the graph (to differentiate through the predictive).
-
-        Returns:
-            ``(Js, f)``: Jacobians ``(N, K, P)`` (columns in ``model.parameters()`` order, or
-            the subnetwork's) and outputs ``(N, K)``.
-        """
-        if not isinstance(x, torch.Tensor):
-            return CurvatureInterface.jacobians(self, x, enable_backprop)
-        parts, f = self.parameter_jacobians(x, enable_backprop)
-        Js = torch.cat(parts, dim=2)
-        if self.subnetwork_indices is not None:
-            Js = Js[:, :, self.subnetwork_indices]
-        return Js, f
-
-    def parameter_jacobians(
-        self, x: torch.Tensor, enable_backprop: bool = False, outer_products: bool = False
-    ) -> tuple[list[torch.Tensor | OuterProductJacobian], torch.Tensor]:
-        """:meth:`jacobians` split by trainable parameter, before concatenation.
-
-        The GLM predictive takes these (one Kron group per parameter tensor) without ever
-        building the ``(N, K, P)`` concatenation
-        (:meth:`~laplace_equivariance.curvature.kron.BlockDiagonalKronDecomposed.inv_square_form`).
-        With ``outer_products``, the weights of F-FC's maps (``FactoredInputMap``,
-        ``FactoredOutputMap``) come as :class:`OuterProductJacobian`: their Jacobian is
-        the output gradient with respect to the map's output times the map's input, so only
-        those two are computed (the gradient by differentiating a zero added to the map's
-        output), not the ``(N, K, C' C XY)`` Jacobian.
-
-        Args:
-            x: Inputs ``(N, ...)``.
-            enable_backprop: Keep the graph.
-            outer_products: Give F-FC maps' weights as outer products.
-
-        Returns:
-            ``(Js, f)``: one ``(N, K, numel)`` tensor (or :class:`OuterProductJacobian`) per
-            trainable parameter, in ``model.parameters()`` order, and the outputs ``(N, K)``.
-        """
-        maps = {}
-        if outer_products:
-            maps = {
-                f"{name}.weight": module
-                for name, module in self.model.named_modules()
-                if type(module) in (FactoredInputMap, FactoredOutputMap)
-                and f"{name}.weight" in self.params_dict
-            }
-        free = {k: v for k, v in self.params_dict.items() if k not in maps}
-        held = {k: self.params_dict[k].detach() for k in maps}
-        probes = {
-            k: torch.zeros(_map_output_shape(m), dtype=x.dtype, device=x.device)
-            for k, m in maps.items()
-        }
-        current: dict[str, Any] = {}
-
-        def add_probe(key: str):
-            def hook(_module, inputs, output):
-                current["inputs"][key] = inputs[0][0]
-                return output + current["probes"][key]
-
-            return hook
-
-        def output(free_params, map_probes, buffers, example):
-            current.update(probes=map_probes, inputs={})
-            params = {**free_params, **held}
-            out = torch.func.functional_call(self.model, (params, buffers), (example[None],))[0]
-            return out, (out, current["inputs"])
-
-        handles = [module.register_forward_hook(add_probe(k)) for k, module in maps.items()]
-        per_example = torch.func.vmap(
-            torch.func.jacrev(output, argnums=(0, 1), has_aux=True), (None, None, None, 0)
-        )
-        try:
-            (jacobians, gradients), (f, inputs) = per_example(free, probes, self.buffers_dict, x)
-        except ValueError as error:
-            raise _naming_the_batch(error, x) from None
-        finally:
-            for handle in handles:
-                handle.remove()
-        Js: list[torch.Tensor | OuterProductJacobian] = []
-        for name in self.params_dict:
-            if name not in maps:
-                Js.append(jacobians[name].flatten(start_dim=2))
-            elif type(maps[name]) is FactoredInputMap:  # U: d f / d h (N, K, C', C), V: x
-                Js.append(OuterProductJacobian(gradients[name], inputs[name].flatten(2)))
-            else:  # U: d f / d y (N, K, C', Q) as (N, K, Q, C'), V: h (N, C', C)
-                left = gradients[name].flatten(start_dim=3).transpose(2, 3)
-                Js.append(OuterProductJacobian(left, inputs[name]))
-        if enable_backprop:
-            return Js, f
-        detached = [
-            OuterProductJacobian(j.left.detach(), j.right.detach())
-            if isinstance(j, OuterProductJacobian)
-            else j.detach()
-            for j in Js
-        ]
-        return detached, f.detach()
-
-    full = functools.partialmethod(_in_chunks, GGNInterface.full)
-    """The exact GGN ``(loss, H)``, ``H`` of shape ``(P, P)``, from bounded Jacobian chunks."""
-    diag = functools.partialmethod(_in_chunks, GGNInterface.diag)
-    """The exact GGN's diagonal ``(loss, h)``, ``h`` of shape ``(P,)``, the same way."""
