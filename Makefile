@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(PY) examples/build_models.py
-	$(PY) examples/paper_tables.py table1 --alpha 4 --out runs/demo --compare benchmarks/results/table1-20ep
+	$(PY) -m benchmarks.paper_tables table1 --alpha 4 --out runs/demo --compare benchmarks/results/table1-20ep
 
 test: $(STAMP)
 	$(PY) -m pytest -q
@@ -32,8 +32,8 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check laplace_equivariance tests benchmarks examples
 
 bench: $(STAMP)
-	$(PY) benchmarks/layer_speed.py
-	$(PY) benchmarks/kfac_speed.py
+	$(PY) -m benchmarks.layer_speed
+	$(PY) -m benchmarks.kfac_speed
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -6,8 +6,8 @@ filters), times ``A = (1/XY) sum_{n,p} a_np a_np^T`` two ways, each the median o
 :func:`laplace_equivariance.curvature.rules.conv.circular_patch_covariance` (docs/curvature.md).
 Also reports their largest difference relative to the largest entry (float32).
 
-Usage:
-    python benchmarks/conv_a_factor.py [--repeats 20]
+Usage (from the repository root):
+    python -m benchmarks.conv_a_factor [--repeats 20]
         [--out benchmarks/results/conv_a_factor-cpu.json]
 """
 
@@ -16,9 +16,9 @@ from __future__ import annotations
 import statistics
 
 import torch
-from report import benchmark_parser, environment, timings, write
 from torch.nn import functional as F
 
+from benchmarks.report import benchmark_parser, environment, timings, write
 from laplace_equivariance.curvature.rules.conv import circular_patch_covariance
 
 MAPS = [(1, 32), (4, 32), (8, 16), (16, 8), (32, 4), (32, 2)]
@@ -63,7 +63,7 @@ def main() -> None:
         )
     write(
         {
-            **environment("benchmarks/conv_a_factor.py", args.device),
+            **environment("-m benchmarks.conv_a_factor", args.device),
             "arguments": vars(args) | {"out": str(args.out)},
             "maps": rows,
         },

@@ -6,8 +6,8 @@ is a Laplace fit over all the examples plus ``--hypersteps`` steps on the prior 
 Both set-ups run in this one invocation, one after the other, and the JSON records the device,
 the thread count and the world sizes; the ratios are what to compare.
 
-Usage:
-    python benchmarks/distributed_speed.py --out benchmarks/results/distributed_speed-cpu.json
+Usage (from the repository root):
+    python -m benchmarks.distributed_speed --out benchmarks/results/distributed_speed-cpu.json
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from laplace import Laplace
-from report import benchmark_parser, environment, write
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
+from benchmarks.report import benchmark_parser, environment, write
 from laplace_equivariance import EquivariantKFAC, marglik_training, models
 
 
@@ -92,7 +92,7 @@ def main() -> None:
         mp.spawn(rank_main, args=(2, str(Path(folder) / "init"), args, result), nprocs=2)
         two = torch.load(result, weights_only=False)
     report = {
-        **environment("benchmarks/distributed_speed.py", "cpu"),
+        **environment("-m benchmarks.distributed_speed", "cpu"),
         "cpu_threads_per_process": 1,
         "arguments": {k: v for k, v in vars(args).items() if k != "out"},
         "world_size_1": one,

@@ -13,15 +13,14 @@ the prior terms, the Occam terms and MacKay's ``gamma``; tensors outside every r
 against learned F-FC+CONV, say) says which part of the network pays for a gap in evidence: a
 path that is off in the evidence pays neither term.
 
-Usage:
-    python benchmarks/evidence_split.py RUN [RUN ...] \
+Usage (from the repository root):
+    python -m benchmarks.evidence_split RUN [RUN ...] \
         --out benchmarks/results/evidence-split/NAME.json
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -29,14 +28,12 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks import measured_runs  # noqa: E402
-from benchmarks.factor_balance import fitted_laplace, learned_precisions  # noqa: E402
-from laplace_equivariance import effective_parameters, occam_terms  # noqa: E402
-from laplace_equivariance.layers import RelaxedLayer  # noqa: E402
-from laplace_equivariance.priors import parameter_paths  # noqa: E402
-from laplace_equivariance.runs import load_trained  # noqa: E402
+from benchmarks import measured_runs
+from benchmarks.factor_balance import fitted_laplace, learned_precisions
+from laplace_equivariance import effective_parameters, occam_terms
+from laplace_equivariance.layers import RelaxedLayer
+from laplace_equivariance.priors import parameter_paths
+from laplace_equivariance.runs import load_trained
 
 
 def split(model: torch.nn.Module, loader: DataLoader, precisions: torch.Tensor) -> dict[str, Any]:

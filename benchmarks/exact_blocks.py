@@ -18,9 +18,9 @@ data. A block of ``P`` numbers takes ``8 P^2`` bytes, twice that while it is fac
 the CPU keep ``--max-size`` at a few thousand; on a GPU with 80 GB, 32,768 (8.6 GB a block)
 fits for three runs at once.
 
-Usage:
-    python benchmarks/exact_blocks.py RUN --out benchmarks/results/exact-blocks/NAME.json
-    python benchmarks/exact_blocks.py RUN --device cuda --max-size 32768 \
+Usage (from the repository root):
+    python -m benchmarks.exact_blocks RUN --out benchmarks/results/exact-blocks/NAME.json
+    python -m benchmarks.exact_blocks RUN --device cuda --max-size 32768 \
         --pattern '^layer[1-8]\\.(fc\\.(input|output)_map|conv)\\.weight$' --out FILE
 """
 
@@ -30,7 +30,6 @@ import argparse
 import json
 import math
 import re
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -39,11 +38,9 @@ import torch
 from torch.func import functional_call, jacrev, vmap
 from torch.utils.data import DataLoader, TensorDataset
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks.factor_balance import fitted_laplace, learned_precisions  # noqa: E402
-from laplace_equivariance.experiment import device_name  # noqa: E402
-from laplace_equivariance.runs import load_trained  # noqa: E402
+from benchmarks.factor_balance import fitted_laplace, learned_precisions
+from laplace_equivariance.experiment import device_name
+from laplace_equivariance.runs import load_trained
 
 
 def exact_blocks(

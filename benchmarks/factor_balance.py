@@ -11,14 +11,13 @@ then balances every pair under the learned precisions (the function changes by r
 only) and reports the same again. Before: where training left the factors; after: where a
 mode along these symmetries is.
 
-Usage:
-    python benchmarks/factor_balance.py RUN [RUN ...] --out benchmarks/results/factor-balance.json
+Usage (from the repository root):
+    python -m benchmarks.factor_balance RUN [RUN ...] --out benchmarks/results/factor-balance.json
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -27,13 +26,11 @@ import torch
 from laplace import Laplace
 from torch.utils.data import DataLoader, TensorDataset
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks import measured_runs  # noqa: E402
-from laplace_equivariance import EquivariantKFAC, effective_parameters  # noqa: E402
-from laplace_equivariance.layers import FactoredLinear2d  # noqa: E402
-from laplace_equivariance.priors import parameter_paths  # noqa: E402
-from laplace_equivariance.runs import load_trained  # noqa: E402
+from benchmarks import measured_runs
+from laplace_equivariance import EquivariantKFAC, effective_parameters
+from laplace_equivariance.layers import FactoredLinear2d
+from laplace_equivariance.priors import parameter_paths
+from laplace_equivariance.runs import load_trained
 
 
 def learned_precisions(model: torch.nn.Module, results: dict[str, Any]) -> list[float]:

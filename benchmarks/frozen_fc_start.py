@@ -13,8 +13,8 @@ relaxed layers' parametrisation does.
 The run's folder is a normal ``train`` folder; its ``results.json`` has ``"frozen_paths":
 ["fc"]`` beside the settings, and its symmetry report lists the CONV paths only.
 
-Usage:
-    python benchmarks/frozen_fc_start.py --dataset quadrant-mnist-digit --model f-fc+conv \
+Usage (from the repository root):
+    python -m benchmarks.frozen_fc_start --dataset quadrant-mnist-digit --model f-fc+conv \
         --method marglik --alpha 4 --epochs 60 --burnin 10 --marglik-subset 4000 --threads 1 \
         --seed 0 --out DIR
 """
@@ -29,11 +29,9 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from laplace_equivariance import cli, experiment, runs  # noqa: E402
-from laplace_equivariance.layers import RelaxedLayer  # noqa: E402
-from laplace_equivariance.models import EQUIVARIANT_PATHS  # noqa: E402
+from laplace_equivariance import cli, experiment, runs
+from laplace_equivariance.layers import RelaxedLayer
+from laplace_equivariance.models import EQUIVARIANT_PATHS
 
 FROZEN = "fc"
 MARKER = "frozen_paths.json"

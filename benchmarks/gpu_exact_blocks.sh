@@ -17,7 +17,7 @@ LIMIT=${LIMIT:-400}
 start_cuda_tests
 for run in $RUNS; do
     name=$(basename "$run")
-    timeout "$LIMIT" python3 benchmarks/exact_blocks.py "$run" --device cuda --max-size 32768 \
+    timeout "$LIMIT" python3 -m benchmarks.exact_blocks "$run" --device cuda --max-size 32768 \
         --pattern '^layer[1-8]\.(fc\.(input|output)_map|conv)\.weight$' --threads 4 \
         --out "$OUT/$name.json" > "$OUT/$name.log" 2>&1 &
 done

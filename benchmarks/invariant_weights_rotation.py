@@ -7,11 +7,11 @@ likelihood, and by plain maximum likelihood (the paper's Sec. 4.3 control), and 
 rotation fixed at 5, 90 and 175 degrees (ELBO), and records test accuracy, NLL, the final
 ELBO or log marginal likelihood per example and the learned angle ``eta`` (in degrees).
 
-    python benchmarks/invariant_weights_rotation.py --seed S \
+    python -m benchmarks.invariant_weights_rotation --seed S \
         --out benchmarks/results/invariant-weights
 
 writes ``rotation-seed<S>.json`` under ``--out`` (every run's last epoch is evaluated);
-``python benchmarks/results_tables.py`` renders the seeds' mean and standard deviation.
+``python -m benchmarks.results_tables`` renders the seeds' mean and standard deviation.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 
 import torch
-from report import environment, write
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
+from benchmarks.report import environment, write
 from laplace_equivariance.data import load_dataset
 from laplace_equivariance.invariance import (
     InvariantWeightsNet,
@@ -140,7 +140,7 @@ def main() -> None:
             write(
                 {
                     "settings": settings,
-                    "environment": environment("benchmarks/invariant_weights_rotation.py", "cpu"),
+                    "environment": environment("-m benchmarks.invariant_weights_rotation", "cpu"),
                     "rows": rows,
                 },
                 args.out / f"rotation-seed{args.seed}.json",

@@ -5,21 +5,15 @@ examples, 3 classes, seed 0, float64): each block's measured error beside the fi
 test pins (to +-0.005) and docs/curvature.md quotes, and the error with that block's ``B``
 factor doubled, which the pinned check must reject.
 
-Usage:
-    python benchmarks/kfac_errors.py
+Usage (from the repository root):
+    python -m benchmarks.kfac_errors
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import torch  # noqa: E402
-
-from tests.curvature.test_exactness import GENERAL_CASES, general_case_errors  # noqa: E402
+from tests.curvature.test_exactness import GENERAL_CASES, general_case_errors
 
 
 def main() -> None:

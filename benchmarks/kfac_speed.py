@@ -14,8 +14,8 @@ data), alpha=10 unless ``--alpha`` says otherwise:
 The fit of the relaxed models as a ratio to a training epoch is
 ``benchmarks/fit_over_epoch.py``'s.
 
-Usage:
-    python benchmarks/kfac_speed.py [--device cpu|cuda] [--n 1024] [--batch 128]
+Usage (from the repository root):
+    python -m benchmarks.kfac_speed [--device cpu|cuda] [--n 1024] [--batch 128]
         [--skip-dense] [--out benchmarks/results/kfac_speed-cpu.json]
 """
 
@@ -27,9 +27,9 @@ import time
 import torch
 from laplace import Laplace
 from laplace.curvature import AsdlGGN
-from report import benchmark_parser, environment, write
 from torch.utils.data import DataLoader, TensorDataset
 
+from benchmarks.report import benchmark_parser, environment, write
 from laplace_equivariance import EquivariantKFAC, models
 from laplace_equivariance.curvature.kron import densify
 from laplace_equivariance.models import SUBSAMPLING_LAYERS, WIDTH_MULTIPLIERS
@@ -149,7 +149,7 @@ def main() -> None:
     torch.manual_seed(0)
     data = loader(args.n, args.batch, args.device)
     report = {
-        **environment("benchmarks/kfac_speed.py", args.device),
+        **environment("-m benchmarks.kfac_speed", args.device),
         "n": args.n,
         "batch": args.batch,
         "alpha": args.alpha,

@@ -6,7 +6,7 @@ Trains a four-layer F-FC+CONV network (16x16 -> 1x1, widths ``a, 2a, 2a, 4a``) w
 CONV prior precisions, squared norms and relative effective parameters, the test accuracy and
 NLL, the fraction of test predictions unchanged by circular shifts, and every setting::
 
-    python benchmarks/known_truth.py --seeds 0 1 2 --out benchmarks/results/known-truth
+    python -m benchmarks.known_truth --seeds 0 1 2 --out benchmarks/results/known-truth
 
 ``--f-fc-init unbalanced`` redraws the F-FC factors as they were drawn before
 :meth:`~laplace_equivariance.layers.FactoredLinear2d.balance_` (``theta1`` with He variance
@@ -25,7 +25,6 @@ import json
 import math
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -36,15 +35,13 @@ from laplace.curvature.curvature import GGNInterface
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
+from benchmarks.generated_docs.common import write_between_markers
 from laplace_equivariance import EquivariantKFAC, __version__, marglik_training, models
 from laplace_equivariance.data import KNOWN_TRUTH_TASKS, known_truth_task
 from laplace_equivariance.diagnostics import symmetry_report
 from laplace_equivariance.layers import FactoredLinear2d
 from laplace_equivariance.layers.init import he_uniform_, unit_uniform_
 from laplace_equivariance.priors import PriorGroups, parameter_paths
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.generated_docs.common import write_between_markers  # noqa: E402
 
 WIDTHS = (1, 2, 2, 4)
 SUBSAMPLING = (1, 2, 3, 4)
@@ -435,7 +432,7 @@ def write_table(folders: list[Path], document: Path, check: bool) -> None:
         if part
     )
     markers = ("<!-- known-truth begin -->", "<!-- known-truth end -->")
-    command = "python benchmarks/known_truth.py --table"
+    command = "python -m benchmarks.known_truth --table"
     write_between_markers(document, markers, tables, check, command)
 
 

@@ -6,8 +6,8 @@ and its increase over the process after building the model; on CUDA
 ``torch.cuda.max_memory_allocated``. Times are the median of ``--repeats`` forward+backward
 passes after one warm-up pass.
 
-Usage:
-    python benchmarks/layer_speed.py [--device cpu|cuda] [--batch 128] [--repeats 5]
+Usage (from the repository root):
+    python -m benchmarks.layer_speed [--device cpu|cuda] [--batch 128] [--repeats 5]
         [--models conv f-fc+conv ...] [--out benchmarks/results/layer_speed-cpu.json]
 """
 
@@ -21,8 +21,8 @@ import subprocess
 import sys
 
 import torch
-from report import benchmark_parser, environment, timings, write
 
+from benchmarks.report import benchmark_parser, environment, timings, write
 from laplace_equivariance import count_parameters, models
 
 
@@ -67,7 +67,8 @@ def main() -> None:
         return
     rows = []
     for name in args.models:
-        command = [sys.executable, __file__, "--single", name, "--device", args.device]
+        command = [sys.executable, "-m", "benchmarks.layer_speed", "--single", name]
+        command += ["--device", args.device]
         command += ["--batch", str(args.batch), "--repeats", str(args.repeats)]
         output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
         rows.append(json.loads(output.strip().splitlines()[-1]))
@@ -83,7 +84,7 @@ def main() -> None:
             line += f" {row['peak_cuda_allocated_mib']:>13.0f}"
         print(line)
     report = {
-        **environment("benchmarks/layer_speed.py", args.device),
+        **environment("-m benchmarks.layer_speed", args.device),
         "batch": args.batch,
         "input": [3, 32, 32],
         "rows": rows,

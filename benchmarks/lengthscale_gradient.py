@@ -9,8 +9,8 @@ approximations refitted at ``omega +- h``; then, in float32 on the paper's netwo
 (``--model``, alpha ``--alpha``, ``--examples`` random 32x32 images, 10 classes), the time of
 one ``la.fit`` and of one marginal likelihood with its backward pass under each derivative.
 
-Usage:
-    python benchmarks/lengthscale_gradient.py \
+Usage (from the repository root):
+    python -m benchmarks.lengthscale_gradient \
         --out benchmarks/results/lengthscale_gradient-cpu.json
 """
 
@@ -22,10 +22,10 @@ from pathlib import Path
 
 import torch
 from laplace import Laplace
-from report import environment, write
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from benchmarks.report import environment, write
 from laplace_equivariance import EquivariantKFAC, models
 from laplace_equivariance.layers import SparseCircularConv2d, SparseFactoredLinear2d
 from laplace_equivariance.lengthscales import lengthscale_hyperparameters, log_marginal_likelihood
@@ -124,7 +124,14 @@ def main() -> None:
     args = parser.parse_args()
     rows = accuracy_rows()
     costs = [cost_row(name, args.alpha, args.examples) for name in args.model]
-    write({"environment": environment(__file__, "cpu"), "rows": rows, "cost": costs}, args.out)
+    write(
+        {
+            "environment": environment("-m benchmarks.lengthscale_gradient", "cpu"),
+            "rows": rows,
+            "cost": costs,
+        },
+        args.out,
+    )
 
 
 if __name__ == "__main__":

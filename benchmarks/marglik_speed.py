@@ -7,8 +7,8 @@ training set. Targets: <= 2.2x with the exact GGN, <= 1.5x with the Monte-Carlo 
 Weights train in batches of 128; the Laplace fits use the same batches unless
 ``--marglik-batch-size`` gives their own (the fit does not depend on it, only its time).
 
-Usage:
-    python benchmarks/marglik_speed.py [--model f-fc+conv] [--alpha 4] [--n 2048]
+Usage (from the repository root):
+    python -m benchmarks.marglik_speed [--model f-fc+conv] [--alpha 4] [--n 2048]
         [--epochs 10] [--classes 10] [--marglik-batch-size 128]
         [--out benchmarks/results/marglik_speed-cpu.json]
 """
@@ -18,9 +18,9 @@ from __future__ import annotations
 import time
 
 import torch
-from report import benchmark_parser, environment, write
 from torch.utils.data import DataLoader, TensorDataset
 
+from benchmarks.report import benchmark_parser, environment, write
 from laplace_equivariance import models
 from laplace_equivariance.marglik import marglik_training, paper_schedule
 
@@ -65,7 +65,7 @@ def main() -> None:
     exact_s = timed(args, learn=True)
     mc_s = timed(args, learn=True, stochastic=True)
     report = {
-        **environment("benchmarks/marglik_speed.py", args.device),
+        **environment("-m benchmarks.marglik_speed", args.device),
         "arguments": vars(args) | {"out": str(args.out)},
         "map_s": map_s,
         "exact_ggn_s": exact_s,

@@ -15,7 +15,7 @@ marginal-likelihood fit after every epoch from the second (``--burnin 2
 --marglik-frequency 1``: the paper's 1,000 epochs take ~200 fits; a budget of tens of epochs
 takes as many as it can). A run still going at the deadline is stopped and reported as such::
 
-    python benchmarks/paper_scale.py --seconds 480 --device cuda \\
+    python -m benchmarks.paper_scale --seconds 480 --device cuda \\
         --data-dir .data/fashion-mnist --out /tmp/paper-scale
 
 writes ``plan.json`` (the probe's times, the epochs chosen) and one ``--out`` folder per run;

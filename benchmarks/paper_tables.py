@@ -24,11 +24,11 @@ lr 0.003 because the paper's 0.01 trains small budgets worse, marginal likelihoo
 training examples every 5 epochs after 5 (the paper: after 10), 20 steps each);
 ``benchmarks/results_tables.py`` tabulates the committed runs in docs/results.md.
 
-Usage:
-    python examples/paper_tables.py table1 --alpha 4 --seeds 0 1 2 --out runs/table1
-    python examples/paper_tables.py table1 --alpha 4 --out runs/demo \
+Usage (from the repository root):
+    python -m benchmarks.paper_tables table1 --alpha 4 --seeds 0 1 2 --out runs/table1
+    python -m benchmarks.paper_tables table1 --alpha 4 --out runs/demo \
         --compare benchmarks/results/table1-20ep
-    python examples/paper_tables.py table3 --subset 4000 --out runs/table3
+    python -m benchmarks.paper_tables table3 --subset 4000 --out runs/table3
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ cross-entropy plus the prior term ``||theta||^2 / 2N``), the training accuracy a
 ``||theta||^2``. A network whose weights the prior shrinks to zero ends at loss ``log 10 =
 2.30`` and chance accuracy::
 
-    python benchmarks/path_scale.py --seeds 0 1 2 --out benchmarks/results/path-scale
-    python benchmarks/path_scale.py --table   # the table in docs/learned_structure.md
+    python -m benchmarks.path_scale --seeds 0 1 2 --out benchmarks/results/path-scale
+    python -m benchmarks.path_scale --table   # the table in docs/learned_structure.md
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,8 +34,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.generated_docs.common import write_between_markers  # noqa: E402
+from benchmarks.generated_docs.common import write_between_markers
 from laplace_equivariance import __version__, models
 from laplace_equivariance.data import load_dataset
 from laplace_equivariance.layers import RelaxedLayer
@@ -148,7 +146,7 @@ def table(folder: Path) -> str:
 
 def write_table(folder: Path, document: Path, check: bool) -> None:
     """Put :func:`table` between the document's path-scale markers (or check it)."""
-    command = "python benchmarks/path_scale.py --table"
+    command = "python -m benchmarks.path_scale --table"
     write_between_markers(document, MARKERS, table(folder), check, command)
 
 

@@ -5,7 +5,7 @@ predictive's cost), the factors' eigenvectors are computed once by a one-image c
 ``la(x, pred_type="glm", link_approx="probit")`` on ``--images`` random images is timed; the
 peak resident memory of the process (``ru_maxrss``) covers the whole run::
 
-    python benchmarks/predictive_memory.py --images 16 \
+    python -m benchmarks.predictive_memory --images 16 \
         --out benchmarks/results/predictive_memory-cpu.json
 """
 
@@ -53,7 +53,7 @@ def main() -> None:
     la(test, pred_type="glm", link_approx="probit")
     seconds = time.perf_counter() - start
     result = {
-        "command": "python benchmarks/predictive_memory.py "
+        "command": "python -m benchmarks.predictive_memory "
         f"--images {args.images} --threads {args.threads}"
         + ("" if args.memory_limit is None else f" --memory-limit {args.memory_limit}"),
         "memory_limit": la.backend.memory_limit,

@@ -11,20 +11,17 @@ loading, the markdown table, the difference of two seed sets) in its ``common``:
 No table in these files is typed by hand: ``tests/test_results_tables.py`` regenerates them
 and compares.
 
-Usage:
-    python benchmarks/results_tables.py            # writes the three files
-    python benchmarks/results_tables.py --check    # exits 1 if one is stale
+Usage (from the repository root):
+    python -m benchmarks.results_tables            # writes the three files
+    python -m benchmarks.results_tables --check    # exits 1 if one is stale
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks.generated_docs import models_md, results_md, speed_md  # noqa: E402
+from benchmarks.generated_docs import models_md, results_md, speed_md
 
 DOCUMENTS = (results_md, speed_md, models_md)
 """Each module's ``DOCUMENT`` path and ``render()``."""
@@ -45,7 +42,7 @@ def main() -> int:
             path.write_text(text)
             print(f"wrote {path}")
     if stale:
-        print("stale: " + ", ".join(map(str, stale)) + "; run python benchmarks/results_tables.py")
+        print("stale: " + ", ".join(map(str, stale)) + "; run python -m benchmarks.results_tables")
     return int(bool(stale))
 
 

@@ -8,25 +8,22 @@ path and per layer's sum of paths), each path's share of its layer's output
 predicted class the diagonal shift leaves unchanged. A path with a small error treats the
 quadrants alike whatever its type: an F-FC path can be a global pooling, which is invariant.
 
-Usage:
-    python benchmarks/shift_errors.py RUN [RUN ...] --out benchmarks/results/shift-errors/NAME.json
+Usage (from the repository root):
+    python -m benchmarks.shift_errors RUN [RUN ...] --out benchmarks/results/shift-errors/NAME.json
 """
 
 from __future__ import annotations
 
 import json
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks import measured_runs  # noqa: E402
-from laplace_equivariance import path_output_shares, path_shift_errors  # noqa: E402
-from laplace_equivariance.runs import load_trained  # noqa: E402
+from benchmarks import measured_runs
+from laplace_equivariance import path_output_shares, path_shift_errors
+from laplace_equivariance.runs import load_trained
 
 QUADRANT_SHIFTS = ((16, 0), (0, 16), (16, 16))
 """Down, right, and both: the three moves of a digit to another quadrant of a 32x32 canvas."""

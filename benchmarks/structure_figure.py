@@ -5,7 +5,7 @@ relaxed layer, the mean over the seeds of the learned runs (``*-marglik-seed*`` 
 ``laplace-equivariance train``), with the seeds' range (minimum to maximum) as error bars on
 the FC share::
 
-    python benchmarks/structure_figure.py benchmarks/results/table1-60ep \
+    python -m benchmarks.structure_figure benchmarks/results/table1-60ep \
         --out docs/figures/table1-60ep-structure.png
 
 ``--start held`` keeps the runs of one start where a folder holds several; several folders

@@ -29,17 +29,15 @@ they may. One run, not a seed average.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
+
+# the steps every example shares: examples/own_model.py, beside this script (Python puts a
+# script's folder first on the import path)
+from own_model import run_example
 from torch import nn
 from torch.nn import functional as F
 
 from laplace_equivariance.layers import CircularConv2d, FactoredLinear2d, RelaxedLayer
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from own_model import run_example  # noqa: E402  (the steps every example shares)
 
 
 def relaxed(in_channels: int, out_channels: int, side: int, subsample: bool) -> RelaxedLayer:

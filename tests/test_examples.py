@@ -1,22 +1,29 @@
 """The worked examples run end to end on a tiny budget."""
 
-import json
+import importlib
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from tests.scripts import load_script
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
-def _example(name: str):
-    return load_script("examples", name)
+def _example(name: str, monkeypatch) -> ModuleType:
+    """``examples/name.py`` imported as ``python examples/name.py`` runs it: with its folder
+    first on the import path (residual_network imports own_model from beside it), for this
+    test only."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    return importlib.import_module(name)
 
 
-def test_own_model_trains_fits_predicts_and_reports(tmp_path, capsys):
+def test_own_model_trains_fits_predicts_and_reports(tmp_path, capsys, monkeypatch):
     """A network written with the layers, not models.build: marglik_training, a fresh
     Laplace(..., backend=EquivariantKFAC) at the learned precisions, its predictive, and the
     symmetry report and plot of both relaxed layers."""
     out = tmp_path / "symmetry.png"
-    report = _example("own_model").main(["--epochs", "10", "--n-train", "200", "--out", str(out)])
+    argv = ["--epochs", "10", "--n-train", "200", "--out", str(out)]
+    report = _example("own_model", monkeypatch).main(argv)
     assert [row["layer"] for row in report["layers"]] == ["layer1", "layer2"]
     assert all(set(row["paths"]) == {"fc", "conv"} for row in report["layers"])
     assert "head.weight" in report["outside"]
@@ -25,7 +32,9 @@ def test_own_model_trains_fits_predicts_and_reports(tmp_path, capsys):
     assert "test accuracy" in printed and "layer2: learned" in printed
 
 
-def test_residual_network_with_normalization_trains_fits_predicts_and_reports(tmp_path, capsys):
+def test_residual_network_with_normalization_trains_fits_predicts_and_reports(
+    tmp_path, capsys, monkeypatch
+):
     """Residual blocks of relaxed layers with GroupNorm and BatchNorm: marglik_training
     (BatchNorm on batch statistics), a fresh Laplace fit in evaluation mode, its predictive,
     and the report: six relaxed layers, the normalisations' tensors under "outside"."""
@@ -35,7 +44,7 @@ def test_residual_network_with_normalization_trains_fits_predicts_and_reports(tm
         pytest.skip("apt-get install dataset-fashion-mnist to run this example")
     out = tmp_path / "symmetry.png"
     argv = ["--epochs", "10", "--n-train", "200", "--test-images", "100", "--out", str(out)]
-    report = _example("residual_network").main(argv)
+    report = _example("residual_network", monkeypatch).main(argv)
     layers = [row["layer"] for row in report["layers"]]
     assert layers == [
         "stem",
@@ -48,33 +57,3 @@ def test_residual_network_with_normalization_trains_fits_predicts_and_reports(tm
     assert {"block1.norm1.weight", "down_norm.weight", "down_norm.bias"} <= set(report["outside"])
     assert out.stat().st_size > 0
     assert "(100 images)" in capsys.readouterr().out
-
-
-def test_paper_tables_starts_only_the_relaxed_models_equivariant(tmp_path, monkeypatch):
-    """``--start equivariant`` reaches F-FC+CONV (its own run folder) and not MAP CONV, whose
-    model has no FC path to silence."""
-    tiny = [
-        "--subset",
-        "64",
-        "--test-subset",
-        "32",
-        "--epochs",
-        "5",
-        "--burnin",
-        "5",
-        "--marglik-subset",
-        "64",
-    ]
-    argv = ["paper_tables.py", "table1", "--models", "conv", "f-fc+conv", "--methods", "map"]
-    argv += ["--dataset", "quadrant-mnist", "--alpha", "1", *tiny, "--start", "equivariant"]
-    monkeypatch.setattr("sys.argv", [*argv, "--out", str(tmp_path)])
-    _example("paper_tables").main()
-    folders = sorted(p.name for p in tmp_path.iterdir())
-    assert folders == [
-        "quadrant-mnist-conv-map-seed0",
-        "quadrant-mnist-f-fc+conv-map-equivariant-start-seed0",
-    ]
-    started = json.loads((tmp_path / folders[1] / "results.json").read_text())
-    assert started["settings"]["start"] == "equivariant"
-    conv = json.loads((tmp_path / folders[0] / "results.json").read_text())
-    assert conv["settings"]["start"] == "mixed"

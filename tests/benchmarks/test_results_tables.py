@@ -4,22 +4,17 @@ models' parameter counts)."""
 
 import dataclasses
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from benchmarks import results_tables  # noqa: E402
-from benchmarks.generated_docs import models_md, results_md, speed_md  # noqa: E402
+from benchmarks import results_tables
+from benchmarks.generated_docs import models_md, results_md, speed_md
 
 
 @pytest.mark.parametrize("module", results_tables.DOCUMENTS, ids=lambda m: m.__name__)
 def test_docs_tables_are_generated_from_the_committed_results(module):
     assert module.DOCUMENT.read_text() == module.render(), (
-        f"{module.DOCUMENT} is stale: run python benchmarks/results_tables.py"
+        f"{module.DOCUMENT} is stale: run python -m benchmarks.results_tables"
     )
 
 

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from tests.scripts import load_script
+from benchmarks import structure_figure
 
 
 def _run(folder, name, start, fc_share, paths=("fc", "conv")):
@@ -19,18 +19,17 @@ def _run(folder, name, start, fc_share, paths=("fc", "conv")):
 
 
 def _draw(monkeypatch, folder, *options, more=()):
-    script = load_script("benchmarks", "structure_figure")
     drawn = []
 
     def mean_shares(runs):
         drawn.extend(runs)
         return ["layer1"], {"fc": [0.1], "conv": [0.9]}, [[0.0], [0.0]]
 
-    monkeypatch.setattr(script, "mean_shares", mean_shares)
+    monkeypatch.setattr(structure_figure, "mean_shares", mean_shares)
     folders = [str(f) for f in (folder, *more)]
     argv = ["structure_figure.py", *folders, "--out", str(folder / "f.png"), *options]
     monkeypatch.setattr(sys, "argv", argv)
-    script.main()
+    structure_figure.main()
     return [run["settings"]["start"] for run in drawn]
 
 

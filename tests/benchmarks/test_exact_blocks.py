@@ -5,14 +5,9 @@ import math
 import pytest
 import torch
 
+from benchmarks import exact_blocks
 from laplace_equivariance import models
 from tests.curvature.reference import exact_ggn_curvlinops
-from tests.scripts import load_script
-
-
-def _benchmark():
-    return load_script("benchmarks", "exact_blocks")
-
 
 LAYER_TWO = ["layer2.conv.weight", "layer2.fc.input_map.weight", "layer2.fc.output_map.weight"]
 
@@ -28,7 +23,7 @@ def test_exact_blocks_are_the_curvlinops_ggn_restricted_to_each_tensor(name):
     model = model.double().eval()
     x = torch.randn(6, 1, 16, 16, dtype=torch.float64)
     y = torch.randint(0, 3, (6,))
-    blocks = _benchmark().exact_blocks(model, LAYER_TWO, x, chunk=4)
+    blocks = exact_blocks.exact_blocks(model, LAYER_TWO, x, chunk=4)
     for other, parameter in model.named_parameters():
         parameter.requires_grad_(other == name)  # curvlinops' GGN of this tensor alone
     reference = exact_ggn_curvlinops(model, x, y, "classification")
@@ -37,7 +32,7 @@ def test_exact_blocks_are_the_curvlinops_ggn_restricted_to_each_tensor(name):
 
 def test_occam_terms_of_known_eigenvalues():
     values = torch.tensor([3.0, 1.0, 0.0, -1e-12])
-    terms = _benchmark().occam(values, delta=1.0)
+    terms = exact_blocks.occam(values, delta=1.0)
     assert terms["trace"] == 4.0
     assert math.isclose(terms["gamma"], 0.75 + 0.5)
     assert math.isclose(terms["log_det_term"], math.log(4.0) + math.log(2.0))
@@ -51,8 +46,7 @@ def test_occam_of_a_block_by_cholesky_equals_its_eigenvalues(delta):
     torch.manual_seed(0)
     rows = torch.randn(20, 50, dtype=torch.float64) * torch.logspace(-3, 3, 20)[:, None]
     block = rows.T @ rows
-    benchmark = _benchmark()
-    by_cholesky = benchmark.occam_of_block(block, delta, columns=16)  # 16, 16, 16, 2
-    by_eigenvalues = benchmark.occam(torch.linalg.eigvalsh(block), delta)
+    by_cholesky = exact_blocks.occam_of_block(block, delta, columns=16)  # 16, 16, 16, 2
+    by_eigenvalues = exact_blocks.occam(torch.linalg.eigvalsh(block), delta)
     for key, value in by_eigenvalues.items():
         assert math.isclose(by_cholesky[key], value, rel_tol=2e-6, abs_tol=2e-6), key

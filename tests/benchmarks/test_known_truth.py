@@ -16,11 +16,7 @@ import argparse
 import pytest
 import torch
 
-from tests.scripts import load_script
-
-
-def _benchmark():
-    return load_script("benchmarks", "known_truth")
+from benchmarks import known_truth
 
 
 def _defaults() -> argparse.Namespace:
@@ -51,7 +47,7 @@ def _defaults() -> argparse.Namespace:
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_shifted_digits_switch_fc_off(seed):
     torch.set_num_threads(1)
-    result = _benchmark().run(_defaults(), "shifted-digits", seed)
+    result = known_truth.run(_defaults(), "shifted-digits", seed)
     shares = [row["fc_relative"] for row in result["layers"]]
     assert max(shares[:3]) < 0.1, shares
     assert result["shift_consistency"] > 0.85
@@ -61,7 +57,7 @@ def test_shifted_digits_switch_fc_off(seed):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_quadrant_of_digit_keeps_fc(seed):
     torch.set_num_threads(1)
-    result = _benchmark().run(_defaults(), "quadrant-of-digit", seed)
+    result = known_truth.run(_defaults(), "quadrant-of-digit", seed)
     shares = [row["fc_relative"] for row in result["layers"]]
     assert result["test_accuracy"] >= 0.9
     assert max(shares) > 0.5, shares
@@ -75,17 +71,16 @@ def test_a_prior_per_tensor_switches_fc_further_off(seed):
     torch.set_num_threads(1)
     settings = _defaults()
     settings.prior_structure = "layerwise"
-    result = _benchmark().run(settings, "shifted-digits", seed)
+    result = known_truth.run(settings, "shifted-digits", seed)
     shares = [row["fc_relative"] for row in result["layers"]]
     assert max(shares[:3]) < 0.02, shares
 
 
 def test_defaults_are_the_benchmarks():
     """The slow tests above run what the committed table reports."""
-    module = _benchmark()
     parser_defaults = {
         action.dest: action.default
-        for action in module.build_parser()._actions
+        for action in known_truth.build_parser()._actions
         if action.dest in vars(_defaults())
     }
     assert parser_defaults == vars(_defaults())
@@ -93,9 +88,8 @@ def test_defaults_are_the_benchmarks():
 
 def test_the_docs_tables_are_the_committed_results():
     """docs/learned_structure.md's tables are what the committed JSONs give."""
-    module = _benchmark()
-    folders = [module.RESULTS / name for name in module.TABLE_ORDER]
-    module.write_table([f for f in folders if f.is_dir()], module.DOCUMENT, check=True)
+    folders = [known_truth.RESULTS / name for name in known_truth.TABLE_ORDER]
+    known_truth.write_table([f for f in folders if f.is_dir()], known_truth.DOCUMENT, check=True)
 
 
 @pytest.mark.slow
@@ -112,7 +106,7 @@ def test_started_equivariant_fc_switches_on_only_where_position_matters(start, t
     settings = _defaults()
     settings.prior_structure = "layerwise"
     settings.start = start
-    result = _benchmark().run(settings, task, seed)
+    result = known_truth.run(settings, task, seed)
     shares = [row["fc_relative"] for row in result["layers"]]
     if task == "shifted-digits":
         assert max(shares) < 0.05, shares

@@ -2,30 +2,24 @@
 
 import torch
 
+from benchmarks import path_scale
 from laplace_equivariance.layers import CircularConv2d, RelaxedLayer
-from tests.scripts import load_script
-
-
-def _benchmark():
-    return load_script("benchmarks", "path_scale")
 
 
 def test_mean_is_the_reference_codes_combination_only_inside_the_block():
-    module = _benchmark()
     layer = RelaxedLayer({"a": CircularConv2d(1, 2, 3, 4), "b": CircularConv2d(1, 2, 3, 4)})
     x = torch.randn(3, 1, 4, 4)
-    with module.combined_by("mean"):
+    with path_scale.combined_by("mean"):
         torch.testing.assert_close(layer(x), (layer.a(x) + layer.b(x)) / 2)
     torch.testing.assert_close(layer(x), (layer.a(x) + layer.b(x)) / 2**0.5)
 
 
 def test_a_run_records_the_initial_scales_and_every_epoch():
-    result = _benchmark().run(seed=0, combination="mean", epochs=1, n_train=64)
+    result = path_scale.run(seed=0, combination="mean", epochs=1, n_train=64)
     assert len(result["init_layer_std"]) == 8 and len(result["epochs"]) == 1
     assert result["init_layer_std"][-1] < 0.3 * result["init_layer_std"][0]
     assert {"loss", "accuracy", "norm2"} <= set(result["epochs"][0])
 
 
 def test_the_docs_table_is_the_committed_results():
-    module = _benchmark()
-    module.write_table(module.RESULTS, module.DOCUMENT, check=True)
+    path_scale.write_table(path_scale.RESULTS, path_scale.DOCUMENT, check=True)

@@ -2,14 +2,10 @@
 
 import torch
 
+from benchmarks import factor_balance
 from laplace_equivariance import models
 from laplace_equivariance.layers import FactoredLinear2d
 from laplace_equivariance.priors import parameter_paths
-from tests.scripts import load_script
-
-
-def _benchmark():
-    return load_script("benchmarks", "factor_balance")
 
 
 def _report(model: torch.nn.Module) -> dict:
@@ -28,7 +24,7 @@ def _report(model: torch.nn.Module) -> dict:
 
 def test_learned_precisions_come_back_in_parameter_order():
     model = models.build("f-fc+conv", (1, 32, 32), 3, alpha=1)
-    precisions = _benchmark().learned_precisions(model, _report(model))
+    precisions = factor_balance.learned_precisions(model, _report(model))
     assert precisions == [k + 1.0 for k in range(len(list(model.parameters())))]
 
 
@@ -38,7 +34,7 @@ def test_balancing_under_precisions_equalises_each_pairs_prior_terms():
     precisions = torch.rand(len(list(model.parameters())), dtype=torch.float64) * 100 + 0.1
     x = torch.randn(4, 1, 32, 32, dtype=torch.float64)
     before = model(x)
-    _benchmark().balance(model, precisions)
+    factor_balance.balance(model, precisions)
     torch.testing.assert_close(model(x), before, rtol=1e-10, atol=1e-10)
     index = {id(p): k for k, p in enumerate(model.parameters())}
     for module in model.modules():

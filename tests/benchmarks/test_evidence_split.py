@@ -5,8 +5,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from benchmarks import evidence_split
 from laplace_equivariance import models
-from tests.scripts import load_script
 
 
 def test_terms_add_up_to_the_evidence_and_every_tensor_is_counted_once():
@@ -17,7 +17,7 @@ def test_terms_add_up_to_the_evidence_and_every_tensor_is_counted_once():
     loader = DataLoader(TensorDataset(x, y), batch_size=4)
     sizes = [p.numel() for p in model.parameters()]
     precisions = torch.logspace(-1, 2, len(sizes), dtype=torch.float64)
-    split = load_script("benchmarks", "evidence_split").split(model, loader, precisions)
+    split = evidence_split.split(model, loader, precisions)
     paths = [terms for layer in split["layers"].values() for terms in layer.values()]
     assert [set(layer) for layer in split["layers"].values()] == [{"fc", "conv"}] * 8
     total = split["data"] + sum(t["prior"] + t["occam"] for t in [*paths, split["outside"]])

@@ -6,10 +6,10 @@ import statistics
 import pytest
 import torch
 
+from benchmarks import shift_errors
 from laplace_equivariance import path_shift_errors
 from laplace_equivariance.cli import main
 from laplace_equivariance.runs import load_trained
-from tests.scripts import load_script
 
 TINY = ["--subset", "64", "--test-subset", "16", "--epochs", "2", "--alpha", "1"]
 TINY += ["--burnin", "1", "--marglik-frequency", "1", "--hypersteps", "1", "--device", "cpu"]
@@ -24,7 +24,7 @@ def run(tmp_path_factory):
 
 
 def test_each_error_is_the_mean_over_the_three_quadrant_shifts(run):
-    measured = load_script("benchmarks", "shift_errors").measure(run, images=8)
+    measured = shift_errors.measure(run, images=8)
     model, data = load_trained(run)
     x = data.x_test[:8]
     per_shift = [path_shift_errors(model.eval(), x, s) for s in ((16, 0), (0, 16), (16, 16))]
@@ -43,6 +43,6 @@ def test_each_error_is_the_mean_over_the_three_quadrant_shifts(run):
 
 
 def test_a_silent_path_has_no_error():
-    mean_or_none = load_script("benchmarks", "shift_errors").mean_or_none
+    mean_or_none = shift_errors.mean_or_none
     assert mean_or_none([0.5, None, 0.1]) is None
     assert mean_or_none([0.5, 0.1, 0.3]) == pytest.approx(0.3)
