@@ -26,7 +26,6 @@ keyword arguments, not a change of defaults::
 from __future__ import annotations
 
 import copy
-import enum
 import math
 import os
 import time
@@ -49,7 +48,8 @@ from torch.optim import SGD, Adam, Optimizer
 from torch.optim.lr_scheduler import CosineAnnealingLR, LRScheduler
 from torch.utils.data import DataLoader
 
-from laplace_equivariance import distributed
+from laplace_equivariance import checkpoint, distributed
+from laplace_equivariance.checkpoint import CheckpointError
 from laplace_equivariance.curvature import EquivariantKFAC
 from laplace_equivariance.curvature.monte_carlo import check_sample_count
 from laplace_equivariance.curvature.rules import KFAC_APPROXIMATIONS
@@ -69,10 +69,6 @@ LIKELIHOODS = ("classification", "regression")
 
 OPTIMIZERS = ("adam", "sgd")
 """Optimisers of :func:`paper_schedule`: the paper's text (Adam) and its code (SGD)."""
-
-
-class CheckpointError(ValueError):
-    """A checkpoint file that cannot be read, or that was written for another run."""
 
 
 def marglik_step_epochs(n_epochs: int, n_epochs_burnin: int, marglik_frequency: int) -> list[int]:
@@ -302,77 +298,6 @@ def _requiring_grad(tensors: list[torch.Tensor]) -> Iterator[None]:
     finally:
         for tensor in tensors:
             tensor.requires_grad_(False)
-
-
-RESULT_OPTIONS = (
-    "likelihood",
-    "hessian_structure",
-    "backend",
-    "optimizer_cls",
-    "optimizer_kwargs",
-    "scheduler_cls",
-    "scheduler_kwargs",
-    "lr_hyp",
-    "prior_structure",
-    "n_epochs_burnin",
-    "n_hypersteps",
-    "marglik_frequency",
-    "prior_prec_init",
-    "sigma_noise_init",
-    "temperature",
-    "fix_sigma_noise",
-    "enable_backprop",
-    "dict_key_x",
-    "dict_key_y",
-    "stochastic",
-    "n_mc_samples",
-    "kfac_approx",
-    "lengthscale_derivative",
-    "balance_factors",
-)
-"""The options of :func:`marglik_training` that change what training computes: a checkpoint
-records them and a resume with any of them changed is refused. Not among them: the loaders
-(not recordable), ``n_epochs`` (a run may be extended: without a scheduler the epochs
-after the checkpoint's are those of a longer run, and a scheduler's length is in its
-``scheduler_kwargs``; a run shorter than the checkpoint's epoch is refused),
-``progress_bar``, ``callback``, ``checkpoint``, ``final_laplace`` and
-``restore_best`` (which approximation and epoch are returned, not how training goes) and
-``held_until_fit`` (recorded by name on its own)."""
-
-
-def _described(value: Any) -> str:
-    """A setting as the checkpoint records it.
-
-    Classes and functions by qualified name (a function's ``repr`` holds its address, which
-    differs in every process, so a resume with the same ``lr_lambda`` would read as changed),
-    enums by value, dicts and lists item by item, everything else by ``repr``.
-    """
-    if isinstance(value, type) or callable(value):
-        name = getattr(value, "__qualname__", type(value).__qualname__)
-        return f"{getattr(value, '__module__', type(value).__module__)}.{name}"
-    if isinstance(value, enum.Enum):
-        return repr(value.value)
-    if isinstance(value, dict):
-        return repr(sorted((str(k), _described(v)) for k, v in value.items()))
-    if isinstance(value, (list, tuple)):
-        return repr([_described(v) for v in value])
-    return repr(value)
-
-
-def _named_few(names: list[str], shown: int = 3) -> str:
-    """``names`` for a message: the first ``shown`` of them and how many more, or "nothing"."""
-    if not names:
-        return "nothing"
-    more = f" and {len(names) - shown} more" if len(names) > shown else ""
-    return f"{len(names)} parameter(s) ({', '.join(names[:shown])}{more})"
-
-
-def _save_atomically(state: dict[str, Any], path: Path) -> None:
-    """Write ``state`` next to ``path`` and rename, so a crash never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(path.suffix + ".partial")
-    torch.save(state, partial)
-    os.replace(partial, path)
 
 
 def _split_batch(batch: Any, key_y: str, device: torch.device) -> tuple[Any, torch.Tensor]:
@@ -732,150 +657,13 @@ class _Trainer:
 
     def save(self) -> None:
         """Write the whole training state to the checkpoint file (if any), from rank 0."""
-        if self.path is None:
-            return
-        if distributed.rank() != 0:
-            distributed.barrier()
-            return
-        state = {
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": None if self.scheduler is None else self.scheduler.state_dict(),
-            "hyper_optimizer": self.hyper_optimizer.state_dict(),
-            "log_prior_prec": self.log_prior_prec.detach().clone(),
-            "log_sigma_noise": None
-            if self.log_sigma_noise is None
-            else self.log_sigma_noise.detach().clone(),
-            "rng": torch.get_rng_state(),
-            "state": vars(self.progress),
-            "world_size": distributed.world_size(),
-            "held_until_fit": self.held_names,
-            "settings": self.settings_record(),
-        }
-        _save_atomically(state, self.path)
-        distributed.barrier()
-
-    def settings_record(self) -> dict[str, str]:
-        """Every option of :data:`RESULT_OPTIONS`, as the checkpoint records it."""
-        return {name: _described(getattr(self.options, name)) for name in RESULT_OPTIONS}
-
-    def _check_settings(self, saved: dict[str, Any]) -> None:
-        """Refuse a resume whose result-changing options differ from the checkpoint's.
-
-        Raises:
-            CheckpointError: Naming every option that differs, with both values, or if the
-                checkpoint holds an epoch past this run's ``n_epochs``.
-        """
-        epoch = saved["state"]["epoch"]
-        if epoch > self.options.n_epochs:
-            raise CheckpointError(
-                f"Checkpoint {self.path} holds epoch {epoch}, past this run's "
-                f"n_epochs={self.options.n_epochs}: pass n_epochs of at least {epoch} to "
-                "resume it, or delete the checkpoint to start afresh."
-            )
-        recorded = saved.get("settings")
-        if recorded is None:
-            warnings.warn(
-                f"Checkpoint {self.path} was written by an older version, which did not record "
-                "its settings: this run's settings are taken as the checkpoint's, unchecked.",
-                stacklevel=4,
-            )
-            return
-        now = self.settings_record()
-        changed = [
-            f"{name}: {recorded.get(name, 'absent')} -> {now[name]}"
-            for name in RESULT_OPTIONS
-            if recorded.get(name) != now[name]
-        ]
-        if changed:
-            raise CheckpointError(
-                f"Checkpoint {self.path} was written with other settings ({'; '.join(changed)}): "
-                "resuming would continue the saved run as if they applied. Pass the saved "
-                "settings to resume, or delete the checkpoint (or pass another path) to start "
-                "afresh with these."
-            )
+        checkpoint.save(self)
 
     def resume(self) -> None:
-        """Load the checkpoint file if it exists.
-
-        Raises:
-            CheckpointError: If it cannot be read (corrupt, empty, truncated), was written
-                with other settings (:data:`RESULT_OPTIONS`), or for another model, prior
-                structure, likelihood or scheduler.
-        """
-        if self.path is None or not self.path.exists():
-            return
-        try:
-            saved = torch.load(self.path, map_location=self.device, weights_only=False)
-        except Exception as error:  # unpickling errors have no common base class
-            raise CheckpointError(
-                f"Checkpoint {self.path} cannot be read ({type(error).__name__}: {error}): it "
-                "is corrupt, empty or truncated. Delete it to start afresh."
-            ) from error
-        if not isinstance(saved, dict) or not {"model", "optimizer", "state"} <= set(saved):
-            raise CheckpointError(
-                f"Checkpoint {self.path} is not a marglik_training checkpoint. Delete it or "
-                "pass another checkpoint path to start afresh."
-            )
-        self._check_settings(saved)
-        try:
-            if saved["log_prior_prec"].shape != self.log_prior_prec.shape:
-                raise RuntimeError(
-                    f"it holds {saved['log_prior_prec'].numel()} prior precision(s), this run "
-                    f"{self.log_prior_prec.numel()} (another prior_structure)"
-                )
-            self.model.load_state_dict(saved["model"])
-            if (saved["scheduler"] is None) != (self.scheduler is None):
-                raise RuntimeError("the run has a scheduler and the checkpoint not, or reverse")
-            if (saved.get("log_sigma_noise") is None) != (self.log_sigma_noise is None):
-                raise RuntimeError("the checkpoint is of another likelihood")
-            with torch.no_grad():
-                self.log_prior_prec.copy_(saved["log_prior_prec"])
-                if self.log_sigma_noise is not None:
-                    self.log_sigma_noise.copy_(saved["log_sigma_noise"])
-        except RuntimeError as error:
-            raise CheckpointError(
-                f"Checkpoint {self.path} does not fit this run: it was written for another "
-                "model, prior structure, likelihood or scheduler, or by an older version. "
-                f"Delete it or pass another checkpoint path to start afresh. {error}"
-            ) from error
-        saved_held = saved.get("held_until_fit")
-        if saved_held is None and self.held_names:
-            warnings.warn(
-                f"Checkpoint {self.path} was written by an older version, which did not record "
-                "the parameters held until the first fit: this run's held_until_fit is taken "
-                "as the checkpoint's, unchecked.",
-                stacklevel=3,
-            )
-        elif saved_held is not None and saved_held != self.held_names:
-            raise CheckpointError(
-                f"Checkpoint {self.path} was written by a run that held "
-                f"{_named_few(saved_held)} until the first fit, and this run holds "
-                f"{_named_few(self.held_names)}: resuming would mix two schedules. Pass the "
-                "same held_until_fit, or delete the checkpoint to start afresh."
-            )
-        self.optimizer.load_state_dict(saved["optimizer"])
-        if self.scheduler is not None:
-            self.scheduler.load_state_dict(saved["scheduler"])
-        self.hyper_optimizer.load_state_dict(saved["hyper_optimizer"])
-        torch.set_rng_state(saved["rng"])
-        written_by = saved.get("world_size", 1)
-        if written_by != distributed.world_size():
-            warnings.warn(
-                f"Checkpoint {self.path} was written by {written_by} process(es) and resumes in "
-                f"{distributed.world_size()}: weights, optimisers and hyperparameters carry "
-                "over, but the data order (and so the digits) differs from an uninterrupted run.",
-                stacklevel=3,
-            )
-        state = dict(saved["state"])
-        if "seconds" not in state:
-            warnings.warn(
-                f"Checkpoint {self.path} has no record of its epochs' wall time (written by "
-                "an older version): the reported time counts only the epochs run from now on.",
-                stacklevel=3,
-            )
-            state["seconds"] = 0.0
-        self.progress = _Progress(**state)
+        """Load the checkpoint file, if it exists (:func:`.checkpoint.resume`)."""
+        state = checkpoint.resume(self)
+        if state is not None:
+            self.progress = _Progress(**state)
 
     def finish(self) -> BaseLaplace | None:
         """Restore the best epoch (if tracked) and fit the returned Laplace approximation."""
