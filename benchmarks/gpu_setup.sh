@@ -17,6 +17,6 @@ mkdir -p "$OUT"
 # (at most 240 s), into $OUT/cuda-tests.xml and $OUT/cuda-tests.log; `wait` collects it.
 start_cuda_tests() {
     timeout 240 python3 -m pytest -q -n 2 -k cuda tests/curvature tests/layers \
-        tests/test_models.py tests/test_lengthscales.py --junitxml="$OUT/cuda-tests.xml" \
+        tests/test_models.py tests/curvature/test_lengthscales.py --junitxml="$OUT/cuda-tests.xml" \
         > "$OUT/cuda-tests.log" 2>&1 &
 }

@@ -1,6 +1,6 @@
 """The lengthscale gradients of the marginal likelihood: accuracy and cost.
 
-``laplace_equivariance.lengthscales.log_marginal_likelihood`` offers the total derivative
+``laplace_equivariance.curvature.lengthscales.log_marginal_likelihood`` offers the total derivative
 (every Kronecker factor recomputed under autograd) and a partial one (data fit and the
 projected factor ``Phi(omega)^T S Phi(omega)`` only). This script prints, in float64 on
 one-layer S-FC and S-CONV models (10 examples, 3 classes, seed 0), both gradients beside the
@@ -27,8 +27,11 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from benchmarks.report import environment, write
 from laplace_equivariance import EquivariantKFAC, models
+from laplace_equivariance.curvature.lengthscales import (
+    lengthscale_hyperparameters,
+    log_marginal_likelihood,
+)
 from laplace_equivariance.layers import SparseCircularConv2d, SparseFactoredLinear2d
-from laplace_equivariance.lengthscales import lengthscale_hyperparameters, log_marginal_likelihood
 
 K, STEP = 3, 1e-5
 HYPER = {"lengthscale_mode": "hyperparameter", "lengthscale": 0.8}

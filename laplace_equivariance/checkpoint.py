@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 import os
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,23 @@ import torch
 
 from laplace_equivariance import distributed
 
-__all__ = ["RESULT_OPTIONS", "CheckpointError", "described", "resume", "save"]
+__all__ = ["RESULT_OPTIONS", "CheckpointError", "Progress", "described", "resume", "save"]
+
+
+@dataclass
+class Progress:
+    """What a checkpoint keeps besides the optimisers.
+
+    Epochs done, traces, best epoch, and time: in all and of each epoch (its
+    marginal-likelihood fit included).
+    """
+
+    epoch: int = 0
+    margliks: list[float] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    best: dict[str, Any] | None = None
+    seconds: float = 0.0
+    epoch_seconds: list[float] = field(default_factory=list)
 
 
 class CheckpointError(ValueError):
@@ -170,7 +187,7 @@ def check_settings(trainer: Any, saved: dict[str, Any]) -> None:
         )
 
 
-def resume(trainer: Any) -> dict[str, Any] | None:
+def resume(trainer: Any) -> Progress | None:
     """Load the checkpoint file into ``trainer``, if it exists.
 
     Returns:
@@ -254,4 +271,4 @@ def resume(trainer: Any) -> dict[str, Any] | None:
             stacklevel=4,
         )
         state["seconds"] = 0.0
-    return state
+    return Progress(**state)

@@ -48,6 +48,7 @@ from laplace_equivariance.config import (
     _check_applicable,
     default_start,
 )
+from laplace_equivariance.curvature.lengthscales import DERIVATIVES
 from laplace_equivariance.data import DATASETS
 from laplace_equivariance.experiment import (
     PATH_OUTPUT_EXAMPLES,
@@ -64,10 +65,7 @@ from laplace_equivariance.invariance import (
     OBJECTIVES,
 )
 from laplace_equivariance.layers import LengthscaleMode
-from laplace_equivariance.lengthscales import DERIVATIVES
-from laplace_equivariance.marglik import (
-    OPTIMIZERS,
-)
+from laplace_equivariance.schedule import OPTIMIZERS
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -15,9 +15,7 @@ from laplace_equivariance import models
 from laplace_equivariance.invariance import (
     InvariantWeightsNet,
 )
-from laplace_equivariance.marglik import (
-    marglik_step_epochs,
-)
+from laplace_equivariance.schedule import marglik_step_epochs
 
 INVARIANT_WEIGHTS = "invariant-weights"
 """``--model`` name of the invariant-weights network."""

@@ -9,7 +9,7 @@ statistics of lengthscale hyperparameters and the loss on each rank's shard and 
 across the ranks once per fit: every factor is a sum over examples (``A`` is divided by the
 full data set's size on every rank, since ``len(loader.dataset)`` is the whole set), so the
 sum is the single-process fit and every rank ends with the same approximation.
-:func:`laplace_equivariance.lengthscales.log_marginal_likelihood` sums its data-fit term and
+:func:`.curvature.lengthscales.log_marginal_likelihood` sums its data-fit term and
 its lengthscale gradients across the ranks too. Without a process group, or with one rank,
 nothing changes.
 

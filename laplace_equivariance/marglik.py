@@ -32,7 +32,6 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,248 +43,24 @@ from laplace.curvature.curvature import CurvatureInterface
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.nn.utils import parameters_to_vector
-from torch.optim import SGD, Adam, Optimizer
-from torch.optim.lr_scheduler import CosineAnnealingLR, LRScheduler
+from torch.optim import Adam, Optimizer
+from torch.optim.lr_scheduler import LRScheduler
 from torch.utils.data import DataLoader
 
 from laplace_equivariance import checkpoint, distributed
-from laplace_equivariance.checkpoint import CheckpointError
+from laplace_equivariance.checkpoint import CheckpointError, Progress
 from laplace_equivariance.curvature import EquivariantKFAC
-from laplace_equivariance.curvature.monte_carlo import check_sample_count
-from laplace_equivariance.curvature.rules import KFAC_APPROXIMATIONS
-from laplace_equivariance.layers import FactoredLinear2d
-from laplace_equivariance.lengthscales import (
-    DERIVATIVES,
+from laplace_equivariance.curvature.lengthscales import (
     lengthscale_hyperparameters,
     log_marginal_likelihood,
 )
+from laplace_equivariance.factor_balance import balance
 from laplace_equivariance.loader_size import counted, examples_in
+from laplace_equivariance.marglik_options import MarglikOptions
 from laplace_equivariance.priors import PriorGroups, PriorStructure
+from laplace_equivariance.schedule import marglik_step_epochs, paper_schedule
 
 __all__ = ["CheckpointError", "marglik_step_epochs", "marglik_training", "paper_schedule"]
-
-LIKELIHOODS = ("classification", "regression")
-
-
-OPTIMIZERS = ("adam", "sgd")
-"""Optimisers of :func:`paper_schedule`: the paper's text (Adam) and its code (SGD)."""
-
-
-def marglik_step_epochs(n_epochs: int, n_epochs_burnin: int, marglik_frequency: int) -> list[int]:
-    """The epochs of :func:`marglik_training` that end with a marginal-likelihood fit.
-
-    Epoch ``e`` (counted from 1) takes hyperparameter steps when ``e >= n_epochs_burnin``
-    and ``e % marglik_frequency == 0`` (laplace-torch's rule).
-
-    Args:
-        n_epochs: Epochs of training.
-        n_epochs_burnin: Epochs before the first fit.
-        marglik_frequency: Epochs between fits (at least 1).
-
-    Returns:
-        The epochs, ascending; empty when the run learns no hyperparameter.
-    """
-    first = max(n_epochs_burnin, 1)
-    first += (-first) % marglik_frequency
-    return list(range(first, n_epochs + 1, marglik_frequency))
-
-
-def paper_schedule(
-    n_epochs: int,
-    steps_per_epoch: int,
-    lr: float = 0.01,
-    optimizer: str = "adam",
-    marglik: bool = True,
-    n_epochs_burnin: int = 10,
-    marglik_frequency: int = 5,
-    lr_min: float = 0.0,
-) -> dict[str, Any]:
-    """The paper's training schedule (App. F.6) as keyword arguments of :func:`marglik_training`.
-
-    Adam with learning rate ``lr`` for the weights (``optimizer="sgd"``: SGD with momentum
-    0.9, which the reference code's ``classification_image.py`` uses for every model although
-    App. F.6 names Adam), cosine-annealed to 0 over all
-    ``n_epochs * steps_per_epoch`` batches (``lr_min`` for another end; the scheduler steps
-    after every batch); Adam with
-    learning rate 0.1 for the hyperparameters; 10 burn-in epochs; every 5 epochs a Laplace
-    fit and 20 hyperparameter steps on it (``n_hypersteps_prior: 20`` of the reference code's
-    ``configs/cifar10.yaml``, which its Table 1 scripts use); unit prior variances at the
-    start. The command line trains with it.
-
-    The precisions must grow by orders of magnitude for a path to switch off (App. D: FC
-    precisions of 1e6-1e7): at learning rate 0.1 in the log precision, one step every 5
-    epochs moves a precision by at most a factor ``e`` in 50 epochs, 20 steps by ``e^2`` at
-    every fit (docs/learned_structure.md measures both).
-
-    Args:
-        n_epochs: Epochs of training.
-        steps_per_epoch: Batches per epoch, ``len(train_loader)``.
-        lr: Initial learning rate of the weights.
-        optimizer: ``"adam"`` or ``"sgd"`` (momentum 0.9).
-        marglik: Learn the prior precisions (the paper's method); False: the MAP baseline
-            at unit prior variances, the same schedule without a marginal-likelihood step
-            (``n_epochs_burnin = n_epochs + 1``).
-        n_epochs_burnin: Burn-in epochs of a learning run (the paper's 10).
-        marglik_frequency: Epochs between marginal-likelihood fits (the paper's 5).
-        lr_min: Learning rate at the end of the cosine schedule (the paper's 0; the reference
-            code's ``lr_min``).
-
-    Returns:
-        ``optimizer_cls``, ``optimizer_kwargs``, ``scheduler_cls``, ``scheduler_kwargs``,
-        ``n_epochs``, ``lr_hyp``, ``n_epochs_burnin``, ``n_hypersteps``,
-        ``marglik_frequency`` and ``prior_prec_init``; override any by updating the dict.
-
-    Raises:
-        ValueError: For an optimiser other than ``"adam"`` and ``"sgd"``, or with
-            ``marglik=True`` for a run too short for any marginal-likelihood step
-            (:func:`marglik_step_epochs`; with the paper's burn-in, fewer than 10 epochs):
-            nothing would be learned.
-    """
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}.")
-    burnin, frequency = n_epochs_burnin, marglik_frequency
-    if marglik and not marglik_step_epochs(n_epochs, burnin, frequency):
-        raise ValueError(
-            f"paper_schedule(n_epochs={n_epochs}) takes no marginal-likelihood step (burn-in "
-            f"{burnin} epochs, a fit every {frequency}): train longer, give a shorter "
-            "n_epochs_burnin, or pass marglik=False for MAP."
-        )
-    return {
-        "optimizer_cls": Adam if optimizer == "adam" else SGD,
-        "optimizer_kwargs": {"lr": lr} if optimizer == "adam" else {"lr": lr, "momentum": 0.9},
-        "scheduler_cls": CosineAnnealingLR,
-        "scheduler_kwargs": {"T_max": max(1, n_epochs * steps_per_epoch), "eta_min": lr_min},
-        "n_epochs": n_epochs,
-        "lr_hyp": 0.1,
-        "n_epochs_burnin": burnin if marglik else n_epochs + 1,
-        "n_hypersteps": 20,
-        "marglik_frequency": frequency,
-        "prior_prec_init": 1.0,
-    }
-
-
-MOMENT_POWERS = {"exp_avg": 1, "momentum_buffer": 1, "exp_avg_sq": 2, "max_exp_avg_sq": 2}
-"""Optimiser state of a weight, and the power of the weight's scale that divides it when the
-weight is rescaled (gradients scale inversely)."""
-
-
-@dataclass
-class _Options:
-    """Every argument of :func:`marglik_training` but the model and the loader."""
-
-    likelihood: str
-    hessian_structure: str
-    backend: type[CurvatureInterface]
-    optimizer_cls: type[Optimizer]
-    optimizer_kwargs: dict | None
-    scheduler_cls: type[LRScheduler] | None
-    scheduler_kwargs: dict | None
-    n_epochs: int
-    lr_hyp: float
-    prior_structure: PriorStructure | str
-    n_epochs_burnin: int
-    n_hypersteps: int
-    marglik_frequency: int
-    prior_prec_init: float
-    sigma_noise_init: float
-    temperature: float
-    fix_sigma_noise: bool
-    progress_bar: bool
-    enable_backprop: bool
-    dict_key_x: str
-    dict_key_y: str
-    marglik_loader: DataLoader | None
-    stochastic: bool
-    n_mc_samples: int
-    kfac_approx: str
-    callback: Callable[[int, dict[str, Any]], None] | None
-    checkpoint: str | os.PathLike | None
-    final_laplace: bool
-    lengthscale_derivative: str
-    restore_best: bool
-    balance_factors: bool
-    held_until_fit: tuple[nn.Parameter, ...]
-
-    def check(self, lengthscales: dict[str, torch.Tensor]) -> None:
-        """Raise ValueError, before any training, for options that cannot work together."""
-        if self.likelihood not in LIKELIHOODS:
-            raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {self.likelihood!r}.")
-        if self.n_hypersteps < 1 or self.marglik_frequency < 1:
-            raise ValueError(
-                f"n_hypersteps ({self.n_hypersteps}) and marglik_frequency "
-                f"({self.marglik_frequency}) must be at least 1; to train without "
-                "marginal-likelihood steps, set n_epochs_burnin above n_epochs."
-            )
-        is_equivariant = issubclass(self.backend, EquivariantKFAC)
-        if lengthscales and (self.hessian_structure != "kron" or not is_equivariant):
-            raise ValueError(
-                f"Lengthscale hyperparameters ({list(lengthscales)}) are learned through the "
-                "KFAC curvature only: use hessian_structure='kron' and backend=EquivariantKFAC."
-            )
-        if distributed.world_size() > 1 and (
-            self.hessian_structure != "kron" or not is_equivariant
-        ):
-            raise ValueError(
-                "In a process group only the 'kron' fits of EquivariantKFAC are summed over the "
-                f"ranks; with hessian_structure={self.hessian_structure!r} and "
-                f"backend={self.backend.__name__} each rank would learn its own "
-                "hyperparameters: use hessian_structure='kron' and backend=EquivariantKFAC (on "
-                "stock layers it gives AsdlGGN's factors), or train in one process."
-            )
-        if lengthscales and self.likelihood != "classification":
-            raise ValueError("Lengthscale hyperparameters are implemented for classification only.")
-        if self.lengthscale_derivative not in DERIVATIVES:
-            raise ValueError(
-                f"lengthscale_derivative must be one of {DERIVATIVES}, got "
-                f"{self.lengthscale_derivative!r}."
-            )
-        if lengthscales and self.lengthscale_derivative == "total" and self.stochastic:
-            raise ValueError(
-                "The total lengthscale derivative needs the exact GGN: pass stochastic=False "
-                "or lengthscale_derivative='partial'."
-            )
-        if self.n_mc_samples != 1 and not (self.stochastic and is_equivariant):
-            raise ValueError(
-                f"n_mc_samples={self.n_mc_samples} sets the samples of EquivariantKFAC's "
-                "Monte-Carlo Fisher: pass stochastic=True and backend=EquivariantKFAC."
-            )
-        check_sample_count(self.n_mc_samples, self.stochastic)
-        if self.kfac_approx not in KFAC_APPROXIMATIONS:
-            raise ValueError(
-                f"kfac_approx must be one of {KFAC_APPROXIMATIONS}, got {self.kfac_approx!r}."
-            )
-        if self.kfac_approx != "expand" and not is_equivariant:
-            raise ValueError(
-                f"kfac_approx={self.kfac_approx!r} is an option of EquivariantKFAC: pass "
-                "backend=EquivariantKFAC."
-            )
-
-    def backend_kwargs(self) -> dict[str, Any] | None:
-        """The Laplace backend's options (None: the backend's defaults, as laplace-torch)."""
-        kwargs: dict[str, Any] = {}
-        if self.stochastic:
-            kwargs["stochastic"] = True
-        if self.n_mc_samples != 1:
-            kwargs["n_mc_samples"] = self.n_mc_samples
-        if self.kfac_approx != "expand":
-            kwargs["kfac_approx"] = self.kfac_approx
-        return kwargs or None
-
-
-@dataclass
-class _Progress:
-    """What a checkpoint keeps besides the optimisers.
-
-    Epochs done, traces, best epoch, and time: in all and of each epoch (its
-    marginal-likelihood fit included).
-    """
-
-    epoch: int = 0
-    margliks: list[float] = field(default_factory=list)
-    losses: list[float] = field(default_factory=list)
-    best: dict[str, Any] | None = None
-    seconds: float = 0.0
-    epoch_seconds: list[float] = field(default_factory=list)
 
 
 @contextmanager
@@ -316,18 +91,9 @@ class _Trainer:
     noise (unless fixed), plus the lengthscale hyperparameters of S-layers.
     """
 
-    def __init__(self, model: nn.Module, train_loader: DataLoader, options: _Options) -> None:
+    def __init__(self, model: nn.Module, train_loader: DataLoader, options: MarglikOptions) -> None:
         self.model, self.train_loader, self.options = model, train_loader, options
-        for name, loader in (
-            ("train_loader", train_loader),
-            ("marglik_loader", options.marglik_loader),
-        ):
-            if loader is not None and (len(loader.dataset) == 0 or len(loader) == 0):
-                raise ValueError(
-                    f"{name} is empty ({len(loader.dataset)} examples, {len(loader)} batches): "
-                    "give it data (check the data set, the subset size, and drop_last with a "
-                    "batch larger than the data)."
-                )
+        options.check_loaders(train_loader)
         self.lengthscales = lengthscale_hyperparameters(model)
         options.check(self.lengthscales)
         self.marglik_loader = options.marglik_loader or train_loader
@@ -371,33 +137,14 @@ class _Trainer:
             options.n_epochs, options.n_epochs_burnin, options.marglik_frequency
         )
         self.first_fit = fits[0] if fits else None
-        self.held = self._check_held(options.held_until_fit)
+        self.held = options.checked_held(model, self.first_fit)
         held_ids = {id(p) for p in self.held}
         self.held_names = sorted(n for n, p in model.named_parameters() if id(p) in held_ids)
-        self.progress = _Progress()
+        self.progress = Progress()
         self.path = Path(options.checkpoint) if options.checkpoint is not None else None
         # in a process group the weights train through DDP (gradients averaged over ranks);
         # the Laplace fits use the model itself on each rank's shard and sum over the ranks
         self.network = DistributedDataParallel(model) if distributed.world_size() > 1 else model
-
-    def _check_held(self, held: tuple[nn.Parameter, ...]) -> tuple[nn.Parameter, ...]:
-        """``held_until_fit``, checked against the model and the schedule."""
-        if not held:
-            return held
-        own = {id(p) for p in self.model.parameters() if p.requires_grad}
-        foreign = sum(id(p) not in own for p in held)
-        if foreign:
-            raise ValueError(
-                f"held_until_fit has {foreign} tensor(s) that are not trainable parameters of "
-                "the model (a parameter of another module, or one with requires_grad=False)."
-            )
-        if self.first_fit is None:
-            raise ValueError(
-                "held_until_fit holds parameters until the first marginal-likelihood fit, and "
-                "this schedule has none: they would be frozen for the whole run. Freeze them "
-                "(requires_grad_(False)) or give a schedule with a fit."
-            )
-        return held
 
     def sigma_noise(self) -> float | torch.Tensor:
         """The observation noise (1 for classification; differentiable when learned)."""
@@ -436,58 +183,12 @@ class _Trainer:
         return la
 
     def balance_factors(self) -> None:
-        """Balance every factored layer's channel pairs under the current precisions.
-
-        Rescales the optimiser's state with the weights: a weight multiplied by ``s`` has
-        gradients divided by ``s``, so first moments (``exp_avg``, ``momentum_buffer``) are
-        divided by ``s`` and second moments (``exp_avg_sq``, ``max_exp_avg_sq``) by ``s^2``.
-        """
-        trainable = [p for p in self.model.parameters() if p.requires_grad]
-        delta = self.groups.per_parameter(self.log_prior_prec.detach().exp())
-        per_tensor = dict(
-            zip(
-                map(id, trainable),
-                (
-                    d.view_as(p)
-                    for d, p in zip(
-                        delta.split([p.numel() for p in trainable]), trainable, strict=True
-                    )
-                ),
-                strict=True,
-            )
+        """Balance every factored layer's channel pairs (:func:`.factor_balance.balance`)."""
+        balance(
+            self.model,
+            self.optimizer,
+            self.groups.per_parameter(self.log_prior_prec.detach().exp()),
         )
-        for module in self.model.modules():
-            if not isinstance(module, FactoredLinear2d):
-                continue
-            theta1, theta2 = module.output_map.weight, module.input_map.weight
-            if not (theta1.requires_grad and theta2.requires_grad):
-                continue
-            scale = module.balance_(per_tensor[id(theta1)], per_tensor[id(theta2)])
-            self._rescale_optimizer_state(theta1, scale.expand_as(theta1))
-            self._rescale_optimizer_state(theta2, (1 / scale)[..., None].expand_as(theta2))
-
-    def _rescale_optimizer_state(self, weight: nn.Parameter, factor: torch.Tensor) -> None:
-        """Rescale ``weight``'s optimiser moments after ``weight`` was multiplied by ``factor``."""
-        state = self.optimizer.state.get(weight, {})
-        unknown = [
-            key
-            for key, value in state.items()
-            if key not in MOMENT_POWERS and torch.is_tensor(value) and value.shape == weight.shape
-        ]
-        if unknown:
-            raise ValueError(
-                f"balance_factors rescales the moment estimates {sorted(MOMENT_POWERS)} of a "
-                f"rescaled weight; {type(self.optimizer).__name__} also keeps {unknown}, which "
-                "it cannot rescale: use Adam, AdamW or SGD, or balance_factors=False."
-            )
-        with torch.no_grad():
-            for key, power in MOMENT_POWERS.items():
-                if (
-                    key in state
-                    and torch.is_tensor(state[key])
-                    and state[key].shape == weight.shape
-                ):
-                    state[key].div_(factor**power)
 
     def map_epoch(self, epoch: int) -> float:
         """One epoch of MAP training (laplace-torch's loss); returns accuracy or mean error."""
@@ -661,9 +362,9 @@ class _Trainer:
 
     def resume(self) -> None:
         """Load the checkpoint file, if it exists (:func:`.checkpoint.resume`)."""
-        state = checkpoint.resume(self)
-        if state is not None:
-            self.progress = _Progress(**state)
+        progress = checkpoint.resume(self)
+        if progress is not None:
+            self.progress = progress
 
     def finish(self) -> BaseLaplace | None:
         """Restore the best epoch (if tracked) and fit the returned Laplace approximation."""
@@ -735,7 +436,7 @@ def marglik_training(
     regression, the log observation noise unless ``fix_sigma_noise``) take ``n_hypersteps``
     Adam steps (lr ``lr_hyp``) on the negative log marginal likelihood. S-layer lengthscales
     built with ``lengthscale_mode="hyperparameter"`` take the same steps (on omega itself) on
-    the gradient of :func:`laplace_equivariance.lengthscales.log_marginal_likelihood` chosen
+    the gradient of :func:`.curvature.lengthscales.log_marginal_likelihood` chosen
     by ``lengthscale_derivative`` (``"total"`` refits before every step after the first).
     At the end the model and hyperparameters at which the best marginal likelihood was
     evaluated are restored (unless ``restore_best=False``) and a Laplace approximation is fitted.
@@ -796,7 +497,7 @@ def marglik_training(
             resume from if it exists (bit for bit on CPU with the same seeds).
         final_laplace: Fit the returned Laplace approximation (False returns ``la=None``).
         lengthscale_derivative: ``"total"`` (exact GGN only) or ``"partial"``, see
-            :mod:`laplace_equivariance.lengthscales`.
+            :mod:`laplace_equivariance.curvature.lengthscales`.
         restore_best: Return the model and hyperparameters of the best marginal likelihood
             (laplace-torch's behaviour), not those of the last epoch (the paper's code).
         balance_factors: Before every Laplace fit, rescale the two factors of every channel
@@ -843,7 +544,9 @@ def marglik_training(
             epoch.
     """
     held_until_fit = tuple(held_until_fit)
-    options = _Options(**{k: v for k, v in locals().items() if k not in ("model", "train_loader")})
+    options = MarglikOptions(
+        **{k: v for k, v in locals().items() if k not in ("model", "train_loader")}
+    )
     trainer = _Trainer(model, train_loader, options)
     trainer.resume()
     learns = n_epochs_burnin <= n_epochs

@@ -22,7 +22,10 @@ from laplace import Laplace
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from laplace_equivariance import EquivariantKFAC, marglik_training, models
-from laplace_equivariance.lengthscales import lengthscale_hyperparameters, log_marginal_likelihood
+from laplace_equivariance.curvature.lengthscales import (
+    lengthscale_hyperparameters,
+    log_marginal_likelihood,
+)
 
 K = 3
 HYPER = {"sparse_options": {"lengthscale_mode": "hyperparameter"}}

@@ -579,34 +579,6 @@ def test_balanced_factors_make_the_marglik_blind_to_how_a_product_is_split(balan
         assert abs(margliks[1] - margliks[0]) > 0.1 * abs(margliks[0])
 
 
-def test_balancing_rescales_the_optimizer_moments_with_the_weights():
-    """A weight multiplied by s has gradients divided by s: Adam's first moment is divided by
-    s and its second by s^2, SGD's momentum by s; state of another shape is left alone."""
-    weight = torch.nn.Parameter(torch.ones(3, 2))
-    trainer = marglik_module._Trainer.__new__(marglik_module._Trainer)
-    trainer.optimizer = torch.optim.Adam([weight])
-    trainer.optimizer.state[weight] = {
-        "step": torch.tensor(4.0),
-        "exp_avg": torch.ones(3, 2),
-        "exp_avg_sq": torch.ones(3, 2),
-        "momentum_buffer": torch.ones(3, 2),
-    }
-    trainer._rescale_optimizer_state(weight, torch.full((3, 2), 2.0))
-    state = trainer.optimizer.state[weight]
-    assert torch.all(state["exp_avg"] == 0.5) and torch.all(state["exp_avg_sq"] == 0.25)
-    assert torch.all(state["momentum_buffer"] == 0.5) and state["step"] == 4.0
-
-
-def test_balancing_refuses_optimizer_state_it_cannot_rescale():
-    """Adagrad keeps a running sum of squared gradients under another name: balancing would
-    leave it belonging to the old scale, so it is refused, naming the state."""
-    weight = torch.nn.Parameter(torch.ones(3, 2))
-    trainer = marglik_module._Trainer.__new__(marglik_module._Trainer)
-    trainer.optimizer = torch.optim.Adagrad([weight])
-    with pytest.raises(ValueError, match=r"Adagrad also keeps \['sum'\]"):
-        trainer._rescale_optimizer_state(weight, torch.full((3, 2), 2.0))
-
-
 def _held_run(n_epochs, **options):
     """A silenced F-FC+CONV network trained with its FC-type paths held; first fit at epoch 2."""
     model, loader = setup()

@@ -1,5 +1,6 @@
 """The wheel a user installs: the package only, with its metadata (built offline)."""
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -11,10 +12,24 @@ import laplace_equivariance
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _source_copy(folder: Path) -> Path:
+    """The files a wheel is built from, copied: setuptools reuses a checkout's ``build/lib``,
+    whose modules deleted or moved since would otherwise ship too."""
+    source = folder / "source"
+    shutil.copytree(
+        ROOT / "laplace_equivariance",
+        source / "laplace_equivariance",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    return source
+
+
 def test_the_wheel_holds_the_package_alone_with_its_version_licence_and_pins(tmp_path):
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
-        + ["-w", str(tmp_path), str(ROOT)],
+        + ["-w", str(tmp_path), str(_source_copy(tmp_path))],
         check=True,
         capture_output=True,
     )

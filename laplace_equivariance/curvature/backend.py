@@ -113,7 +113,7 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
     For S-layer bases whose lengthscale is a hyperparameter, :meth:`kron` also accumulates
     the statistics of the factors that the basis projects, in :attr:`projected_factors`
     (reset by :meth:`init_kron`, i.e. by every ``Laplace.fit``), for
-    :func:`laplace_equivariance.lengthscales.log_marginal_likelihood`.
+    :func:`laplace_equivariance.curvature.lengthscales.log_marginal_likelihood`.
 
     Args:
         model: The network.

@@ -2,7 +2,7 @@ r"""One batch's KFAC factors as differentiable functions of the lengthscale hype
 
 :class:`~laplace_equivariance.EquivariantKFAC` computes its factors inside ASDL's hooks,
 where every tensor is detached. The total derivative of the marginal likelihood with respect
-to an S-layer lengthscale :math:`\omega` (:mod:`laplace_equivariance.lengthscales`,
+to an S-layer lengthscale :math:`\omega` (:mod:`laplace_equivariance.curvature.lengthscales`,
 docs/curvature.md) needs them as functions of :math:`\omega`: every layer's input (through
 the induced weights of the S-layers before it), every output gradient and the output Hessian
 (through the whole network), and the projected factor :math:`\Phi(\omega)^\top S\Phi(\omega)`

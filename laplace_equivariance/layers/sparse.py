@@ -59,7 +59,7 @@ class LengthscaleMode(str, Enum):
     """``omega`` is a buffer outside ``model.parameters()``, returned by
     :meth:`AnchorBasis.hyperparameters` so that a marginal-likelihood optimiser can learn it
     (:func:`laplace_equivariance.marglik_training` does, with the gradient defined in
-    :mod:`laplace_equivariance.lengthscales`)."""
+    :mod:`laplace_equivariance.curvature.lengthscales`)."""
 
 
 def grid_coordinates(size: tuple[int, int]) -> torch.Tensor:

@@ -14,6 +14,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance.curvature.differentiable import batch_factors
 from laplace_equivariance.curvature.kron import densify
+from laplace_equivariance.curvature.lengthscales import lengthscale_hyperparameters
 from laplace_equivariance.layers import (
     FactoredLinear2d,
     FullyConnected2d,
@@ -23,7 +24,6 @@ from laplace_equivariance.layers import (
     SparseFactoredLinear2d,
 )
 from laplace_equivariance.layers.conv import CircularConv2d
-from laplace_equivariance.lengthscales import lengthscale_hyperparameters
 from tests.curvature.reference import fit_kron
 
 K = 3

@@ -48,7 +48,7 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader
 
 from laplace_equivariance import distributed
-from laplace_equivariance.curvature import EquivariantKFAC
+from laplace_equivariance.curvature.backend import EquivariantKFAC
 from laplace_equivariance.curvature.differentiable import batch_factors
 from laplace_equivariance.curvature.kron import BlockDiagonalKron
 from laplace_equivariance.curvature.projection import reproject

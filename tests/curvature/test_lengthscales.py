@@ -1,7 +1,7 @@
 """The lengthscale-differentiable marginal likelihood: value and gradients (float64).
 
 Total derivative: the autograd gradient of
-:func:`laplace_equivariance.lengthscales.log_marginal_likelihood` in every hyperparameter
+:func:`laplace_equivariance.curvature.lengthscales.log_marginal_likelihood` in every hyperparameter
 ``omega`` must equal central finite differences of laplace-torch's marginal likelihood of a
 Laplace approximation refitted at ``omega +- h``. Partial derivative: with ``la`` (hence the
 unprojected statistics) fixed, the gradient must equal central finite differences of that
@@ -21,8 +21,11 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance import EquivariantKFAC
+from laplace_equivariance.curvature.lengthscales import (
+    lengthscale_hyperparameters,
+    log_marginal_likelihood,
+)
 from laplace_equivariance.layers import SparseCircularConv2d, SparseFactoredLinear2d
-from laplace_equivariance.lengthscales import lengthscale_hyperparameters, log_marginal_likelihood
 from tests.curvature.reference import fit_kron
 from tests.curvature.test_differentiable import every_rule
 
