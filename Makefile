@@ -17,6 +17,10 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(PY) examples/build_models.py
+	# the method's point first: one seed of each known-truth task (about a minute each), the
+	# FC share per layer beside the committed seeds' and whether it differs by task as the truth
+	$(PY) -m benchmarks.known_truth --seeds 0 --threads 2 --out runs/demo/known-truth \
+		--compare benchmarks/results/known-truth/balanced-adam
 	$(PY) -m benchmarks.paper_tables table1 --alpha 4 --out runs/demo --compare benchmarks/results/table1-20ep
 
 test: $(STAMP)

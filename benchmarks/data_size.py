@@ -104,7 +104,8 @@ def plan(args: argparse.Namespace) -> Iterator[tuple[Path, dict[str, Any]]]:
                     yield args.out / f"{task}-n{n}-{model}-{method}-seed{seed}", settings
 
 
-def _label(settings: dict[str, Any]) -> str:
+def label(settings: dict[str, Any]) -> str:
+    """A row's network as the table names it: ``"learned F-FC+CONV"``, ``"MAP CONV"``."""
     learned = settings["method"] == "marglik"
     return f"{'learned' if learned else 'MAP'} {settings['model'].upper()}"
 
@@ -122,7 +123,7 @@ def sweep_rows(runs: Sequence[Path]) -> list[dict[str, Any]]:
             {
                 "task": s["dataset"],
                 "n": row.results[0]["n_train"],
-                "network": _label(s),
+                "network": label(s),
                 "seeds": sorted(r["settings"]["seed"] for r in row.results),
                 "accuracy": row.accuracy(),
                 "nll": row.nll(),

@@ -436,6 +436,53 @@ def write_table(folders: list[Path], document: Path, check: bool) -> None:
     write_between_markers(document, markers, tables, check, command)
 
 
+TRUTH_TESTS = {
+    "shifted-digits": (
+        "FC off where the input is larger than the filter (layers 1-3 under 0.1)",
+        lambda shares: max(shares[:3]) < 0.1,
+    ),
+    "quadrant-of-digit": (
+        "FC kept where position matters (some layer above 0.5)",
+        lambda shares: max(shares) > 0.5,
+    ),
+}
+"""The structure each digit task's truth asks for, as the slow tests check it (defaults)."""
+
+
+def compare(results: list[dict[str, Any]], reference: Path) -> str:
+    """Each run's FC share per layer beside the committed seeds', and whether it is the truth.
+
+    Args:
+        results: Runs of this script (``run``'s results).
+        reference: A folder of committed runs of the same settings (one JSON per task and
+            seed), e.g. ``benchmarks/results/known-truth/balanced-adam``.
+
+    Returns:
+        Lines for the console: per run, its shares, the committed mean ± std per layer and
+        the task's test; last, whether the learned structure differs by task as the truth does.
+    """
+    lines, verdicts = [], {}
+    for result in results:
+        task, shares = result["task"], [row["fc_relative"] for row in result["layers"]]
+        committed = _runs(reference, task)
+        spread = [
+            _mean_std([r["layers"][i]["fc_relative"] for r in committed], digits=3)
+            for i in range(len(shares))
+        ]
+        what, test = TRUTH_TESTS.get(task, ("(no known structure)", lambda _: True))
+        verdicts[task] = test(shares)
+        lines.append(f"{task}, seed {result['seed']}: test accuracy {result['test_accuracy']:.3f}")
+        for i, (share, band) in enumerate(zip(shares, spread, strict=True)):
+            lines.append(f"  layer {i + 1}: FC share {share:.3f}   committed {band}")
+        lines.append(f"  {what}: {'yes' if verdicts[task] else 'NO'}")
+    if set(TRUTH_TESTS) <= set(verdicts):
+        lines.append(
+            "The learned structure differs by task as the truth does: "
+            + ("yes" if all(verdicts[t] for t in TRUTH_TESTS) else "NO")
+        )
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line (its defaults are the committed runs' settings)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -486,6 +533,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--threads", type=int, default=1, help="(1)")
     parser.add_argument("--out", type=Path, help="folder for one JSON per run")
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        help="after training, print each run's FC share per layer beside the committed runs "
+        "under this folder, and whether the structure is the task's truth",
+    )
     return parser
 
 
@@ -501,9 +554,11 @@ def main() -> None:
         parser.error("--out is required to train")
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
+    results = []
     for task in args.tasks:
         for seed in args.seeds:
             result = run(args, task, seed)
+            results.append(result)
             path = args.out / f"{task}-seed{seed}.json"
             path.write_text(json.dumps(result, indent=1))
             shares = " ".join(
@@ -515,6 +570,8 @@ def main() -> None:
                 f"({result['seconds']:.0f} s)",
                 flush=True,
             )
+    if args.compare is not None:
+        print(compare(results, args.compare))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Write docs/results.md, docs/speed.md and docs/models.md from the committed results files.
+"""Write docs/results.md, data_size.md, speed.md and models.md from the committed results.
 
 One module of :mod:`benchmarks.generated_docs` per document, their shared pieces (paths,
 loading, the markdown table, the difference of two seed sets) in its ``common``:
@@ -6,6 +6,8 @@ loading, the markdown table, the difference of two seed sets) in its ``common``:
 - ``results_md``: every committed training run as mean ± std over seeds, and the paper's
   claims judged by the seed spread;
 - ``speed_md``: the timing benchmarks' JSON files as tables, with their targets;
+- ``data_size_md``: Table 1 against the training-set size, with the learned row's verdict at
+  each size and the structure each learned run chose;
 - ``models_md``: every model's parameter count beside the reference code's and the paper's.
 
 No table in these files is typed by hand: ``tests/test_results_tables.py`` regenerates them
@@ -21,9 +23,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchmarks.generated_docs import models_md, results_md, speed_md
+from benchmarks.generated_docs import data_size_md, models_md, results_md, speed_md
 
-DOCUMENTS = (results_md, speed_md, models_md)
+DOCUMENTS = (results_md, data_size_md, speed_md, models_md)
 """Each module's ``DOCUMENT`` path and ``render()``."""
 
 

@@ -12,6 +12,7 @@ least 90 % and some layer keeps FC (share above 0.5).
 """
 
 import argparse
+import json
 
 import pytest
 import torch
@@ -114,3 +115,19 @@ def test_started_equivariant_fc_switches_on_only_where_position_matters(start, t
     else:
         assert result["test_accuracy"] >= 0.9
         assert max(shares) > 0.1, shares
+
+
+def test_compare_tells_whether_the_structure_differs_by_task_as_the_truth_does():
+    """``make demo``'s verdict: yes on the committed seed 0 of both tasks; NO for shifted
+    digits whose layer-1 FC path stayed on."""
+    reference = known_truth.RESULTS / "balanced-adam"
+    results = [
+        json.loads((reference / f"{task}-seed0.json").read_text())
+        for task in ("shifted-digits", "quadrant-of-digit")
+    ]
+    printed = known_truth.compare(results, reference)
+    assert printed.endswith("differs by task as the truth does: yes")
+    assert "  layer 1: FC share 0.034   committed 0.060 ± 0.027" in printed
+    results[0]["layers"][0]["fc_relative"] = 0.4
+    printed = known_truth.compare(results, reference)
+    assert "(layers 1-3 under 0.1): NO" in printed and printed.endswith("truth does: NO")
