@@ -38,18 +38,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from laplace_equivariance import __version__, models, summary
+from laplace_equivariance import __version__, summary
 from laplace_equivariance.config import (
     CONFIGS,
     DEFAULTS,
-    INVARIANT_MARGLIK_SUBSET,
     INVARIANT_WEIGHTS,
-    STARTS,
     _check_applicable,
     default_start,
 )
-from laplace_equivariance.curvature.lengthscales import DERIVATIVES
-from laplace_equivariance.data import DATASETS
 from laplace_equivariance.experiment import (
     PATH_OUTPUT_EXAMPLES,
     PREDICTIVES,
@@ -60,12 +56,9 @@ from laplace_equivariance.experiment import (
     train,
 )
 from laplace_equivariance.invariance import (
-    ACTIVATIONS,
-    INVARIANCES,
     OBJECTIVES,
 )
-from laplace_equivariance.layers import LengthscaleMode
-from laplace_equivariance.schedule import OPTIMIZERS
+from laplace_equivariance.run_config import add_options
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -83,194 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--config", choices=sorted(CONFIGS), help="the paper's settings for a table (none)"
     )
-    train.add_argument(
-        "--dataset", choices=list(DATASETS), help=f"the data [{DEFAULTS['dataset']}]"
-    )
-    train.add_argument(
-        "--model",
-        choices=[*models.MODEL_NAMES, INVARIANT_WEIGHTS],
-        help=f"the network's path types (docs/models.md) [{DEFAULTS['model']}]",
-    )
-    train.add_argument(
-        "--method",
-        choices=["map", "marglik", *OBJECTIVES],
-        help=f"map: unit priors; marglik: priors learned by the marginal likelihood "
-        f"[{DEFAULTS['method']}]; {'/'.join(OBJECTIVES)} for {INVARIANT_WEIGHTS} [elbo]",
-    )
-    train.add_argument(
-        "--alpha", type=int, help=f"width multiplier a of App. F.1 [{DEFAULTS['alpha']}]"
-    )
-    train.add_argument("--epochs", type=int, help=f"training epochs [{DEFAULTS['epochs']}]")
-    train.add_argument(
-        "--lr",
-        type=float,
-        help="learning rate of the weights, cosine-annealed to 0 [0.003; the paper's 0.01 with "
-        "Adam leaves even MAP CONV at chance at these data sizes, docs/learned_structure.md]",
-    )
-    train.add_argument(
-        "--lr-min",
-        type=float,
-        dest="lr_min",
-        help="learning rate at the end of the cosine schedule (the reference code's lr_min) [0]",
-    )
-    train.add_argument(
-        "--augment",
-        action="store_true",
-        default=None,
-        help="random horizontal flips and shifts of up to 4 pixels of the training batches "
-        "(App. F.6's CIFAR-10 recipe; the marginal likelihood sees unaugmented images) "
-        "[off; on with --config table2]",
-    )
-    train.add_argument(
-        "--optimizer",
-        choices=list(OPTIMIZERS),
-        help="optimiser of the weights: adam (the paper's App. F.6) or sgd (momentum 0.9, the "
-        "reference code's) [adam]",
-    )
-    train.add_argument(
-        "--lr-hyp",
-        type=float,
-        dest="lr_hyp",
-        help=f"Adam learning rate of the log prior precisions [{DEFAULTS['lr_hyp']}]",
-    )
-    train.add_argument(
-        "--batch-size", type=int, dest="batch_size", help=f"[{DEFAULTS['batch_size']}]"
-    )
-    train.add_argument(
-        "--burnin",
-        type=int,
-        help=f"epochs before the first marginal-likelihood step [{DEFAULTS['burnin']}]",
-    )
-    train.add_argument(
-        "--marglik-frequency",
-        type=int,
-        dest="marglik_frequency",
-        help=f"epochs between marginal-likelihood fits [{DEFAULTS['marglik_frequency']}]",
-    )
-    train.add_argument(
-        "--hypersteps",
-        type=int,
-        help=f"hyperparameter steps on each fit [{DEFAULTS['hypersteps']}]",
-    )
-    train.add_argument("--subset", type=int, help="training examples to use [all]")
-    train.add_argument("--test-subset", type=int, dest="test_subset", help="test examples [all]")
-    train.add_argument(
-        "--marglik-subset",
-        type=int,
-        dest="marglik_subset",
-        help=f"examples of each marginal-likelihood fit [all; {INVARIANT_MARGLIK_SUBSET} for "
-        f"{INVARIANT_WEIGHTS}]",
-    )
-    train.add_argument(
-        "--stochastic",
-        action="store_true",
-        default=None,
-        help="Monte-Carlo Fisher instead of the exact GGN in the KFAC factors [off]",
-    )
-    train.add_argument(
-        "--mc-samples",
-        type=int,
-        dest="mc_samples",
-        help="targets sampled per example for the MC Fisher (with --stochastic) [1]",
-    )
-    train.add_argument(
-        "--restore-best",
-        action="store_true",
-        default=None,
-        dest="restore_best",
-        help="evaluate the epoch with the best marginal likelihood (laplace-torch's "
-        "marglik_training), not the last one (the paper's code) [off]",
-    )
-    train.add_argument(
-        "--balance-factors",
-        action="store_true",
-        default=None,
-        dest="balance_factors",
-        help="balance every F-FC channel pair's two factors under the learned precisions "
-        "before each Laplace fit (marglik_training's balance_factors) [off]",
-    )
-    train.add_argument(
-        "--start",
-        choices=list(STARTS),
-        dest="start",
-        help="where a relaxed model's training starts: every path drawn at random (mixed), "
-        "its FC-type paths silenced so that it starts as its CONV network (equivariant; "
-        "RelaxedNet.start_equivariant_), or silenced and held there until the first "
-        "marginal-likelihood fit (held; marglik_training's held_until_fit) [held for --method "
-        "marglik on models with an FC-type and an equivariant path, mixed otherwise]",
-    )
-    train.add_argument(
-        "--prior-structure",
-        choices=["scalar", "layerwise", "path"],
-        dest="prior_structure",
-        help="layerwise: one prior precision per parameter tensor, as the reference code; "
-        "path: one per layer and path; scalar: one (docs/learned_structure.md compares) "
-        "[layerwise]",
-    )
-    train.add_argument(
-        "--lengthscale-mode",
-        choices=[mode.value for mode in LengthscaleMode],
-        dest="lengthscale_mode",
-        help="S-layer lengthscales: MAP-trained weights (learned), fixed, or marginal-"
-        "likelihood hyperparameters [learned]",
-    )
-    train.add_argument(
-        "--lengthscale-derivative",
-        choices=list(DERIVATIVES),
-        dest="lengthscale_derivative",
-        help="gradient for hyperparameter lengthscales (docs/curvature.md) [total]",
-    )
-    train.add_argument(
-        "--kfac-approx",
-        choices=["expand", "reduce"],
-        dest="kfac_approx",
-        help="KFAC for weights shared over positions (docs/curvature.md) [expand]",
-    )
-    train.add_argument("--device", help="cpu, cuda[:N] or mps [cuda if available, else cpu]")
-    train.add_argument("--seed", type=int, help="seed of the data subset and the weights [0]")
-    train.add_argument(
-        "--threads", type=int, help="CPU threads (torch.set_num_threads) [torch's default]"
-    )
-    train.add_argument(
-        "--timeout",
-        type=float,
-        help="under torchrun: seconds a rank waits for the others before the run stops [600]",
-    )
-    train.add_argument(
-        "--data-dir",
-        dest="data_dir",
-        help="folder with torchvision's files [none: the offline sources, docs/results.md]",
-    )
-    train.add_argument(
-        "--download",
-        action="store_true",
-        default=None,
-        help="let torchvision download into --data-dir [off]",
-    )
-    train.add_argument(
-        "--invariance",
-        choices=list(INVARIANCES),
-        help=f"{INVARIANT_WEIGHTS}: the transformations [{DEFAULTS['invariance']}]",
-    )
-    train.add_argument(
-        "--activation",
-        choices=list(ACTIVATIONS),
-        help=f"{INVARIANT_WEIGHTS}: the hidden units [{DEFAULTS['activation']}]",
-    )
-    train.add_argument(
-        "--width", type=int, help=f"{INVARIANT_WEIGHTS}: hidden units [{DEFAULTS['width']}]"
-    )
-    train.add_argument(
-        "--samples",
-        type=int,
-        help=f"{INVARIANT_WEIGHTS}: transformations per pass [{DEFAULTS['samples']}]",
-    )
-    train.add_argument(
-        "--eta-init",
-        type=float,
-        dest="eta_init",
-        help=f"{INVARIANT_WEIGHTS}: initial eta [{DEFAULTS['eta_init']}]",
-    )
+    add_options(train)
     train.add_argument(
         "--out",
         type=Path,

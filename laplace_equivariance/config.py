@@ -1,7 +1,9 @@
-"""The run configuration: defaults, the paper's configs and their checks.
+"""The paper's configurations and the checks of a run's settings.
 
-Also the model a configuration names (:func:`build_model`); the checks refuse settings
-that cannot give a valid run, one line each.
+The settings themselves, their defaults and types are
+:class:`~laplace_equivariance.run_config.RunConfig`'s (:data:`DEFAULTS` is its dict form,
+re-exported here). Also the model a configuration names (:func:`build_model`); the checks
+refuse settings that cannot give a valid run, one line each.
 """
 
 from __future__ import annotations
@@ -15,14 +17,29 @@ from laplace_equivariance import models
 from laplace_equivariance.invariance import (
     InvariantWeightsNet,
 )
+from laplace_equivariance.run_config import (
+    DEFAULTS,
+    INVARIANT_MARGLIK_SUBSET,
+    INVARIANT_WEIGHTS,
+    RunConfig,
+    Start,
+)
 from laplace_equivariance.schedule import marglik_step_epochs
 
-INVARIANT_WEIGHTS = "invariant-weights"
-"""``--model`` name of the invariant-weights network."""
-
-INVARIANT_MARGLIK_SUBSET = 500
-"""Default ``--marglik-subset`` of the invariant-weights Laplace method: its full GGN costs
-``O(n K P^2)`` with ``P = K (D + 1)``."""
+__all__ = [
+    "CONFIGS",
+    "DEFAULTS",
+    "INVARIANT_MARGLIK_SUBSET",
+    "INVARIANT_ONLY",
+    "INVARIANT_WEIGHTS",
+    "MARGINAL_LIKELIHOOD_ONLY",
+    "SILENCED_STARTS",
+    "STARTS",
+    "build_model",
+    "check_settings",
+    "default_start",
+    "is_relaxed",
+]
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "table1": {"dataset": "quadrant-mnist", "model": "f-fc+conv", "alpha": 10, "epochs": 1000},
@@ -36,52 +53,11 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "table3": {"dataset": "mnist", "model": "f-fc+conv+gconv", "alpha": 2, "epochs": 1000},
 }
 """The paper's settings (App. F.6) of data, model, width and epochs (and CIFAR-10's random
-flips and shifts); with the defaults below:
+flips and shifts); with :class:`~laplace_equivariance.run_config.RunConfig`'s defaults:
 hyperparameters lr 0.1, burn-in 10 epochs, marginal likelihood every 5 epochs with 20 steps,
 batch 128, unit prior variances, Adam cosine-annealed to 0 at lr 0.003 (the paper's 0.01 leaves
 even MAP CONV at chance at these data sizes; ``--optimizer sgd --lr 0.01`` is the reference
 code's)."""
-
-DEFAULTS: dict[str, Any] = {
-    "dataset": "quadrant-mnist",
-    "model": "f-fc+conv",
-    "method": "marglik",
-    "alpha": 10,
-    "epochs": 20,
-    "lr": 0.003,
-    "lr_min": 0.0,
-    "optimizer": "adam",
-    "augment": False,
-    "lr_hyp": 0.1,
-    "batch_size": 128,
-    "burnin": 10,
-    "marglik_frequency": 5,
-    "hypersteps": 20,
-    "subset": None,
-    "test_subset": None,
-    "marglik_subset": None,
-    "stochastic": False,
-    "mc_samples": 1,
-    "kfac_approx": "expand",
-    "restore_best": False,
-    "balance_factors": False,
-    "start": None,
-    "prior_structure": "layerwise",
-    "lengthscale_mode": "learned",
-    "lengthscale_derivative": "total",
-    "device": "cuda" if torch.cuda.is_available() else "cpu",
-    "seed": 0,
-    "threads": None,
-    "timeout": 600,
-    "data_dir": None,
-    "download": False,
-    "invariance": "rotation",
-    "activation": "rff",
-    "width": 1024,
-    "samples": 32,
-    "eta_init": 0.1,
-}
-
 
 INVARIANT_ONLY = ("invariance", "activation", "width", "samples")
 """Options of the invariant-weights network only."""
@@ -176,9 +152,9 @@ def build_model(
     )
 
 
-STARTS = ("mixed", "equivariant", "held")
+STARTS = tuple(start.value for start in Start)
 """``--start`` values: paths drawn at random; FC-type paths silenced; silenced and held."""
-SILENCED_STARTS = ("equivariant", "held")
+SILENCED_STARTS = (Start.EQUIVARIANT.value, Start.HELD.value)
 """Starts at :meth:`~laplace_equivariance.models.RelaxedNet.start_equivariant_`."""
 
 POSITIVE = ("epochs", "alpha", "batch_size", "marglik_frequency", "hypersteps", "mc_samples")
@@ -221,8 +197,13 @@ def check_settings(settings: dict[str, Any]) -> None:
     Raises:
         SystemExit: With one line naming the option, for a count below its minimum, a
             marginal-likelihood run that takes no marginal-likelihood step (it would be
-            reported as learned at the initial priors), or a device this machine lacks.
+            reported as learned at the initial priors), a device this machine lacks, a key
+            that is no setting or a value outside its choices (:class:`RunConfig`).
     """
+    try:
+        RunConfig.from_settings(settings)
+    except (TypeError, ValueError) as error:
+        raise SystemExit(str(error)) from None
     for key in POSITIVE:
         if settings[key] < 1:
             raise SystemExit(f"--{key.replace('_', '-')} must be at least 1, got {settings[key]}.")

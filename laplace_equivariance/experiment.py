@@ -12,7 +12,7 @@ import json
 import os
 import platform
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from laplace_equivariance.marglik import (
     marglik_training,
     paper_schedule,
 )
+from laplace_equivariance.run_config import RunConfig
 from laplace_equivariance.runs import (
     FIT_TRACE_FILE,
     _checkpoint_epoch,
@@ -290,7 +291,9 @@ def _write_files(
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
-def train(settings: dict[str, Any], out: Path, overwrite: bool = False) -> dict[str, Any] | None:
+def train(
+    settings: RunConfig | Mapping[str, Any], out: Path, overwrite: bool = False
+) -> dict[str, Any] | None:
     """Train as ``settings`` say and write the run's files to ``out``.
 
     Steps: check the settings (:func:`check_settings`), load the data (both before anything
@@ -299,7 +302,8 @@ def train(settings: dict[str, Any], out: Path, overwrite: bool = False) -> dict[
     train one model together (:mod:`laplace_equivariance.distributed`) and rank 0 writes.
 
     Args:
-        settings: The run's settings (:data:`DEFAULTS` keys).
+        settings: The run's :class:`~laplace_equivariance.run_config.RunConfig`, or its dict
+            form (:data:`~laplace_equivariance.run_config.DEFAULTS` keys).
         out: Folder for ``results.json``, ``model.pt``, the plots and the checkpoint.
         overwrite: Delete another run's files in ``out`` and start afresh.
 
@@ -310,6 +314,8 @@ def train(settings: dict[str, Any], out: Path, overwrite: bool = False) -> dict[
         SystemExit: For settings that cannot give a valid run, or an ``out`` that holds
             another run or cannot be written (one line each, naming what to do).
     """
+    if isinstance(settings, RunConfig):
+        settings = settings.settings()
     settings = dict(settings, start=settings.get("start") or default_start(settings))
     check_settings(settings)
     world = _join_process_group(settings)
