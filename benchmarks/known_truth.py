@@ -285,7 +285,7 @@ def run(args: argparse.Namespace, task: str, seed: int) -> dict[str, Any]:
         "settings": {
             k: v
             for k, v in vars(args).items()
-            if k not in ("seeds", "tasks", "out", "table", "check")
+            if k not in ("seeds", "tasks", "out", "table", "check", "compare")
         },
         "evaluated_epoch": args.epochs,
         "test_accuracy": (logits.argmax(-1) == data.y_test).float().mean().item(),
@@ -542,10 +542,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Run every (task, seed) and write one JSON per run, or write the docs' table."""
     parser = build_parser()
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.table:
         folders = [RESULTS / name for name in TABLE_ORDER if (RESULTS / name).is_dir()]
         write_table(folders, DOCUMENT, args.check)

@@ -68,7 +68,7 @@ def _verdict_sentences(entries: list[dict]) -> list[str]:
     by_key = {(e["task"], e["n"], e["network"]): e for e in entries}
     sentences = []
     for v in data_size.verdicts(entries):
-        learned = by_key[(v["task"], v["n"], "learned F-FC+CONV")]
+        learned = by_key[(v["task"], v["n"], data_size.LEARNED)]
         best = by_key[(v["task"], v["n"], v["best_accuracy"])]
         best_nll = by_key[(v["task"], v["n"], v["best_nll"])]
         gap = statistics.fmean(learned["accuracy"]) - statistics.fmean(best["accuracy"])
@@ -90,6 +90,7 @@ def _missing(entries: list[dict]) -> list[str]:
     labels = {
         name: data_size.label({"method": method, "model": model})
         for name, (model, method) in data_size.NETWORKS.items()
+        if name in data_size.TABLE
     }
     missing = []
     for task in data_size.TASKS:
@@ -129,7 +130,18 @@ def render() -> str:
     if not runs:
         return text + "\nNo run has finished yet.\n"
     entries = data_size.sweep_rows(runs)
-    learned = [run for run in runs if summary.load_run(run)["settings"]["method"] == "marglik"]
+    learned = sorted(
+        (
+            run
+            for run in runs
+            if summary.load_run(run)["settings"]["model"] == "f-fc+conv"
+            and summary.load_run(run)["settings"]["method"] == "marglik"
+        ),
+        key=lambda run: (
+            summary.load_run(run)["n_train"],
+            summary.load_run(run)["settings"]["seed"],
+        ),
+    )
     parts = [
         text,
         "## Results\n",
