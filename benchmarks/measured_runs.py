@@ -2,7 +2,7 @@
 
 ``factor_balance.py``, ``shift_errors.py`` and ``evidence_split.py`` each take ``--out``
 folders of ``train`` runs and write one JSON file ``{"device", "threads", "runs": [...]}``
-(the form ``benchmarks/generated_docs/results_md.py`` renders).
+(the form ``benchmarks/generated_docs/results_sections.py`` renders).
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
-"""Write docs/results.md, data_size.md, speed.md and models.md from the committed results.
+"""Write docs/results.md, findings.md, data_size.md, speed.md, models.md from the results.
 
 One module of :mod:`benchmarks.generated_docs` per document, their shared pieces (paths,
 loading, the markdown table, the difference of two seed sets) in its ``common``:
 
 - ``results_md``: every committed training run as mean ± std over seeds, and the paper's
-  claims judged by the seed spread;
+  claims judged by the seed spread (sections in ``results_manifest``, rendered by
+  ``results_sections``, narrative in ``fragments/results/``);
 - ``speed_md``: the timing benchmarks' JSON files as tables, with their targets;
 - ``findings_md``: what the committed runs show (a Markdown fragment whose figures are
   rendered from the runs, :mod:`benchmarks.generated_docs.figures`);
@@ -12,8 +13,9 @@ loading, the markdown table, the difference of two seed sets) in its ``common``:
   each size and the structure each learned run chose;
 - ``models_md``: every model's parameter count beside the reference code's and the paper's.
 
-No table in these files is typed by hand: ``tests/test_results_tables.py`` regenerates them
-and compares.
+No table in these files is typed by hand, and the narrative's figures are placeholders
+rendered from the runs (``figures``): ``tests/benchmarks/test_results_tables.py`` regenerates
+the files and compares.
 
 Usage (from the repository root):
     python -m benchmarks.results_tables            # writes the three files

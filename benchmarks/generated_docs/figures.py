@@ -28,7 +28,7 @@ from collections.abc import Callable
 from benchmarks.generated_docs.common import RESULTS
 from laplace_equivariance import summary
 
-PLACEHOLDER = re.compile(r"\{\{(\w+) ([^{}]+)\}\}")
+PLACEHOLDER = re.compile(r"\{\{(\w+)\s+([^{}]+)\}\}")
 
 
 def _seeds(values: list[float], digits: int = 1) -> str:

@@ -8,7 +8,13 @@ import json
 import pytest
 
 from benchmarks import results_tables
-from benchmarks.generated_docs import models_md, results_md, speed_md
+from benchmarks.generated_docs import (
+    models_md,
+    results_manifest,
+    results_md,
+    results_sections,
+    speed_md,
+)
 
 
 @pytest.mark.parametrize("module", results_tables.DOCUMENTS, ids=lambda m: m.__name__)
@@ -44,7 +50,7 @@ class Row:
 
 
 def test_claims_are_judged_by_the_seed_spread():
-    claim = results_md.Claim("conv above fc", "d", ("conv", "map"), ("fc", "map"))
+    claim = results_sections.Claim("conv above fc", "d", ("conv", "map"), ("fc", "map"))
     rows = [Row("conv", "map", [90.0, 91.0, 92.0]), Row("fc", "map", [80.0, 81.0, 82.0])]
     assert claim.verdict(rows).startswith("reproduced")
     rows = [Row("conv", "map", [80.0, 85.0, 90.0]), Row("fc", "map", [81.0, 86.0, 88.0])]
@@ -73,7 +79,7 @@ def test_invariant_weights_claims_compare_learned_angles_over_seeds():
         | learned("partially-rotated-mnist", "laplace", [50.0])
         | learned("mnist", "laplace", [5.0])
     )
-    claims = results_md.InvariantWeightsSection.claims(experiments)
+    claims = results_sections.InvariantWeightsSection.claims(experiments)
     assert claims[0].endswith("reproduced (difference +90.0 degrees, standard error 8.2)")
     assert "not distinguishable" in claims[1]
     assert all(line.endswith("one seed: no verdict") for line in claims[2:4])
@@ -97,16 +103,18 @@ def test_kfac_differences_need_two_seeds_of_each_mode():
         def neg_log_marglik_per_example(self):
             return [a / 10 for a in self._accuracies]
 
-    one_seed = results_md.kfac_differences([Row("expand", [80.0, 82.0]), Row("reduce", [81.0])])
+    one_seed = results_sections.kfac_differences(
+        [Row("expand", [80.0, 82.0]), Row("reduce", [81.0])]
+    )
     assert one_seed == ["- d: one seed of a mode: no difference judged"]
-    (line,) = results_md.kfac_differences(
+    (line,) = results_sections.kfac_differences(
         [Row("expand", [80.0, 82.0]), Row("reduce", [83.0, 85.0])]
     )
     assert line.startswith("- d: test accuracy +3.0 (standard error 1.4)")
 
 
 def test_claims_compare_rows_by_start_and_refuse_to_guess_between_burn_ins():
-    claim = results_md.Claim(
+    claim = results_sections.Claim(
         "held above equivariant",
         "d",
         ("f-fc+conv", "marglik"),
@@ -127,7 +135,7 @@ def test_claims_compare_rows_by_start_and_refuse_to_guess_between_burn_ins():
 
 
 def test_learned_claims_started_equivariant_judge_the_equivariant_rows():
-    claims = results_md.started_equivariant(results_md.TABLE1_CLAIMS)
+    claims = results_sections.started_equivariant(results_manifest.TABLE1_CLAIMS)
     assert [c.better_start for c in claims] == ["equivariant", "equivariant"]
     assert all("(started equivariant)" in c.text for c in claims)
     assert all(c.better[1] == "marglik" for c in claims)  # the MAP-only claims are left out
@@ -158,8 +166,8 @@ def test_evidence_split_groups_runs_by_training_and_sums_each_paths_terms(tmp_pa
         ],
     }
     (tmp_path / "split.json").write_text(json.dumps(measured))
-    monkeypatch.setattr(results_md, "RESULTS", tmp_path)
-    section = results_md.EvidenceSplitSection("t", "split.json", "cmd", "about", "end")
+    monkeypatch.setattr(results_sections, "RESULTS", tmp_path)
+    section = results_sections.EvidenceSplitSection("t", "split.json", "cmd", "about", "end")
     text = section.render()
     assert (
         "| learned F-FC+CONV, started equivariant | 224 / 268 | 10 / 10 | 10 / 14 | 200 / 240 |"
