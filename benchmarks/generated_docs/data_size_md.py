@@ -106,21 +106,32 @@ def _missing(entries: list[dict]) -> list[str]:
 
 
 def _structure(learned: list[Path]) -> str:
-    """One row per learned run: test accuracy and the FC path's share in each relaxed layer."""
+    """One row per learned run: accuracy, evidence, the FC path's share in each relaxed layer.
+
+    Two shares: of the relative effective parameters (App. D) and of the layer's output
+    energy on training images (``path_outputs``).
+    """
     rows = []
     for run in learned:
         r = summary.load_run(run)
         shares = [
             layer["paths"].get("fc", {}).get("relative", 0.0) for layer in r["symmetry"]["layers"]
         ]
+        outputs = [layer["paths"].get("fc", 0.0) for layer in r.get("path_outputs", [])]
         rows.append(
             f"| {r['settings']['dataset']} | {r['n_train']:,} | {r['settings']['seed']} | "
             f"{100 * r['test']['accuracy']:.1f} | {100 * r['train']['accuracy']:.1f} | "
+            f"{r['neg_log_marglik'][-1] / r['n_train']:.2f} | "
             + " ".join(f"{share:.3f}" for share in shares)
-            + f" | {sum(share < 0.01 for share in shares)} of {len(shares)} |"
+            + f" | {sum(share < 0.01 for share in shares)} of {len(shares)} | "
+            + (f"{max(outputs):.3f}" if outputs else "-")
+            + " |"
         )
-    header = "| task | N | seed | test acc % | train acc % | FC share per relaxed layer | FC off |"
-    return "\n".join([header, "|---|---|---|---|---|---|---|", *rows])
+    header = (
+        "| task | N | seed | test acc % | train acc % | -log marglik / N "
+        "| FC share of effective parameters, per relaxed layer | FC off | largest FC output share |"
+    )
+    return "\n".join([header, "|---|---|---|---|---|---|---|---|---|", *rows])
 
 
 def render() -> str:
@@ -157,7 +168,10 @@ def render() -> str:
         "",
         "## What the learned runs chose, per layer\n",
         "FC share: the FC path's relative effective number of parameters (App. D) in each "
-        "relaxed layer, first to last; off under 1 %.\n",
+        "relaxed layer, first to last; off under 1 %. Largest FC output share: the FC path's "
+        "largest share of any layer's output energy on 1,000 training images. The learned CONV "
+        "rows of the table above (priors learned the same way on the CONV network) separate "
+        "what learning the priors costs or gains from what the FC paths do.\n",
         _structure(learned),
     ]
     return "\n".join(parts) + "\n"
