@@ -21,15 +21,15 @@ Usage (from the repository root):
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from laplace_equivariance import cli, experiment, runs
+from laplace_equivariance import config, experiment, runs
 from laplace_equivariance.layers import RelaxedLayer
 from laplace_equivariance.models import EQUIVARIANT_PATHS
 
@@ -60,12 +60,16 @@ def freeze_fc_paths(model: torch.nn.Module) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``train`` with the equivariant start and the FC-type paths frozen."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if "--start" in argv and argv[argv.index("--start") + 1] != "equivariant":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    config.add_train_arguments(parser)
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.start not in (None, "equivariant"):
         raise SystemExit("The FC paths are frozen silent: the start is equivariant.")
-    out = Path(argv[argv.index("--out") + 1])
+    args.start = "equivariant"
+    settings = config.settings_from_arguments(args)
+    out = args.out
     marker = out / MARKER
-    if (out / runs.RUN_RECORD).exists() and not marker.exists() and "--overwrite" not in argv:
+    if (out / runs.RUN_RECORD).exists() and not marker.exists() and not args.overwrite:
         raise SystemExit(
             f"--out {out} holds a run whose FC paths were not frozen (its settings are the "
             "same, so train would resume it); use another folder or --overwrite."
@@ -81,13 +85,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     experiment.build_model = build_frozen
     try:
-        status = cli.main(["train", "--start", "equivariant", *argv])
+        experiment.train(settings, out, overwrite=args.overwrite)
     finally:
         experiment.build_model = build
     results = json.loads((out / "results.json").read_text())
     results["frozen_paths"] = [FROZEN]
     (out / "results.json").write_text(json.dumps(results, indent=1))
-    return status
+    return 0
 
 
 if __name__ == "__main__":

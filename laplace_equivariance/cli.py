@@ -36,16 +36,8 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from laplace_equivariance import __version__, summary
-from laplace_equivariance.config import (
-    CONFIGS,
-    DEFAULTS,
-    INVARIANT_WEIGHTS,
-    _check_applicable,
-    default_start,
-)
+from laplace_equivariance import __version__, config, summary
 from laplace_equivariance.experiment import (
     PATH_OUTPUT_EXAMPLES,
     PREDICTIVES,
@@ -55,10 +47,6 @@ from laplace_equivariance.experiment import (
     report,
     train,
 )
-from laplace_equivariance.invariance import (
-    OBJECTIVES,
-)
-from laplace_equivariance.run_config import add_options
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -73,22 +61,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Defaults in brackets; --config sets the paper's values of some, and every "
         "option given overrides them.",
     )
-    train.add_argument(
-        "--config", choices=sorted(CONFIGS), help="the paper's settings for a table (none)"
-    )
-    add_options(train)
-    train.add_argument(
-        "--out",
-        type=Path,
-        required=True,
-        help="folder for the run's files; the same command again resumes the run there",
-    )
-    train.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="delete another run's files in --out and start afresh (a folder holding another "
-        "run is otherwise refused) [off]",
-    )
+    config.add_train_arguments(train)
     evaluate = commands.add_parser(
         "evaluate",
         help="evaluate a trained run on its test set",
@@ -131,30 +104,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _settings(args: argparse.Namespace) -> dict[str, Any]:
-    settings = dict(DEFAULTS)
-    if args.config:
-        settings.update(CONFIGS[args.config])
-    given = {k for k, v in vars(args).items() if k in DEFAULTS and v is not None}
-    settings.update({k: getattr(args, k) for k in given})
-    invariant = settings["model"] == INVARIANT_WEIGHTS
-    if invariant and args.method is None:
-        settings["method"] = "elbo"
-    if invariant != (settings["method"] in OBJECTIVES):
-        raise SystemExit(
-            f"--method {settings['method']} does not go with --model {settings['model']}: "
-            f"{INVARIANT_WEIGHTS} takes {OBJECTIVES}, the other models map or marglik."
-        )
-    if settings["mc_samples"] < 1 or (settings["mc_samples"] > 1 and not settings["stochastic"]):
-        raise SystemExit(
-            f"--mc-samples {settings['mc_samples']}: give a positive number of samples, and "
-            "more than one only with --stochastic (the exact GGN draws none)."
-        )
-    _check_applicable(settings, given)
-    settings["start"] = settings["start"] or default_start(settings)
-    return settings
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line.
 
@@ -174,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     """Run the parsed command; see :func:`main`."""
     if args.command == "train":
-        settings = _settings(args)
+        settings = config.settings_from_arguments(args)
         try:
             results = train(settings, args.out, overwrite=args.overwrite)
         except KeyboardInterrupt:

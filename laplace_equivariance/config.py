@@ -8,21 +8,22 @@ refuse settings that cannot give a valid run, one line each.
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from laplace_equivariance import models
-from laplace_equivariance.invariance import (
-    InvariantWeightsNet,
-)
+from laplace_equivariance.invariance import OBJECTIVES, InvariantWeightsNet
 from laplace_equivariance.run_config import (
     DEFAULTS,
     INVARIANT_MARGLIK_SUBSET,
     INVARIANT_WEIGHTS,
     RunConfig,
     Start,
+    add_options,
 )
 from laplace_equivariance.schedule import marglik_step_epochs
 
@@ -33,12 +34,14 @@ __all__ = [
     "INVARIANT_ONLY",
     "INVARIANT_WEIGHTS",
     "MARGINAL_LIKELIHOOD_ONLY",
+    "add_train_arguments",
     "SILENCED_STARTS",
     "STARTS",
     "build_model",
     "check_settings",
     "default_start",
     "is_relaxed",
+    "settings_from_arguments",
 ]
 
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -266,3 +269,60 @@ def _check_device(device: str) -> None:
         raise SystemExit(f"--device {device}: MPS is not available here; use --device cpu.")
     if kind.type not in ("cpu", "cuda", "mps"):
         raise SystemExit(f"--device {device}: use cpu, cuda[:N] or mps.")
+
+
+def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    """``train``'s arguments: ``--config``, one option per setting, ``--out``, ``--overwrite``.
+
+    The settings' options default to None (not given), so that :func:`settings_from_arguments`
+    lets ``--config`` and the defaults fill in only what the command line leaves out.
+    """
+    parser.add_argument(
+        "--config", choices=sorted(CONFIGS), help="the paper's settings for a table (none)"
+    )
+    add_options(parser)
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="folder for the run's files; the same command again resumes the run there",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="delete another run's files in --out and start afresh (a folder holding another "
+        "run is otherwise refused) [off]",
+    )
+
+
+def settings_from_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """A run's settings from parsed :func:`add_train_arguments`.
+
+    The defaults, then ``--config``'s values, then every option given; the start resolved
+    (:func:`default_start`).
+
+    Raises:
+        SystemExit: One line, for a method that does not go with the model, a sample count
+            the curvature does not draw, or an option the run would not use.
+    """
+    settings = dict(DEFAULTS)
+    if args.config:
+        settings.update(CONFIGS[args.config])
+    given = {k for k, v in vars(args).items() if k in DEFAULTS and v is not None}
+    settings.update({k: getattr(args, k) for k in given})
+    invariant = settings["model"] == INVARIANT_WEIGHTS
+    if invariant and args.method is None:
+        settings["method"] = "elbo"
+    if invariant != (settings["method"] in OBJECTIVES):
+        raise SystemExit(
+            f"--method {settings['method']} does not go with --model {settings['model']}: "
+            f"{INVARIANT_WEIGHTS} takes {OBJECTIVES}, the other models map or marglik."
+        )
+    if settings["mc_samples"] < 1 or (settings["mc_samples"] > 1 and not settings["stochastic"]):
+        raise SystemExit(
+            f"--mc-samples {settings['mc_samples']}: give a positive number of samples, and "
+            "more than one only with --stochastic (the exact GGN draws none)."
+        )
+    _check_applicable(settings, given)
+    settings["start"] = settings["start"] or default_start(settings)
+    return settings

@@ -303,7 +303,8 @@ def test_report_shows_the_training_accuracy_and_a_dash_for_older_runs(runs, tmp_
 
 
 def test_config_sets_the_papers_settings_and_options_override():
-    from laplace_equivariance.cli import _parser, _settings
+    from laplace_equivariance.cli import _parser
+    from laplace_equivariance.config import settings_from_arguments as _settings
 
     settings = _settings(
         _parser().parse_args(["train", "--config", "table3", "--epochs", "3", "--out", "x"])
@@ -406,7 +407,7 @@ def test_a_folder_with_run_files_but_no_record_is_refused(tmp_path):
 def test_a_corrupt_checkpoint_is_one_line_naming_it(tmp_path):
     out = tmp_path / "corrupt"
     argv = ["train", "--model", "conv", "--method", "map", "--out", str(out), *TINY]
-    settings = cli._settings(cli._parser().parse_args(argv))
+    settings = config.settings_from_arguments(cli._parser().parse_args(argv))
     out.mkdir()
     (out / "run.json").write_text(json.dumps({"package": cli.__version__, "settings": settings}))
     for content in (b"", b"garbage", b"PK\x03\x04"):
@@ -544,7 +545,7 @@ def test_augment_never_reaches_the_marginal_likelihoods_loader(tmp_path, monkeyp
 
 
 def test_the_cifar_config_augments():
-    settings = cli._settings(
+    settings = config.settings_from_arguments(
         cli._parser().parse_args(["train", "--config", "table2", "--out", "x"])
     )
     assert settings["augment"] is True and settings["dataset"] == "cifar10"
