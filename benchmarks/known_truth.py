@@ -47,7 +47,8 @@ WIDTHS = (1, 2, 2, 4)
 SUBSAMPLING = (1, 2, 3, 4)
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "known-truth"
-DOCUMENT = ROOT / "docs" / "learned_structure.md"
+DOCUMENT = ROOT / "benchmarks" / "generated_docs" / "fragments" / "learned_structure.md"
+"""The narrative of docs/learned_structure.md; its tables are written here, between markers."""
 FIXED = ROOT / "benchmarks" / "results" / "known-truth-fixed-weights"
 """Exact-GGN runs whose fixed-weight comparison of the curvatures the docs tabulate."""
 TABLE_ORDER = (
@@ -490,7 +491,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--table",
         action="store_true",
         help="write the table of benchmarks/results/known-truth/* into "
-        "docs/learned_structure.md instead of training",
+        "the fragment of docs/learned_structure.md instead of training (then python -m "
+        "benchmarks.results_tables renders the page)",
     )
     parser.add_argument("--check", action="store_true", help="with --table: only check it")
     parser.add_argument(

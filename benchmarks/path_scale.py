@@ -18,7 +18,7 @@ cross-entropy plus the prior term ``||theta||^2 / 2N``), the training accuracy a
 2.30`` and chance accuracy::
 
     python -m benchmarks.path_scale --seeds 0 1 2 --out benchmarks/results/path-scale
-    python -m benchmarks.path_scale --table   # the table in docs/learned_structure.md
+    python -m benchmarks.path_scale --table   # the table of docs/learned_structure.md
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ from laplace_equivariance.marglik import marglik_training, paper_schedule
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "path-scale"
-DOCUMENT = ROOT / "docs" / "learned_structure.md"
+DOCUMENT = ROOT / "benchmarks" / "generated_docs" / "fragments" / "learned_structure.md"
+"""The narrative of docs/learned_structure.md; its tables are written here, between markers."""
 MARKERS = ("<!-- path-scale begin -->", "<!-- path-scale end -->")
 COMBINATIONS = ("scaled-sum", "mean")
 SCHEDULE_EPOCHS = 200

@@ -9,6 +9,7 @@ loading, the markdown table, the difference of two seed sets) in its ``common``:
 - ``speed_md``: the timing benchmarks' JSON files as tables, with their targets;
 - ``findings_md``: what the committed runs show (a Markdown fragment whose figures are
   rendered from the runs, :mod:`benchmarks.generated_docs.figures`);
+- ``learned_structure_md``: what is learned and why (a fragment, the same way);
 - ``data_size_md``: Table 1 against the training-set size, with the learned row's verdict at
   each size and the structure each learned run chose;
 - ``models_md``: every model's parameter count beside the reference code's and the paper's.
@@ -27,9 +28,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchmarks.generated_docs import data_size_md, findings_md, models_md, results_md, speed_md
+from benchmarks.generated_docs import (
+    data_size_md,
+    findings_md,
+    learned_structure_md,
+    models_md,
+    results_md,
+    speed_md,
+)
 
-DOCUMENTS = (results_md, findings_md, data_size_md, speed_md, models_md)
+DOCUMENTS = (results_md, findings_md, learned_structure_md, data_size_md, speed_md, models_md)
 """Each module's ``DOCUMENT`` path and ``render()``."""
 
 
