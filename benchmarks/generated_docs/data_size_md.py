@@ -134,6 +134,18 @@ def _structure(learned: list[Path]) -> str:
     return "\n".join([header, "|---|---|---|---|---|---|---|---|---|", *rows])
 
 
+LR_FOLDER = RESULTS / "data-size-lr"
+LR_TEXT = """## The learned network at the CONV path's learning rate
+
+A relaxed layer divides its sum of paths by `sqrt(K)` (here `K = 2`), so Adam moves the CONV
+path of F-FC+CONV at `1/sqrt(2)` of the CONV network's rate (docs/findings.md). The learned
+rows again with Adam's learning rate times `sqrt(2)` (0.00424), the same budget and fits:
+
+    python -m benchmarks.data_size --out benchmarks/results/data-size-lr \\
+        --tasks quadrant-mnist-digit --sizes 500 --networks learned --lr 0.00424 --threads 1
+"""
+
+
 def render() -> str:
     """The whole of docs/data_size.md."""
     runs = _runs()
@@ -174,4 +186,14 @@ def render() -> str:
         "what learning the priors costs or gains from what the FC paths do.\n",
         _structure(learned),
     ]
+    lr_runs = sorted(p.parent for p in LR_FOLDER.glob("*/results.json"))
+    if lr_runs:
+        lr_learned = [r for r in lr_runs if summary.load_run(r)["settings"]["method"] == "marglik"]
+        parts += [
+            "",
+            LR_TEXT,
+            data_size.table(data_size.sweep_rows(lr_runs)),
+            "",
+            _structure(lr_learned),
+        ]
     return "\n".join(parts) + "\n"
