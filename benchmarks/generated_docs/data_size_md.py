@@ -142,7 +142,8 @@ path of F-FC+CONV at `1/sqrt(2)` of the CONV network's rate (docs/findings.md). 
 rows again with Adam's learning rate times `sqrt(2)` (0.00424), the same budget and fits:
 
     python -m benchmarks.data_size --out benchmarks/results/data-size-lr \\
-        --tasks quadrant-mnist-digit --sizes 500 --networks learned --lr 0.00424 --threads 1
+        --tasks quadrant-mnist-digit --sizes 500 1000 2000 --networks learned --lr 0.00424 \\\\
+        --threads 1
 """
 
 
