@@ -1,49 +1,70 @@
-"""The wheel a user installs: the package only, with its metadata (built offline)."""
+"""What a user installs: the wheel and the source distribution hold the package alone, with its
+metadata (both built offline by ``python -m build``, from a copy of the sources)."""
 
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from email.parser import Parser
 from pathlib import Path
 
+import pytest
+
 import laplace_equivariance
 
 ROOT = Path(__file__).resolve().parents[1]
+VERSION = laplace_equivariance.__version__
+PACKAGE = ROOT / "laplace_equivariance"
+MODULES = {f"laplace_equivariance/{p.relative_to(PACKAGE)}" for p in PACKAGE.rglob("*.py")}
 
 
-def _source_copy(folder: Path) -> Path:
-    """The files a wheel is built from, copied: setuptools reuses a checkout's ``build/lib``,
-    whose modules deleted or moved since would otherwise ship too."""
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> Path:
+    """The wheel and the sdist, built from the package, its metadata files and the tests.
+
+    A copy: setuptools reuses a checkout's ``build/lib``, whose modules deleted or moved since
+    would otherwise ship too; the tests are copied so that leaving them out is shown.
+    """
+    folder = tmp_path_factory.mktemp("dist")
     source = folder / "source"
-    shutil.copytree(
-        ROOT / "laplace_equivariance",
-        source / "laplace_equivariance",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
+    for name in ("laplace_equivariance", "tests"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in"):
         shutil.copy(ROOT / name, source / name)
-    return source
-
-
-def test_the_wheel_holds_the_package_alone_with_its_version_licence_and_pins(tmp_path):
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
-        + ["-w", str(tmp_path), str(_source_copy(tmp_path))],
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(folder / "out")]
+        + [str(source)],
         check=True,
         capture_output=True,
     )
-    (wheel,) = tmp_path.glob("*.whl")
-    version = laplace_equivariance.__version__
-    names = zipfile.ZipFile(wheel).namelist()
-    info = f"laplace_equivariance-{version}.dist-info"
-    assert {n.split("/")[0] for n in names} == {"laplace_equivariance", info}
-    package = ROOT / "laplace_equivariance"
-    modules = {f"laplace_equivariance/{p.relative_to(package)}" for p in package.rglob("*.py")}
-    assert {n for n in names if n.endswith(".py")} == modules  # every module, nothing else
-    metadata = Parser().parsestr(zipfile.ZipFile(wheel).read(f"{info}/METADATA").decode())
-    assert metadata["Version"] == version and metadata["License"] == "MIT"
+    return folder / "out"
+
+
+def _check_metadata(text: str) -> None:
+    metadata = Parser().parsestr(text)
+    assert metadata["Version"] == VERSION and metadata["License-Expression"] == "MIT"
     requires = metadata.get_all("Requires-Dist")
     assert "laplace-torch==0.3" in requires and "asdfghjkl==0.1a4" in requires
     assert not any(r.split(";")[0].strip().startswith("asdl") for r in requires)
-    assert f"{info}/licenses/LICENSE" in names or f"{info}/LICENSE" in names
+
+
+def test_the_wheel_holds_the_package_alone_with_its_version_licence_and_pins(dist):
+    (wheel,) = dist.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    info = f"laplace_equivariance-{VERSION}.dist-info"
+    assert {n.split("/")[0] for n in names} == {"laplace_equivariance", info}
+    assert {n for n in names if n.endswith(".py")} == MODULES  # every module, nothing else
+    _check_metadata(zipfile.ZipFile(wheel).read(f"{info}/METADATA").decode())
+    assert f"{info}/licenses/LICENSE" in names
+
+
+def test_the_source_distribution_holds_the_package_and_its_metadata_not_the_tests(dist):
+    (sdist,) = dist.glob("*.tar.gz")
+    top = f"laplace_equivariance-{VERSION}/"
+    with tarfile.open(sdist) as archive:
+        names = {n.removeprefix(top) for n in archive.getnames() if n.startswith(top)}
+        _check_metadata(archive.extractfile(top + "PKG-INFO").read().decode())
+    assert {n for n in names if n.endswith(".py")} == MODULES
+    assert {"README.md", "LICENSE", "pyproject.toml", "PKG-INFO"} <= names
+    assert not any(n.startswith(("tests", "benchmarks", "docs")) for n in names)
