@@ -142,8 +142,8 @@ path of F-FC+CONV at `1/sqrt(2)` of the CONV network's rate (docs/findings.md). 
 rows again with Adam's learning rate times `sqrt(2)` (0.00424), the same budget and fits:
 
     python -m benchmarks.data_size --out benchmarks/results/data-size-lr \\
-        --tasks quadrant-mnist-digit --sizes 500 1000 2000 --networks learned --lr 0.00424 \\\\
-        --threads 1
+        --tasks quadrant-mnist-digit --sizes 500 1000 2000 4000 --networks learned \\
+        --lr 0.00424 --threads 1
 """
 
 
@@ -190,10 +190,16 @@ def render() -> str:
     lr_runs = sorted(p.parent for p in LR_FOLDER.glob("*/results.json"))
     if lr_runs:
         lr_learned = [r for r in lr_runs if summary.load_run(r)["settings"]["method"] == "marglik"]
+        lr_entries = data_size.sweep_rows(lr_runs)
+        fixed = [e for e in entries if e["network"].startswith("MAP")]
         parts += [
             "",
             LR_TEXT,
-            data_size.table(data_size.sweep_rows(lr_runs)),
+            data_size.table(lr_entries),
+            "",
+            "Against the MAP rows of the sweep above (the same test as there):",
+            "",
+            "\n".join(_verdict_sentences(fixed + lr_entries)) or "No size has two seeds yet.",
             "",
             _structure(lr_learned),
         ]
