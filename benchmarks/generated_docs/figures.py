@@ -13,7 +13,10 @@ row they pick must be unique. Kinds:
 - ``acc``: test accuracy in %, mean ± std over seeds; ``acc_seeds``: per seed, ``a / b / c``;
 - ``nll``: test NLL, mean ± std; ``train_acc``: training accuracy in %, mean ± std;
 - ``marglik_seeds``: the last ``-log marglik`` per seed, whole numbers;
-  ``marglik_per_example``: ``-log marglik / N``, mean ± std.
+  ``marglik_per_example``: ``-log marglik / N``, mean ± std;
+- per seed as ``a, b and c``: ``paths_off`` (paths under 1 % of their layer's relative
+  effective parameters), ``fc_off_first_six`` (of layers 1-6, those whose FC path is under 1 %
+  of them), ``fc_output_off`` (layers whose FC path carries under 1 % of the output).
 
 So a figure is stated where it is measured: when runs change, the rendered page changes with
 them (and the staleness test fails until it is regenerated), and a figure whose runs are gone
@@ -35,6 +38,18 @@ def _seeds(values: list[float], digits: int = 1) -> str:
     return " / ".join(f"{v:,.{digits}f}" for v in values)
 
 
+def _counts(values: list[int]) -> str:
+    """Per-seed counts as prose: ``"5, 6 and 6"``."""
+    words = [str(v) for v in values]
+    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
+
+
+def _fc_shares(result: dict, layers: slice = slice(None)) -> list[float]:
+    """The FC path's relative effective parameters per relaxed layer (App. D)."""
+    rows = result["symmetry"]["layers"][layers]
+    return [row["paths"].get("fc", {}).get("relative", 0.0) for row in rows]
+
+
 KINDS: dict[str, Callable[[summary.Row], str]] = {
     "acc": lambda row: summary.mean_std(row.accuracy()),
     "acc_seeds": lambda row: _seeds(row.accuracy()),
@@ -43,6 +58,13 @@ KINDS: dict[str, Callable[[summary.Row], str]] = {
     "marglik_seeds": lambda row: _seeds([r["neg_log_marglik"][-1] for r in row.results], 0),
     "marglik_per_example": lambda row: summary.mean_std(
         row.neg_log_marglik_per_example(), digits=2
+    ),
+    "paths_off": lambda row: _counts(row.paths_off()),
+    "fc_off_first_six": lambda row: _counts(
+        [sum(share < 0.01 for share in _fc_shares(r, slice(0, 6))) for r in row.results]
+    ),
+    "fc_output_off": lambda row: _counts(
+        [sum(layer["paths"]["fc"] < 0.01 for layer in r["path_outputs"]) for r in row.results]
     ),
 }
 """What each kind of placeholder renders from its row."""

@@ -37,3 +37,21 @@ def test_a_placeholder_that_picks_several_rows_none_or_no_folder_is_refused():
 def test_the_results_page_states_no_figure_it_cannot_render():
     """Every placeholder of results_md renders (none is left in the page)."""
     assert "{{" not in results_md.render()
+
+
+def test_per_seed_counts_read_as_prose_from_each_runs_layers():
+    runs = sorted(
+        p.parent for p in (RESULTS / "table1-digit-4000-150ep-held").rglob("results.json")
+    )
+    results = summary.rows(runs)[0].results
+    off = [
+        sum(row["paths"]["fc"]["relative"] < 0.01 for row in r["symmetry"]["layers"][:6])
+        for r in results
+    ]
+    expected = f"{off[0]}, {off[1]} and {off[2]}"
+    assert figures.render(f"{{{{fc_off_first_six {HELD_150}}}}}") == expected
+    quiet = [sum(layer["paths"]["fc"] < 0.01 for layer in r["path_outputs"]) for r in results]
+    assert (
+        figures.render(f"{{{{fc_output_off {HELD_150}}}}}")
+        == ", ".join(map(str, quiet[:-1])) + f" and {quiet[-1]}"
+    )
