@@ -79,9 +79,25 @@ def _verdict_sentences(entries: list[dict]) -> list[str]:
             f"{'within the spread or above' if v['accuracy_holds'] else 'below the spread'}; "
             f"NLL {summary.mean_std(learned['nll'], digits=2)} against the best "
             f"({v['best_nll']}) {summary.mean_std(best_nll['nll'], digits=2)}: "
-            f"{'no worse' if v['nll_holds'] else 'worse'}."
+            f"{'no worse' if v['nll_holds'] else 'worse'}"
+            + _not_compared(entries, v["task"], v["n"])
+            + "."
         )
     return sentences
+
+
+def _not_compared(entries: list[dict], task: str, n: int) -> str:
+    """``"; not compared: MAP FC (not run)"`` for the sweep's MAP rows missing at (task, n)."""
+    have = {
+        e["network"] for e in entries if e["task"] == task and e["n"] == n and len(e["seeds"]) > 1
+    }
+    absent = [
+        data_size.label({"model": model, "method": method})
+        for name, (model, method) in data_size.NETWORKS.items()
+        if name in data_size.TABLE and method == "map"
+    ]
+    absent = [label for label in absent if label not in have]
+    return f"; not compared: {', '.join(absent)} (not run)" if absent else ""
 
 
 def _missing(entries: list[dict]) -> list[str]:
