@@ -150,8 +150,10 @@ def _structure(learned: list[Path]) -> str:
     return "\n".join([header, "|---|---|---|---|---|---|---|---|---|", *rows])
 
 
-LR_FOLDER = RESULTS / "data-size-lr"
-LR_TEXT = """## The learned network at the CONV path's learning rate
+VARIANTS = (
+    (
+        "data-size-lr",
+        """## The learned network at the CONV path's learning rate
 
 A relaxed layer divides its sum of paths by `sqrt(K)` (here `K = 2`), so Adam moves the CONV
 path of F-FC+CONV at `1/sqrt(2)` of the CONV network's rate (docs/findings.md). The learned
@@ -160,7 +162,22 @@ rows again with Adam's learning rate times `sqrt(2)` (0.00424), the same budget 
     python -m benchmarks.data_size --out benchmarks/results/data-size-lr \\
         --tasks quadrant-mnist-digit --sizes 500 1000 2000 4000 --networks learned \\
         --lr 0.00424 --threads 1
-"""
+""",
+    ),
+    (
+        "data-size-lr-held25",
+        """## A longer held start
+
+As the section above, with the FC paths held for the first quarter of the epochs instead of
+the first tenth (the fits then come in the last three quarters):
+
+    python -m benchmarks.data_size --out benchmarks/results/data-size-lr-held25 \\
+        --tasks quadrant-mnist-digit --sizes 500 --networks learned --lr 0.00424 \\
+        --held-share 0.25 --threads 1
+""",
+    ),
+)
+"""Variants of the learned rows, each in its own folder, judged against the sweep's MAP rows."""
 
 
 def render() -> str:
@@ -203,20 +220,21 @@ def render() -> str:
         "what learning the priors costs or gains from what the FC paths do.\n",
         _structure(learned),
     ]
-    lr_runs = sorted(p.parent for p in LR_FOLDER.glob("*/results.json"))
-    if lr_runs:
-        lr_learned = [r for r in lr_runs if summary.load_run(r)["settings"]["method"] == "marglik"]
-        lr_entries = data_size.sweep_rows(lr_runs)
-        fixed = [e for e in entries if e["network"].startswith("MAP")]
+    fixed = [e for e in entries if e["network"].startswith("MAP")]
+    for folder, text in VARIANTS:
+        variant_runs = sorted(p.parent for p in (RESULTS / folder).glob("*/results.json"))
+        if not variant_runs:
+            continue
+        variant = data_size.sweep_rows(variant_runs)
         parts += [
             "",
-            LR_TEXT,
-            data_size.table(lr_entries),
+            text,
+            data_size.table(variant),
             "",
             "Against the MAP rows of the sweep above (the same test as there):",
             "",
-            "\n".join(_verdict_sentences(fixed + lr_entries)) or "No size has two seeds yet.",
+            "\n".join(_verdict_sentences(fixed + variant)) or "No size has two seeds yet.",
             "",
-            _structure(lr_learned),
+            _structure(variant_runs),
         ]
     return "\n".join(parts) + "\n"
