@@ -8,15 +8,17 @@ share of its epochs, so every size gets the same number of fits: the FC paths ar
 first ``--held-share`` of the epochs (the burn-in), then the marginal likelihood is fitted
 ``--fits`` times, evenly spaced, on ``min(N, --marglik-subset)`` examples. Each run's
 ``results.json`` records its settings, ``optimiser_steps``, device and threads.
+``--networks`` picks rows (``learned-conv``, CONV with priors learned the same way, is not a row
+of the table: it separates the learned priors from the FC paths).
 
 Runs are resumable (a finished run is skipped, an interrupted one resumes from its checkpoint),
 in the order size, task, seed, network, so that the smallest sizes, where the learned network
 fell behind, finish first. ``--table`` prints the table (mean ± std over seeds, and whether the
 learned row is within the seed spread of the best MAP row) and ``--figure`` draws test
 accuracy and NLL against the size; ``benchmarks/results_tables.py`` renders
-``docs/data_size.md`` from the committed runs.
+``docs/data_size.md`` from the committed runs (``python -m benchmarks.results_tables``).
 
-Usage:
+Usage (from the repository root):
     python -m benchmarks.data_size --out runs/data-size --sizes 500 1000 2000 4000 \
         --seeds 0 1 2 --threads 1
     python -m benchmarks.data_size --out runs/data-size --table --figure data_size.png
