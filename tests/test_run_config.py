@@ -59,7 +59,21 @@ def test_train_takes_a_run_config_and_records_its_dict_form(tmp_path):
 
 def test_train_refuses_a_dict_with_a_key_that_is_no_setting(tmp_path):
     with pytest.raises(SystemExit, match=r"\['epoch'\] is not a setting"):
-        train(dict(DEFAULTS, epoch=3), tmp_path / "run")
+        train(
+            dict(
+                DEFAULTS,
+                epoch=3,
+                model="conv",
+                method="map",
+                alpha=1,
+                epochs=1,
+                subset=64,
+                test_subset=32,
+                threads=1,
+                device="cpu",
+            ),
+            tmp_path / "run",
+        )  # tiny, so that without the check the test fails fast instead of training long
 
 
 def test_the_enums_offer_what_the_training_code_accepts():
