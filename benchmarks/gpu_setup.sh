@@ -14,9 +14,9 @@ mkdir -p "$OUT"
 } > "$OUT/device.txt" 2>&1
 
 # Every CUDA case of the curvature, layer, model and lengthscale tests, in the background
-# (at most 240 s), into $OUT/cuda-tests.xml and $OUT/cuda-tests.log; `wait` collects it.
+# (at most TEST_LIMIT seconds, 240 by default), into $OUT/cuda-tests.xml and $OUT/cuda-tests.log; `wait` collects it.
 start_cuda_tests() {
-    timeout 240 python3 -m pytest -q -n 2 -k cuda tests/curvature tests/layers \
+    timeout "${TEST_LIMIT:-240}" python3 -m pytest -q -n 2 -k cuda tests/curvature tests/layers \
         tests/test_models.py tests/curvature/test_lengthscales.py --junitxml="$OUT/cuda-tests.xml" \
         > "$OUT/cuda-tests.log" 2>&1 &
 }

@@ -24,7 +24,10 @@ two-layer head), in one process, on random 3x32x32 inputs with 10 classes held o
    each costs Python and dispatcher time, and on a GPU at least one kernel launch), the host
    synchronisation points among them (``aten::_local_scalar_dense``: ``.item()``, ``float()``
    and ``bool()`` of a tensor; ``aten::nonzero``), and on CUDA the kernel launches and the CUDA
-   runtime's synchronisation calls.
+   runtime's synchronisation calls; the wall-clock milliseconds of the profiled call, the
+   operators with the most host time (self CPU time) and, on CUDA, the kernels' summed
+   device time and the kernels with the most (a device time far below the wall time: the
+   GPU waits for the host).
 
 Targets (issue 41; ratios, so that they hold across cards): on a GPU at N = 4,096, CONV epoch
 <= 1.2x the stock CNN's, F-FC+CONV exact fit <= 4 epochs and MC fit <= 1.5 (at N = 512 at most
@@ -73,6 +76,9 @@ CUDA_LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "c
 
 CUDA_SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 """CUDA runtime calls that block the host until the device is done."""
+
+TOP = 12
+"""Operators (host time) and kernels (device time) listed per profiled step or fit."""
 
 TARGETS = {
     "conv_epoch_over_stock": 1.2,
@@ -208,8 +214,10 @@ def operators(run: Callable[[], object], device: str) -> dict[str, int]:
     if device.startswith("cuda"):
         activities.append(ProfilerActivity.CUDA)
     with profile(activities=activities) as trace:
+        start = time.perf_counter()
         run()
         synchronise(device)
+        wall = time.perf_counter() - start
     counts: collections.Counter[str] = collections.Counter()
     top_level = 0
     for event in trace.events():
@@ -222,11 +230,23 @@ def operators(run: Callable[[], object], device: str) -> dict[str, int]:
     result = {
         "aten_top_level": top_level,
         "host_syncs": sum(counts[name] for name in SYNC_OPERATORS),
+        "wall_ms": wall * 1e3,
+        "top_host_ms": top(trace, "self_cpu_time_total"),
     }
     if device.startswith("cuda"):
         result["kernel_launches"] = sum(counts[name] for name in CUDA_LAUNCHES)
         result["cuda_syncs"] = sum(counts[name] for name in CUDA_SYNCS)
+        result["kernel_ms"] = sum(
+            event.self_device_time_total for event in trace.key_averages()
+        ) / 1e3
+        result["top_kernel_ms"] = top(trace, "self_device_time_total")
     return result
+
+
+def top(trace: profile, key: str, n: int = TOP) -> list[list]:
+    """The ``n`` events of ``trace`` with the largest ``key`` (microseconds): name, calls, ms."""
+    events = sorted(trace.key_averages(), key=lambda event: -getattr(event, key))[:n]
+    return [[event.key, event.count, getattr(event, key) / 1e3] for event in events]
 
 
 def training_run(
@@ -258,7 +278,8 @@ def trainer_step_operators(name: str, alpha: int, device: str, batch: int) -> di
         data = loader(n_batches * batch, batch, device)
         run = functools.partial(training_run, model, data, 1, False, False)
         counts.append(operators(run, device))
-    return {key: counts[1][key] - counts[0][key] for key in counts[0]}
+    counted = ("aten_top_level", "host_syncs", "kernel_launches", "cuda_syncs")
+    return {key: counts[1][key] - counts[0][key] for key in counted if key in counts[0]}
 
 
 def measure(name: str, args, device: str) -> dict:

@@ -1,20 +1,35 @@
 #!/usr/bin/env bash
-# Issue 41's GPU measurement in one device call: benchmarks.gpu_speed at N = 4,096 and 512,
-# batch 128, alone on the machine (about 5 minutes on one H100 or H200; stopped after LIMIT
-# seconds, 360 by default, with every finished model already in the JSON). With CUDA_TESTS=1
-# the CUDA cases of the curvature, layer and model tests run afterwards, never beside the
-# timings (at most 240 s more). Writes under $OUT: device.txt, cuda.json (for benchmarks/results/gpu_speed/),
-# gpu_speed.log and, with CUDA_TESTS=1, cuda-tests.{xml,log}.
+# Issue 41's GPU measurement in one device call, each step alone on the machine:
+# 1. benchmarks.gpu_speed at N = 4,096 and 512, batch 128, for MODELS (the stock CNN, CONV and
+#    F-FC+CONV by default; add f-fc+conv+gconv), stopped after SPEED_LIMIT seconds (200 by
+#    default; every finished model is already in the JSON);
+# 2. benchmarks.gpu_scale (Table 1's runs at 60,000 images: an epoch and a fit, extrapolated to
+#    100 and 1,000 epochs), stopped after SCALE_LIMIT seconds (110 by default; 0 skips it);
+# 3. with CUDA_TESTS=1, the CUDA cases of the curvature, layer and model tests (TEST_LIMIT
+#    seconds, 60 by default).
+# About 6 minutes in all on one H100 or H200. Writes under $OUT: device.txt, cuda.json and
+# scale.json (for benchmarks/results/gpu_speed/), gpu_speed.log, gpu_scale.log and, with
+# CUDA_TESTS=1, cuda-tests.{xml,log}.
 #
 # Usage (repository root of the GPU machine, with the wheels of ../shared/tools/gpu-wheels
-# in .whl/):  OUT=... [LIMIT=360] [CUDA_TESTS=1] bash benchmarks/gpu_speed.sh
+# in .whl/):  OUT=... [MODELS="..."] [SPEED_LIMIT=200] [SCALE_LIMIT=110] [CUDA_TESTS=1] \
+#     bash benchmarks/gpu_speed.sh
 set -u
 source benchmarks/gpu_setup.sh || exit 1
-timeout "${LIMIT:-360}" python3 -m benchmarks.gpu_speed --device cuda --n 4096 --small-n 512 \
-    --repeats 3 --train-epochs 10 --out "$OUT/cuda.json" > "$OUT/gpu_speed.log" 2>&1
-echo "gpu_speed.py exit status $?" >> "$OUT/gpu_speed.log"
-if [ "${CUDA_TESTS:-0}" = 1 ]; then
-    start_cuda_tests
-    wait
+# shellcheck disable=SC2086
+timeout "${SPEED_LIMIT:-200}" python3 -m benchmarks.gpu_speed --device cuda --n 4096 \
+    --small-n 512 --repeats 2 --train-epochs 10 --models ${MODELS:-stock-cnn conv f-fc+conv} \
+    --out "$OUT/cuda.json" > "$OUT/gpu_speed.log" 2>&1
+echo "gpu_speed exit status $?" >> "$OUT/gpu_speed.log"
+grep -v "Warning\|warn" "$OUT/gpu_speed.log" | cut -c1-400 | tail -n 8
+if [ "${SCALE_LIMIT:-110}" != 0 ]; then
+    timeout "${SCALE_LIMIT:-110}" python3 -m benchmarks.gpu_scale --device cuda --epochs 3 \
+        --out "$OUT/scale.json" > "$OUT/gpu_scale.log" 2>&1
+    echo "gpu_scale exit status $?" >> "$OUT/gpu_scale.log"
+    grep -v "Warning\|warn" "$OUT/gpu_scale.log" | tail -n 8
 fi
-grep -v "Warning\|warn" "$OUT/gpu_speed.log" | tail -n 12
+if [ "${CUDA_TESTS:-0}" = 1 ]; then
+    TEST_LIMIT=${TEST_LIMIT:-60} start_cuda_tests
+    wait
+    tail -n 3 "$OUT/cuda-tests.log"
+fi
