@@ -109,7 +109,7 @@ def run(name: str, args, device: str) -> dict:
         callback=stamp,
         final_laplace=False,
     )
-    epochs_s = [b - a for a, b in zip([start, *ends], ends)]
+    epochs_s = [b - a for a, b in zip([start, *ends[:-1]], ends, strict=True)]
     row = {
         "run": name,
         "model": model_name,

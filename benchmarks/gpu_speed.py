@@ -10,9 +10,11 @@ two-layer head), in one process, on random 3x32x32 inputs with 10 classes held o
 2. ``Laplace.fit`` (``subset_of_weights="all"``, ``"kron"``) over the same N with the exact
    GGN and with the Monte-Carlo Fisher (one sample): ``EquivariantKFAC`` for the package's
    models, laplace-torch's ``AsdlGGN`` for the stock CNN; the median of ``--repeats`` fits
-   after a warm-up fit, also at every N of ``--small-n``; on a GPU also the exact GGN with
-   its ``K - 1`` class passes run separately (``batched_classes=False``; batched is the
-   default there);
+   after a warm-up fit, also at every N of ``--small-n``; on a GPU, where
+   ``EquivariantKFAC`` by default concatenates the loader's batches into passes of up to
+   4,096 rows (:mod:`laplace_equivariance.curvature.fit_passes`), also both fits batch by
+   batch (``fit_batch_size=--batch``), and with ``--separate-classes`` the exact GGN with its
+   ``K - 1`` class passes run separately (``batched_classes=False``);
 3. a marginal-likelihood training run (:func:`laplace_equivariance.marglik_training`,
    ``--train-epochs`` epochs, fits every 5 epochs from epoch 5 with 20 hyperparameter steps,
    Monte-Carlo Fisher and exact GGN) against MAP training of the same model by the same
@@ -174,17 +176,16 @@ def epoch(model: nn.Module, data: DataLoader) -> Callable[[], None]:
     return run
 
 
-def fit(
-    model: nn.Module, data: DataLoader, stochastic: bool, batched_classes: bool | None = None
-) -> Callable[[], Laplace]:
+def fit(model: nn.Module, data: DataLoader, stochastic: bool, **options) -> Callable[[], Laplace]:
     """``Laplace.fit`` over ``data``: EquivariantKFAC, or AsdlGGN for the stock CNN.
 
-    ``batched_classes`` is EquivariantKFAC's option (None: its default, batched on a GPU).
+    ``options`` are EquivariantKFAC's (``batched_classes``, ``fit_batch_size``; its defaults
+    otherwise), ignored for the stock CNN.
     """
     stock = isinstance(model, nn.Sequential)
-    options = {"stochastic": True} if stochastic else {}
-    if batched_classes is not None and not stock:
-        options["batched_classes"] = batched_classes
+    backend_kwargs = {"stochastic": True} if stochastic else {}
+    if not stock:
+        backend_kwargs |= options
 
     def run() -> Laplace:
         la = Laplace(
@@ -193,7 +194,7 @@ def fit(
             subset_of_weights="all",
             hessian_structure="kron",
             backend=AsdlGGN if stock else EquivariantKFAC,
-            backend_kwargs=options or None,
+            backend_kwargs=backend_kwargs or None,
         )
         la.fit(data)
         return la
@@ -236,9 +237,9 @@ def operators(run: Callable[[], object], device: str) -> dict[str, int]:
     if device.startswith("cuda"):
         result["kernel_launches"] = sum(counts[name] for name in CUDA_LAUNCHES)
         result["cuda_syncs"] = sum(counts[name] for name in CUDA_SYNCS)
-        result["kernel_ms"] = sum(
-            event.self_device_time_total for event in trace.key_averages()
-        ) / 1e3
+        result["kernel_ms"] = (
+            sum(event.self_device_time_total for event in trace.key_averages()) / 1e3
+        )
         result["top_kernel_ms"] = top(trace, "self_device_time_total")
     return result
 
@@ -292,17 +293,22 @@ def measure(name: str, args, device: str) -> dict:
     run_epoch = epoch(model, data)
     row["epoch_s"] = median_seconds(run_epoch, device, args.repeats)
     row["epoch_peak_mib"] = peak_mib(run_epoch, device)
-    fits = [("exact", False, None), ("mc", True, None)]
-    if device.startswith("cuda") and name != STOCK:  # the default there batches the classes
-        fits.append(("exact_separate_classes", False, False))
-    for kind, stochastic, batched in fits:
-        run_fit = fit(model, data, stochastic, batched)
+    progress(name, "epoch", row["epoch_s"])
+    fits: list[tuple[str, bool, dict]] = [("exact", False, {}), ("mc", True, {})]
+    if device.startswith("cuda") and name != STOCK:  # the defaults there differ from the CPU's
+        by_batch = {"fit_batch_size": args.batch}
+        fits += [("exact_batch_by_batch", False, by_batch), ("mc_batch_by_batch", True, by_batch)]
+        if args.separate_classes:
+            fits.append(("exact_separate_classes", False, {"batched_classes": False, **by_batch}))
+    for kind, stochastic, options in fits:
+        run_fit = fit(model, data, stochastic, **options)
         fit_s = median_seconds(run_fit, device, args.repeats)
         row[kind] = {
             "fit_s": fit_s,
             "fit_over_epoch": fit_s / row["epoch_s"],
             "peak_mib": peak_mib(run_fit, device),
         }
+        progress(name, kind, row[kind])
     row["small_n"] = []
     for n in args.small_n:
         small = loader(n, args.batch, device)
@@ -312,6 +318,7 @@ def measure(name: str, args, device: str) -> dict:
             fit_s = median_seconds(fit(model, small, stochastic), device, args.repeats)
             entry[kind] = {"fit_s": fit_s, "fit_over_epoch": fit_s / small_epoch}
         row["small_n"].append(entry)
+        progress(name, f"n={n}", entry)
     batch = loader(args.profile_batch, args.profile_batch, device)
     x, y = next(iter(batch))
     step = training_step(model, torch.optim.SGD(model.parameters(), lr=1e-3))
@@ -331,6 +338,7 @@ def measure(name: str, args, device: str) -> dict:
             fresh = build(name, alpha).to(device)
             run = functools.partial(training_run, fresh, data, args.train_epochs, learn, stochastic)
             runs[kind] = seconds(run, device)
+            progress(name, f"training {kind}", runs[kind])
         row["training"] = {
             "epochs": args.train_epochs,
             **{f"{kind}_s": value for kind, value in runs.items()},
@@ -338,6 +346,11 @@ def measure(name: str, args, device: str) -> dict:
             "exact_over_map": runs["marglik_exact"] / runs["map"],
         }
     return row
+
+
+def progress(model: str, what: str, value) -> None:
+    """One line on the console as each figure is measured (a stopped run shows how far)."""
+    print(f"  {model} {what}: {value}", flush=True)
 
 
 def summary(rows: list[dict]) -> dict:
@@ -364,6 +377,11 @@ def main() -> None:
     parser.add_argument("--gconv-alpha", type=int, default=2, help="Table 3's width")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--train-epochs", type=int, default=10)
+    parser.add_argument(
+        "--separate-classes",
+        action="store_true",
+        help="on a GPU also the exact fit with its K - 1 class passes apart, batch by batch",
+    )
     parser.add_argument(
         "--models", nargs="+", default=[STOCK, "conv", "f-fc+conv", "f-fc+conv+gconv"]
     )

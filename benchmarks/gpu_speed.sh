@@ -4,7 +4,8 @@
 #    F-FC+CONV by default; add f-fc+conv+gconv), stopped after SPEED_LIMIT seconds (200 by
 #    default; every finished model is already in the JSON);
 # 2. benchmarks.gpu_scale (Table 1's runs at 60,000 images: an epoch and a fit, extrapolated to
-#    100 and 1,000 epochs), stopped after SCALE_LIMIT seconds (110 by default; 0 skips it);
+#    100 and 1,000 epochs; SCALE_RUNS names some of its runs), stopped after SCALE_LIMIT seconds
+#    (110 by default; 0 skips it);
 # 3. with CUDA_TESTS=1, the CUDA cases of the curvature, layer and model tests (TEST_LIMIT
 #    seconds, 60 by default).
 # About 6 minutes in all on one H100 or H200. Writes under $OUT: device.txt, cuda.json and
@@ -12,8 +13,8 @@
 # CUDA_TESTS=1, cuda-tests.{xml,log}.
 #
 # Usage (repository root of the GPU machine, with the wheels of ../shared/tools/gpu-wheels
-# in .whl/):  OUT=... [MODELS="..."] [SPEED_LIMIT=200] [SCALE_LIMIT=110] [CUDA_TESTS=1] \
-#     bash benchmarks/gpu_speed.sh
+# in .whl/):  OUT=... [MODELS="..."] [SPEED_LIMIT=200] [SCALE_LIMIT=110] [SCALE_RUNS="..."]
+#     [CUDA_TESTS=1] bash benchmarks/gpu_speed.sh
 set -u
 source benchmarks/gpu_setup.sh || exit 1
 # shellcheck disable=SC2086
@@ -23,8 +24,9 @@ timeout "${SPEED_LIMIT:-200}" python3 -m benchmarks.gpu_speed --device cuda --n 
 echo "gpu_speed exit status $?" >> "$OUT/gpu_speed.log"
 grep -v "Warning\|warn" "$OUT/gpu_speed.log" | cut -c1-400 | tail -n 8
 if [ "${SCALE_LIMIT:-110}" != 0 ]; then
+    # shellcheck disable=SC2086
     timeout "${SCALE_LIMIT:-110}" python3 -m benchmarks.gpu_scale --device cuda --epochs 3 \
-        --out "$OUT/scale.json" > "$OUT/gpu_scale.log" 2>&1
+        ${SCALE_RUNS:+--runs $SCALE_RUNS} --out "$OUT/scale.json" > "$OUT/gpu_scale.log" 2>&1
     echo "gpu_scale exit status $?" >> "$OUT/gpu_scale.log"
     grep -v "Warning\|warn" "$OUT/gpu_scale.log" | tail -n 8
 fi

@@ -18,6 +18,13 @@ from laplace_equivariance.curvature.activation_graph import activation_graph_onl
 from laplace_equivariance.curvature.cross_entropy import ReducedRankCrossEntropyGGN
 from laplace_equivariance.curvature.factor_rows import FactorRows
 from laplace_equivariance.curvature.fit_merging import FitMerging
+from laplace_equivariance.curvature.fit_passes import (
+    GPU_PASS_ROWS,
+    ConcatenatedBatches,
+    batches_per_pass,
+    check_fit_batch_size,
+    is_tensor_batch,
+)
 from laplace_equivariance.curvature.jacobians import (
     DEFAULT_MEMORY_LIMIT,
     ChunkedJacobians,
@@ -134,6 +141,12 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
             the activation memory, one pass's kernel launches instead of ``K - 1`` passes').
             None (default): on when the batch is on a GPU, where the passes are bound by
             launches; on the CPU the copies' forward arithmetic costs more than it saves.
+        fit_batch_size: Examples per curvature pass of ``Laplace.fit``: consecutive batches
+            of the loader are concatenated up to this many (whole batches; the factors are
+            the same, :mod:`~laplace_equivariance.curvature.fit_passes`). None (default):
+            the loader's batches on the CPU; on a GPU as many as keep examples times the
+            batched class copies at most
+            :data:`~laplace_equivariance.curvature.fit_passes.GPU_PASS_ROWS` (4,096).
 
     Attributes:
         examples_seen: Examples of the current fit so far (this rank's shard in a process
@@ -148,8 +161,9 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
             without running statistics; BatchNorm, GroupNorm and LayerNorm get exact blocks,
             :mod:`laplace_equivariance.curvature.rules.normalization`).
         ValueError: If ``n_mc_samples`` is not a positive integer, or above one without
-            ``stochastic=True``, ``memory_limit`` is not positive, or ``kfac_approx`` is
-            unknown or ``"reduce"`` on a model with a trainable stock ``nn.Conv2d``.
+            ``stochastic=True``, ``memory_limit`` is not positive, ``kfac_approx`` is
+            unknown or ``"reduce"`` on a model with a trainable stock ``nn.Conv2d``, or
+            ``fit_batch_size`` is neither None nor a positive integer.
     """
 
     def __init__(
@@ -165,8 +179,10 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
         memory_limit: int = DEFAULT_MEMORY_LIMIT,
         kfac_approx: str = "expand",
         batched_classes: bool | None = None,
+        fit_batch_size: int | None = None,
     ) -> None:
         check_sample_count(n_mc_samples, stochastic)
+        check_fit_batch_size(fit_batch_size)
         if memory_limit <= 0:
             raise ValueError(
                 f"memory_limit must be a positive number of bytes, got {memory_limit}."
@@ -176,6 +192,7 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
         self.memory_limit = memory_limit
         self.kfac_approx = kfac_approx
         self.batched_classes = batched_classes
+        self.fit_batch_size = fit_batch_size
         self._n_outputs: int | None = None
         super().__init__(
             model, likelihood, last_layer, subnetwork_indices, dict_key_x, dict_key_y, stochastic
@@ -392,6 +409,30 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
         self._accumulate_projected_factors(N)
         self.examples_seen += len(y)
         return loss, kron
+
+    def fit_loader(self, loader: Any, device: torch.device) -> Any:
+        """The loader ``Laplace.fit`` takes its curvature passes over.
+
+        ``loader`` itself, or its batches concatenated :func:`batches_per_pass` at a time
+        (:attr:`fit_batch_size`; None: on a GPU up to :data:`GPU_PASS_ROWS` rows, examples
+        times the exact GGN's batched class copies). Loaders of dict batches are left as
+        they are.
+
+        Args:
+            loader: The loader given to ``fit``.
+            device: The device the model's parameters are on.
+        """
+        if self.fit_batch_size is None and device.type != "cuda":
+            return loader
+        first = next(iter(loader))
+        if not is_tensor_batch(first):
+            return loader
+        x = first[0]
+        pass_examples = self.fit_batch_size
+        if pass_examples is None:
+            pass_examples = GPU_PASS_ROWS // self._class_copies(x.to(device))
+        k = batches_per_pass(len(x), pass_examples)
+        return loader if k == 1 else ConcatenatedBatches(loader, k)
 
     def _class_copies(self, x) -> int:
         """Copies of the batch for the exact GGN's batched class passes (1: separate passes).

@@ -90,7 +90,11 @@ class MonteCarloCrossEntropyFisher(KronFisherMaker, FisherMCCrossEntropy):
     def _fisher_loop(self, closure) -> None:
         logits = self._logits
         log_probs = F.log_softmax(logits, dim=-1).view(-1, logits.size(-1))
-        categorical = torch.distributions.Categorical(F.softmax(logits.detach(), dim=-1))
+        # a softmax is a distribution by construction: validating it would read a flag on
+        # the host, one GPU synchronisation per batch
+        categorical = torch.distributions.Categorical(
+            F.softmax(logits.detach(), dim=-1), validate_args=False
+        )
         sampled_passes(
             closure,
             self.config.n_mc_samples,
@@ -112,7 +116,9 @@ class MonteCarloGaussianFisher(KronFisherMaker, FisherMCMSE):
 
     def _fisher_loop(self, closure) -> None:
         logits = self._logits
-        normal = torch.distributions.Normal(logits.detach(), scale=math.sqrt(self.config.var))
+        normal = torch.distributions.Normal(
+            logits.detach(), scale=math.sqrt(self.config.var), validate_args=False
+        )
         sampled_passes(
             closure,
             self.config.n_mc_samples,

@@ -331,7 +331,9 @@ def install_fit_hook() -> None:
     before laplace-torch's fit (which would raise a bare ``StopIteration``), and a loader
     that yields fewer examples than its data set holds (a sampler over some of them) is
     fitted with ``N`` its example count (:func:`~laplace_equivariance.loader_size.counted`),
-    not ``len(loader.dataset)``.
+    not ``len(loader.dataset)``. A backend with ``fit_loader(loader, device)`` chooses the
+    batches of the curvature passes (``EquivariantKFAC``: several of the loader's at once
+    on a GPU, :mod:`~laplace_equivariance.curvature.fit_passes`).
 
     Raises:
         RuntimeError: If ``KronLaplace.fit`` does not exist.
@@ -347,6 +349,8 @@ def install_fit_hook() -> None:
                     f"{len(train_loader)} batches): give it the training data."
                 )
             train_loader = counted(train_loader)  # N: the examples it yields (a sampler's)
+            if hasattr(self.backend, "fit_loader"):
+                train_loader = self.backend.fit_loader(train_loader, self._device)
             accumulates = not override and getattr(self, "H_facs", None) is not None
             previous = (self.backend.projected_factors, self.n_data) if accumulates else None
             original(self, train_loader, override=override, progress_bar=progress_bar)

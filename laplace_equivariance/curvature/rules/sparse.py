@@ -187,5 +187,5 @@ class SparseCircularConv2dRule(CircularConv2dRule):
         filter_grads = torch.einsum("nop,nkp->nok", out_grads.flatten(start_dim=2), patches)
         n = filter_grads.shape[0]
         u = module.weight.detach().flatten(end_dim=1)
-        taps = filter_grads.view(n, u.shape[0], -1)
+        taps = filter_grads.reshape(n, u.shape[0], -1)
         return basis_gradients(module, taps, u.expand(n, *u.shape))

@@ -1,0 +1,125 @@
+r"""Curvature passes of ``Laplace.fit`` over several of the loader's batches at once.
+
+A Kron fit sums per-example statistics over the data set: laplace-torch's ``fit`` adds the
+factors of every batch, and :meth:`EquivariantKFAC.kron` divides each batch's ``A`` factors
+by the data set's ``N``, not by the batch's size. So the factors, the loss and the marginal
+likelihood do not depend on how the examples are grouped into batches (up to float
+rounding; ``tests/curvature/test_fit_passes.py``). Their time does: one curvature pass (a
+forward pass, the exact GGN's ``K - 1`` backward passes or the Monte-Carlo Fisher's one, the
+rules' factor products) launches the same kernels for 128 examples as for 1,024, and on a
+GPU a pass at the batch sizes of training is bound by those launches, not by arithmetic
+(``benchmarks/gpu_speed.py`` profiles it: a CONV fit's pass over 32 examples launches about
+2,000 kernels). :class:`ConcatenatedBatches` lets ``Laplace.fit`` take its passes over
+consecutive batches of the loader concatenated, so a fit launches a fraction of the kernels.
+
+``EquivariantKFAC(fit_batch_size=...)`` sets how many examples a pass takes at most; by
+default the loader's own batches on the CPU (where arithmetic dominates and larger passes
+gain nothing), and on a GPU as many whole batches as keep the pass's rows (examples times
+the exact GGN's batched class copies, ``K - 1``) at most :data:`GPU_PASS_ROWS`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+__all__ = [
+    "GPU_PASS_ROWS",
+    "ConcatenatedBatches",
+    "batches_per_pass",
+    "check_fit_batch_size",
+    "is_tensor_batch",
+]
+
+GPU_PASS_ROWS = 4096
+"""Rows of one curvature pass on a GPU by default: examples times class copies.
+
+At Table 1's widths a row of the exact GGN's batched pass holds about 0.5 MB of activations
+(a CONV pass over 128 examples times 9 copies peaked at 630 MiB on an H200), so a pass of
+4,096 rows takes about 2 GB of GPU memory."""
+
+
+def check_fit_batch_size(fit_batch_size: int | None) -> None:
+    """Raise unless ``fit_batch_size`` is None or a positive integer.
+
+    Raises:
+        ValueError: Naming the value and what to pass instead.
+    """
+    if fit_batch_size is None:
+        return
+    if (
+        isinstance(fit_batch_size, bool)
+        or not isinstance(fit_batch_size, int)
+        or fit_batch_size < 1
+    ):
+        raise ValueError(
+            f"fit_batch_size must be a positive number of examples or None (the loader's "
+            f"batches on the CPU, about {GPU_PASS_ROWS:,} rows on a GPU), got {fit_batch_size!r}."
+        )
+
+
+def batches_per_pass(batch_examples: int, pass_examples: int) -> int:
+    """Whole loader batches of ``batch_examples`` in a pass of at most ``pass_examples``.
+
+    At least one: a batch larger than the pass is taken whole, never split.
+    """
+    return max(1, pass_examples // max(batch_examples, 1))
+
+
+def is_tensor_batch(batch: Any) -> bool:
+    """Whether ``batch`` is a tuple or list of tensors, which :class:`ConcatenatedBatches` takes."""
+    return isinstance(batch, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in batch)
+
+
+class ConcatenatedBatches:
+    """A loader whose batches are ``k`` consecutive batches of another, concatenated.
+
+    Iterating it iterates ``loader`` once; every ``k`` batches ``(X, y)`` (tuples or lists
+    of tensors; the last group may hold fewer) become one, each tensor concatenated along its
+    first dimension. ``dataset`` is ``loader.dataset`` (laplace-torch reads its length as
+    the fit's ``N``).
+
+    Args:
+        loader: A loader whose batches are tuples or lists of tensors.
+        k: Batches per concatenated batch, at least 1.
+
+    Raises:
+        ValueError: If ``k`` is below 1.
+        TypeError: While iterating, for a batch that is not a tuple or list of tensors
+            (a dict batch): fit such loaders with ``fit_batch_size=None`` on the CPU, or
+            give their batches the size of a pass.
+    """
+
+    def __init__(self, loader: Any, k: int) -> None:
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}.")
+        self.loader = loader
+        self.k = k
+        self.dataset = loader.dataset
+
+    def __len__(self) -> int:
+        return math.ceil(len(self.loader) / self.k)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, ...]]:
+        group: list = []
+        for batch in self.loader:
+            if not is_tensor_batch(batch):
+                raise TypeError(
+                    f"Only batches of tensors can be concatenated, got a {type(batch).__name__}: "
+                    "pass fit_batch_size equal to the loader's batch size to fit batch by batch."
+                )
+            group.append(batch)
+            if len(group) == self.k:
+                yield self._concatenated(group)
+                group = []
+        if group:
+            yield self._concatenated(group)
+
+    @staticmethod
+    def _concatenated(group: list) -> tuple[torch.Tensor, ...]:
+        if len(group) == 1:
+            return tuple(group[0])
+        return tuple(torch.cat(parts) for parts in zip(*group, strict=True))
