@@ -18,7 +18,12 @@ def test_the_stock_cnn_has_the_conv_networks_shape_and_parameter_count():
 
 def test_operators_counts_top_level_operators_and_host_reads():
     counts = gpu_speed.operators(lambda: (torch.ones(3) * 2).sum().item(), "cpu")
-    assert counts == {"aten_top_level": 4, "host_syncs": 1}  # ones, mul, sum, item
+    assert counts["aten_top_level"] == 4 and counts["host_syncs"] == 1  # ones, mul, sum, item
+    assert counts["wall_ms"] > 0
+    names = [name for name, calls, ms in counts["top_host_ms"]]
+    assert {"aten::ones", "aten::mul", "aten::sum"} <= set(names)
+    assert all(ms >= 0 for _, _, ms in counts["top_host_ms"])
+    assert "kernel_ms" not in counts  # device time only on CUDA
 
 
 def test_a_row_has_every_figure_and_the_summary_its_ratios():
