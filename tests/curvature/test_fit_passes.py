@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from laplace import Laplace
 from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance import EquivariantKFAC, models
@@ -14,6 +13,7 @@ from laplace_equivariance.curvature.fit_passes import (
     batches_per_pass,
     check_fit_batch_size,
 )
+from tests.curvature.test_backend import kron_laplace
 
 K = 3
 LENGTHSCALE_HYPERPARAMETER = {"lengthscale_mode": "hyperparameter", "lengthscale": 0.8}
@@ -82,16 +82,9 @@ def test_a_fit_batch_size_that_is_no_positive_integer_is_refused(value):
         EquivariantKFAC(model, "classification", fit_batch_size=value)
 
 
-def fitted(model, data: DataLoader, **backend_kwargs) -> tuple[Laplace, int]:
+def fitted(model, data: DataLoader, **backend_kwargs) -> tuple:
     """A fitted Kron Laplace approximation and the number of curvature passes it took."""
-    la = Laplace(
-        model,
-        "classification",
-        subset_of_weights="all",
-        hessian_structure="kron",
-        backend=EquivariantKFAC,
-        backend_kwargs=backend_kwargs or None,
-    )
+    la = kron_laplace(model, backend_kwargs=backend_kwargs or None)
     passes = []
     kron = la.backend.kron
     la.backend.kron = lambda x, y, N, **kw: passes.append(len(x)) or kron(x, y, N, **kw)
