@@ -23,7 +23,6 @@ from laplace_equivariance.curvature.fit_passes import (
     ConcatenatedBatches,
     batches_per_pass,
     check_fit_batch_size,
-    is_tensor_batch,
 )
 from laplace_equivariance.curvature.jacobians import (
     DEFAULT_MEMORY_LIMIT,
@@ -415,8 +414,11 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
 
         ``loader`` itself, or its batches concatenated :func:`batches_per_pass` at a time
         (:attr:`fit_batch_size`; None: on a GPU up to :data:`GPU_PASS_ROWS` rows, examples
-        times the exact GGN's batched class copies). Loaders of dict batches are left as
-        they are.
+        times the exact GGN's batched class copies). The choice reads the loader's
+        ``batch_size`` and one example of its data set, never iterates the loader (a shuffled
+        loader would draw from the global random generator). Loaders without a
+        ``batch_size`` (a batch sampler) or whose examples do not start with a tensor (dicts)
+        are left as they are.
 
         Args:
             loader: The loader given to ``fit``.
@@ -424,14 +426,14 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
         """
         if self.fit_batch_size is None and device.type != "cuda":
             return loader
-        first = next(iter(loader))
-        if not is_tensor_batch(first):
+        batch_size = getattr(loader, "batch_size", None)
+        example = loader.dataset[0] if batch_size else None
+        if not isinstance(example, (tuple, list)) or not isinstance(example[0], torch.Tensor):
             return loader
-        x = first[0]
         pass_examples = self.fit_batch_size
         if pass_examples is None:
-            pass_examples = GPU_PASS_ROWS // self._class_copies(x.to(device))
-        k = batches_per_pass(len(x), pass_examples)
+            pass_examples = GPU_PASS_ROWS // self._class_copies(example[0][None].to(device))
+        k = batches_per_pass(batch_size, pass_examples)
         return loader if k == 1 else ConcatenatedBatches(loader, k)
 
     def _class_copies(self, x) -> int:

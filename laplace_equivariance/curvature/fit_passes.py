@@ -8,13 +8,15 @@ rounding; ``tests/curvature/test_fit_passes.py``). Their time does: one curvatur
 forward pass, the exact GGN's ``K - 1`` backward passes or the Monte-Carlo Fisher's one, the
 rules' factor products) launches the same kernels for 128 examples as for 1,024, and on a
 GPU a pass at the batch sizes of training is bound by those launches, not by arithmetic
-(``benchmarks/gpu_speed.py`` profiles it: a CONV fit's pass over 32 examples launches about
-2,000 kernels). :class:`ConcatenatedBatches` lets ``Laplace.fit`` take its passes over
-consecutive batches of the loader concatenated, so a fit launches a fraction of the kernels.
+(``benchmarks/gpu_speed.py`` profiles it: a training step of 32 examples kept an H200's
+kernels busy for at most a tenth of its wall-clock time). :class:`ConcatenatedBatches` lets
+``Laplace.fit`` take its passes over consecutive batches of the loader concatenated, so a fit
+launches a fraction of the kernels.
 
 ``EquivariantKFAC(fit_batch_size=...)`` sets how many examples a pass takes at most; by
-default the loader's own batches on the CPU (where arithmetic dominates and larger passes
-gain nothing), and on a GPU as many whole batches as keep the pass's rows (examples times
+default the loader's own batches on the CPU (where arithmetic dominates: on two cores one
+pass over 512 examples of F-FC+CONV was no faster than four of 128, the exact GGN's 9 %
+slower), and on a GPU as many whole batches as keep the pass's rows (examples times
 the exact GGN's batched class copies, ``K - 1``) at most :data:`GPU_PASS_ROWS`.
 """
 
@@ -31,15 +33,14 @@ __all__ = [
     "ConcatenatedBatches",
     "batches_per_pass",
     "check_fit_batch_size",
-    "is_tensor_batch",
 ]
 
 GPU_PASS_ROWS = 4096
 """Rows of one curvature pass on a GPU by default: examples times class copies.
 
-At Table 1's widths a row of the exact GGN's batched pass holds about 0.5 MB of activations
-(a CONV pass over 128 examples times 9 copies peaked at 630 MiB on an H200), so a pass of
-4,096 rows takes about 2 GB of GPU memory."""
+With passes of this size the fits of CONV and F-FC+CONV at Table 1's widths peaked at 1.6 to
+3.1 GB of GPU memory on an H200 (``benchmarks/results/gpu_speed/cuda.json``, ``peak_mib``);
+``fit_batch_size`` lowers it."""
 
 
 def check_fit_batch_size(fit_batch_size: int | None) -> None:
@@ -69,8 +70,8 @@ def batches_per_pass(batch_examples: int, pass_examples: int) -> int:
     return max(1, pass_examples // max(batch_examples, 1))
 
 
-def is_tensor_batch(batch: Any) -> bool:
-    """Whether ``batch`` is a tuple or list of tensors, which :class:`ConcatenatedBatches` takes."""
+def _is_tensor_batch(batch: Any) -> bool:
+    """Whether ``batch`` is a tuple or list of tensors (what can be concatenated)."""
     return isinstance(batch, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in batch)
 
 
@@ -106,7 +107,7 @@ class ConcatenatedBatches:
     def __iter__(self) -> Iterator[tuple[torch.Tensor, ...]]:
         group: list = []
         for batch in self.loader:
-            if not is_tensor_batch(batch):
+            if not _is_tensor_batch(batch):
                 raise TypeError(
                     f"Only batches of tensors can be concatenated, got a {type(batch).__name__}: "
                     "pass fit_batch_size equal to the loader's batch size to fit batch by batch."

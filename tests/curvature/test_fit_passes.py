@@ -25,16 +25,18 @@ def loader(n: int, batch_size: int, dtype=torch.float64, device="cpu") -> DataLo
     return DataLoader(TensorDataset(x, y), batch_size=batch_size)
 
 
-def test_concatenated_batches_group_consecutive_batches():
-    """Ten examples in batches of 3 (3, 3, 3, 1), two at a time: passes of 6 and 4 holding
-    the examples in order, and the loader's data set (laplace-torch's N)."""
+@pytest.mark.parametrize(("k", "sizes"), [(2, [6, 4]), (3, [9, 1])])
+def test_concatenated_batches_group_consecutive_batches(k, sizes):
+    """Ten examples in batches of 3 (3, 3, 3, 1), two or three at a time: passes of 6 and 4,
+    or 9 and the last 1, holding the examples in order, and the loader's data set
+    (laplace-torch's N)."""
     x = torch.arange(10.0)[:, None]
     y = torch.arange(10)
     base = DataLoader(TensorDataset(x, y), batch_size=3)
-    passes = ConcatenatedBatches(base, 2)
+    passes = ConcatenatedBatches(base, k)
     got = list(passes)
-    assert len(passes) == len(got) == 2
-    assert [len(b[0]) for b in got] == [6, 4]
+    assert len(passes) == len(got) == len(sizes)
+    assert [len(b[0]) for b in got] == sizes
     torch.testing.assert_close(torch.cat([b[0] for b in got]), x)
     torch.testing.assert_close(torch.cat([b[1] for b in got]), y)
     assert passes.dataset is base.dataset
@@ -43,7 +45,8 @@ def test_concatenated_batches_group_consecutive_batches():
 class DictBatches:
     """A loader of Hugging Face style dict batches."""
 
-    dataset = [0, 1]
+    batch_size = 2
+    dataset = [{"input_ids": torch.zeros(3), "labels": torch.zeros(())}] * 2
 
     def __iter__(self):
         return iter([{"input_ids": torch.zeros(2, 3), "labels": torch.zeros(2)}])
@@ -159,3 +162,19 @@ def test_on_a_gpu_the_default_concatenates_up_to_the_pass_rows(stochastic):
     rows_per_example = 1 if stochastic else K - 1
     assert isinstance(passes, ConcatenatedBatches)
     assert passes.k == GPU_PASS_ROWS // rows_per_example // 128
+
+
+def test_choosing_the_passes_draws_no_random_numbers():
+    """The passes are chosen from the loader's batch size and one example of its data set,
+    not by iterating it: a shuffled loader's extra pass would draw a permutation from the
+    global generator and change every later draw of a training run. A fit over concatenated
+    passes leaves the generator where the fit batch by batch leaves it."""
+    model = models.build("conv", (1, 32, 32), K, alpha=1).double()
+    x = torch.randn(12, 1, 32, 32, dtype=torch.float64)
+    shuffled = DataLoader(TensorDataset(x, torch.randint(0, K, (12,))), batch_size=4, shuffle=True)
+    states = []
+    for backend_kwargs in ({}, {"fit_batch_size": 8}):
+        torch.manual_seed(3)
+        fitted(model, shuffled, **backend_kwargs)
+        states.append(torch.get_rng_state())
+    assert torch.equal(states[0], states[1])
