@@ -152,7 +152,7 @@ def test_on_the_cpu_the_default_fits_batch_by_batch():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 @pytest.mark.parametrize("stochastic", [False, True], ids=["exact-ggn", "mc-fisher"])
-def test_on_a_gpu_the_default_concatenates_up_to_the_pass_rows(stochastic):
+def test_on_cuda_the_default_concatenates_up_to_the_pass_rows(stochastic):
     """Exact GGN: K - 1 = 2 class copies per example, so passes of GPU_PASS_ROWS / 2
     examples; Monte-Carlo Fisher: one copy, GPU_PASS_ROWS examples."""
     model = models.build("conv", (1, 32, 32), K, alpha=1).cuda()
