@@ -13,8 +13,10 @@ two-layer head), in one process, on random 3x32x32 inputs with 10 classes held o
    after a warm-up fit, also at every N of ``--small-n``; on a GPU, where
    ``EquivariantKFAC`` by default concatenates the loader's batches into passes of up to
    4,096 rows (:mod:`laplace_equivariance.curvature.fit_passes`), also both fits batch by
-   batch (``fit_batch_size=--batch``), and with ``--separate-classes`` the exact GGN with its
-   ``K - 1`` class passes run separately (``batched_classes=False``);
+   batch (``fit_batch_size=--batch``), for models with block-diagonal factors (F-FC) both fits
+   with their eigenvalues computed by the GPU's eigensolver (``host_eigenvalues=False``;
+   the default computes them on the host's threads), and with ``--separate-classes`` the
+   exact GGN with its ``K - 1`` class passes run separately (``batched_classes=False``);
 3. a marginal-likelihood training run (:func:`laplace_equivariance.marglik_training`,
    ``--train-epochs`` epochs, fits every 5 epochs from epoch 5 with 20 hyperparameter steps,
    Monte-Carlo Fisher and exact GGN) against MAP training of the same model by the same
@@ -71,6 +73,10 @@ N_CLASSES = 10
 
 STOCK = "stock-cnn"
 """The stock PyTorch CNN's name among the models."""
+
+BLOCK_DIAGONAL = ("f-fc+conv", "f-fc+conv+gconv")
+"""The measured models whose Kron fits have block-diagonal factors (F-FC paths): their
+eigenvalues go to the host by default (``EquivariantKFAC(host_eigenvalues=True)``)."""
 
 SYNC_OPERATORS = ("aten::_local_scalar_dense", "aten::nonzero")
 """Operators that wait for the device: a tensor's value read on the host (``.item()``,
@@ -185,8 +191,8 @@ def epoch(model: nn.Module, data: DataLoader) -> Callable[[], None]:
 def fit(model: nn.Module, data: DataLoader, stochastic: bool, **options) -> Callable[[], Laplace]:
     """``Laplace.fit`` over ``data``: EquivariantKFAC, or AsdlGGN for the stock CNN.
 
-    ``options`` are EquivariantKFAC's (``batched_classes``, ``fit_batch_size``; its defaults
-    otherwise), ignored for the stock CNN.
+    ``options`` are EquivariantKFAC's (``batched_classes``, ``fit_batch_size``,
+    ``host_eigenvalues``; its defaults otherwise), ignored for the stock CNN.
     """
     stock = isinstance(model, nn.Sequential)
     backend_kwargs = {"stochastic": True} if stochastic else {}
@@ -309,6 +315,12 @@ def measure(name: str, args, device: str) -> dict:
         fits += [("exact_batch_by_batch", False, by_batch), ("mc_batch_by_batch", True, by_batch)]
         if args.separate_classes:
             fits.append(("exact_separate_classes", False, {"batched_classes": False, **by_batch}))
+        if name in BLOCK_DIAGONAL:
+            on_device = {"host_eigenvalues": False}
+            fits += [
+                ("exact_device_eigenvalues", False, on_device),
+                ("mc_device_eigenvalues", True, on_device),
+            ]
     for kind, stochastic, options in fits:
         run_fit = fit(model, data, stochastic, **options)
         fit_s = median_seconds(run_fit, device, args.repeats)
@@ -319,12 +331,17 @@ def measure(name: str, args, device: str) -> dict:
         }
         progress(name, kind, row[kind])
     row["small_n"] = []
+    small_fits = [
+        (kind, stochastic, options)
+        for kind, stochastic, options in fits
+        if kind in ("exact", "mc", "exact_device_eigenvalues", "mc_device_eigenvalues")
+    ]
     for n in args.small_n:
         small = loader(n, args.batch, device)
         small_epoch = median_seconds(epoch(model, small), device, args.repeats)
         entry = {"n": n, "epoch_s": small_epoch}
-        for kind, stochastic in (("exact", False), ("mc", True)):
-            fit_s = median_seconds(fit(model, small, stochastic), device, args.repeats)
+        for kind, stochastic, options in small_fits:
+            fit_s = median_seconds(fit(model, small, stochastic, **options), device, args.repeats)
             entry[kind] = {"fit_s": fit_s, "fit_over_epoch": fit_s / small_epoch}
         row["small_n"].append(entry)
         progress(name, f"n={n}", entry)

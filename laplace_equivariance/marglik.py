@@ -177,7 +177,7 @@ class _Trainer:
             enable_backprop=enable_backprop,
             dict_key_x=o.dict_key_x,
             dict_key_y=o.dict_key_y,
-            backend_kwargs=o.backend_kwargs(),
+            backend_kwargs=o.laplace_backend_kwargs(),
         )
         la.fit(counted(self.marglik_loader))
         return la
@@ -423,6 +423,7 @@ def marglik_training(
     restore_best: bool = True,
     balance_factors: bool = False,
     held_until_fit: Iterable[nn.Parameter] = (),
+    backend_kwargs: dict[str, Any] | None = None,
 ) -> tuple[BaseLaplace | None, nn.Module, list[float], list[float]]:
     """Train weights by MAP and hyperparameters by the Laplace marginal likelihood (Eq. 9).
 
@@ -516,6 +517,12 @@ def marglik_training(
             first fit weighs those paths while they are silent, before the burn-in grows them
             (docs/learned_structure.md, "Where training starts"). The checkpoint records
             their names; a resume with another set is refused.
+        backend_kwargs: Further options of the backend for every Laplace fit, as
+            laplace-torch's ``Laplace(..., backend_kwargs=...)`` takes them; for
+            :class:`~laplace_equivariance.EquivariantKFAC` ``fit_batch_size``,
+            ``batched_classes``, ``host_eigenvalues`` and ``memory_limit`` (they change how
+            a fit is computed, not what it computes). ``stochastic``, ``n_mc_samples`` and
+            ``kfac_approx`` are this function's own arguments and refused here.
 
     Returns:
         ``(la, model, margliks, losses)``: the final Laplace approximation, the model, the
@@ -533,7 +540,8 @@ def marglik_training(
             structure, backend or likelihood than ``"kron"``, ``EquivariantKFAC`` and
             classification, the total derivative with ``stochastic=True``, or
             ``n_mc_samples`` not a positive integer, or other than one without
-            ``stochastic=True`` and ``EquivariantKFAC``, or ``held_until_fit`` naming a
+            ``stochastic=True`` and ``EquivariantKFAC``, ``backend_kwargs`` setting one of
+            those own arguments, or ``held_until_fit`` naming a
             tensor that is not a trainable parameter of the model, or given to a schedule
             without a fit.
         CheckpointError: (a ``ValueError``) Before training, for a checkpoint that cannot be

@@ -26,9 +26,13 @@ from laplace_equivariance.curvature.monte_carlo import check_sample_count
 from laplace_equivariance.curvature.rules import KFAC_APPROXIMATIONS
 from laplace_equivariance.priors import PriorStructure
 
-__all__ = ["LIKELIHOODS", "MarglikOptions"]
+__all__ = ["LIKELIHOODS", "OWN_BACKEND_OPTIONS", "MarglikOptions"]
 
 LIKELIHOODS = ("classification", "regression")
+
+OWN_BACKEND_OPTIONS = ("stochastic", "n_mc_samples", "kfac_approx")
+"""Backend options that are arguments of :func:`marglik_training` itself (refused in its
+``backend_kwargs``: two places to set one option would be one too many)."""
 
 
 @dataclass
@@ -67,6 +71,7 @@ class MarglikOptions:
     restore_best: bool
     balance_factors: bool
     held_until_fit: tuple[nn.Parameter, ...]
+    backend_kwargs: dict[str, Any] | None = None
 
     def check(self, lengthscales: dict[str, torch.Tensor]) -> None:
         """Raise ValueError, before any training, for options that cannot work together."""
@@ -121,10 +126,20 @@ class MarglikOptions:
                 f"kfac_approx={self.kfac_approx!r} is an option of EquivariantKFAC: pass "
                 "backend=EquivariantKFAC."
             )
+        own = sorted(set(self.backend_kwargs or {}) & set(OWN_BACKEND_OPTIONS))
+        if own:
+            raise ValueError(
+                f"backend_kwargs sets {own}, which marglik_training sets itself: pass them as "
+                "its own arguments (stochastic=..., n_mc_samples=..., kfac_approx=...)."
+            )
 
-    def backend_kwargs(self) -> dict[str, Any] | None:
-        """The Laplace backend's options (None: the backend's defaults, as laplace-torch)."""
-        kwargs: dict[str, Any] = {}
+    def laplace_backend_kwargs(self) -> dict[str, Any] | None:
+        """The Laplace backend's options (None: the backend's defaults, as laplace-torch).
+
+        ``backend_kwargs`` and the options :func:`marglik_training` passes on itself
+        (:data:`OWN_BACKEND_OPTIONS`).
+        """
+        kwargs: dict[str, Any] = dict(self.backend_kwargs or {})
         if self.stochastic:
             kwargs["stochastic"] = True
         if self.n_mc_samples != 1:

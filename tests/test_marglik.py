@@ -313,6 +313,27 @@ def test_kfac_reduce_reaches_the_backend_and_needs_it():
         marglik_training(model, loader, kfac_approx="reduced", **SCHEDULE)
 
 
+def test_backend_kwargs_reach_every_fit_and_leave_the_result_unchanged():
+    """Passes of 16 examples instead of the loader's 8, eigenvalues on the device: the fits
+    and so the training are the same up to float rounding."""
+    results = []
+    for backend_kwargs in (None, {"fit_batch_size": 16, "host_eigenvalues": False}):
+        model, loader = setup()
+        results.append(marglik_training(model, loader, backend_kwargs=backend_kwargs, **SCHEDULE))
+    (la, _, margliks, losses), (tuned, _, tuned_margliks, tuned_losses) = results
+    assert tuned.backend.fit_batch_size == 16 and tuned.backend.host_eigenvalues is False
+    assert la.backend.fit_batch_size is None and la.backend.host_eigenvalues is True
+    torch.testing.assert_close(tuned_margliks, margliks, rtol=1e-4, atol=0)
+    torch.testing.assert_close(tuned_losses, losses, rtol=1e-4, atol=0)
+
+
+@pytest.mark.parametrize("own", ["stochastic", "n_mc_samples", "kfac_approx"])
+def test_backend_kwargs_may_not_set_marglik_trainings_own_options(own):
+    model, loader = setup()
+    with pytest.raises(ValueError, match=f"backend_kwargs sets \\['{own}'\\]"):
+        marglik_training(model, loader, backend_kwargs={own: 1}, **SCHEDULE)
+
+
 @pytest.mark.parametrize(
     "options",
     [{"n_mc_samples": 2}, {"stochastic": True, "n_mc_samples": 2, "backend": AsdlGGN}],

@@ -195,10 +195,11 @@ def _gpu_rows(report: dict) -> list[list[str]]:
             by_batch = row.get(f"{kind}_batch_by_batch")
             if by_batch:
                 cell += f" ({by_batch['fit_over_epoch']:.1f}x)"
+            cell += _device_eigenvalues(row, kind)
             fits.append(cell)
         small = row["small_n"][0]
         small_cells = [
-            _ratio(small[kind]["fit_over_epoch"], scale * target)
+            _ratio(small[kind]["fit_over_epoch"], scale * target) + _device_eigenvalues(small, kind)
             if relaxed
             else f"{small[kind]['fit_over_epoch']:.1f}x"
             for kind, target in (
@@ -232,6 +233,12 @@ def _gpu_rows(report: dict) -> list[list[str]]:
     return rows
 
 
+def _device_eigenvalues(row: dict, kind: str) -> str:
+    """The fit with the GPU's eigensolver (``host_eigenvalues=False``), where measured."""
+    on_device = row.get(f"{kind}_device_eigenvalues")
+    return f" [GPU eigensolver {on_device['fit_over_epoch']:.1f}x]" if on_device else ""
+
+
 def _kernel_time(profiled: dict) -> str:
     """The kernels' device time of a profiled call; "at most" where the report over-counted it
     (operators' device time summed with their kernels', before ``kernel_ms``)."""
@@ -256,7 +263,9 @@ def _gpu_section() -> str:
         "`cuda-before.json` ran the code before the fit's passes were concatenated, "
         "`cuda.json` the code after (`EquivariantKFAC` concatenates the loader's batches into "
         "passes of up to 4,096 rows on a GPU, `laplace_equivariance/curvature/fit_passes.py`); "
-        "in brackets, the same fit batch by batch (`fit_batch_size=128`) in the same run; a "
+        "in brackets, the same fit batch by batch (`fit_batch_size=128`) in the same run, "
+        "and in square brackets, where measured, with the eigenvalues of the factors computed "
+        "by the GPU's eigensolver instead of the host's threads (`host_eigenvalues=False`); a "
         "model missing from a report had not finished when its command's time limit stopped "
         "it. The reports ran minutes apart on machines started afresh, and their epochs "
         f"differ: the stock CNN's took {_epochs(reports, 'stock-cnn')}, CONV's "

@@ -146,6 +146,13 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
             the loader's batches on the CPU; on a GPU as many as keep examples times the
             batched class copies at most
             :data:`~laplace_equivariance.curvature.fit_passes.GPU_PASS_ROWS` (4,096).
+        host_eigenvalues: Eigenvalues of a fit's factors that lie on an accelerator are
+            computed on the host's threads, copied there and back in one copy each
+            (:func:`~laplace_equivariance.curvature.eigen.symmetric_eigvalsh_all`), instead of
+            by the accelerator's batched eigensolver, whose many small Jacobi kernels and
+            synchronisations were most of an F-FC+CONV fit's fixed cost on a GPU. Applies to
+            models with block-diagonal factors (F-FC, S-FC); a model whose factors are all
+            dense is decomposed by laplace-torch's own ``Kron.decompose``. No effect on the CPU.
 
     Attributes:
         examples_seen: Examples of the current fit so far (this rank's shard in a process
@@ -179,6 +186,7 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
         kfac_approx: str = "expand",
         batched_classes: bool | None = None,
         fit_batch_size: int | None = None,
+        host_eigenvalues: bool = True,
     ) -> None:
         check_sample_count(n_mc_samples, stochastic)
         check_fit_batch_size(fit_batch_size)
@@ -192,6 +200,7 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
         self.kfac_approx = kfac_approx
         self.batched_classes = batched_classes
         self.fit_batch_size = fit_batch_size
+        self.host_eigenvalues = host_eigenvalues
         self._n_outputs: int | None = None
         super().__init__(
             model, likelihood, last_layer, subnetwork_indices, dict_key_x, dict_key_y, stochastic
@@ -296,7 +305,7 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
             for factors, r in zip(kfacs, a_rows, strict=True)
         ]
         self._check_finite(kfacs)
-        return BlockDiagonalKron(kfacs, rows)
+        return BlockDiagonalKron(kfacs, rows, self.host_eigenvalues)
 
     def _check_finite(self, kfacs: list[list[torch.Tensor]]) -> None:
         """Raise FloatingPointError naming the first parameter with a non-finite factor.

@@ -20,7 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-__all__ = ["LazyEigenvectors", "symmetric_eigh", "symmetric_eigvalsh", "symmetric_eigvalsh_all"]
+__all__ = [
+    "LazyEigenvectors",
+    "moved_together",
+    "symmetric_eigh",
+    "symmetric_eigvalsh",
+    "symmetric_eigvalsh_all",
+]
 
 
 def _with_unit_jitter(decomposition: Callable, factor: torch.Tensor):
@@ -99,7 +105,9 @@ def _eigvalsh_on_one_thread(matrices: torch.Tensor) -> torch.Tensor | None:
         return None
 
 
-def symmetric_eigvalsh_all(factors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+def symmetric_eigvalsh_all(
+    factors: Sequence[torch.Tensor], on_host: bool = False
+) -> list[torch.Tensor]:
     r""":func:`symmetric_eigvalsh` of every factor; on CPU, on all intra-op threads at once.
 
     A batched ``eigvalsh`` decomposes its matrices one after another, each with all
@@ -119,11 +127,22 @@ def symmetric_eigvalsh_all(factors: Sequence[torch.Tensor]) -> list[torch.Tensor
     autograd (a factor that requires grad while grad mode is on), and in a PyTorch built
     without OpenMP (its native thread pool cannot be set per thread).
 
+    With ``on_host=True``, factors on an accelerator are copied to the host in one copy
+    (:func:`moved_together`), decomposed there as above, and their eigenvalues copied back in
+    one. A GPU's batched eigensolver iterates Jacobi sweeps over batches of small blocks, with
+    many kernel launches and host synchronisations: an F-FC+CONV fit over one batch on an
+    H200 launched 20,512 batched-Jacobi kernels (342 ms of kernel time) among 102,357
+    launches and synchronised 5,202 times (``benchmarks/results/gpu_speed/cuda.json``,
+    ``exact_fit``); the host's LAPACK needs two copies.
+    Not under autograd (the graph stays on the device).
+
     Args:
         factors: Symmetric positive semi-definite ``(d, d)`` or ``(n, b, b)`` tensors.
+        on_host: Decompose factors that are not on the CPU on the host's threads.
 
     Returns:
-        Their eigenvalues, as :func:`symmetric_eigvalsh` returns them, in order.
+        Their eigenvalues, as :func:`symmetric_eigvalsh` returns them, in order, on the
+        factors' device.
 
     Raises:
         FloatingPointError: If LAPACK fails on a factor even with unit jitter.
@@ -131,6 +150,9 @@ def symmetric_eigvalsh_all(factors: Sequence[torch.Tensor]) -> list[torch.Tensor
     threads = torch.get_num_threads()
     records_graph = torch.is_grad_enabled() and any(f.requires_grad for f in factors)
     on_cpu = all(f.device.type == "cpu" for f in factors)
+    if on_host and not on_cpu and not records_graph:
+        device = factors[0].device
+        return moved_together(symmetric_eigvalsh_all(moved_together(factors, "cpu")), device)
     if threads < 2 or records_graph or not on_cpu or not torch.backends.openmp.is_available():
         return [symmetric_eigvalsh(factor) for factor in factors]
     pieces = [
@@ -162,6 +184,30 @@ def symmetric_eigvalsh_all(factors: Sequence[torch.Tensor]) -> list[torch.Tensor
         else:
             eigenvalues.append(_clamped(torch.cat(own)))
     return eigenvalues
+
+
+def moved_together(
+    tensors: Sequence[torch.Tensor], device: torch.device | str
+) -> list[torch.Tensor]:
+    """``[t.to(device) for t in tensors]`` in one copy of their concatenation.
+
+    One transfer (and on a GPU one synchronisation) instead of one per tensor. Tensors of
+    several dtypes or devices are moved one by one.
+
+    Args:
+        tensors: Tensors of any shapes, one dtype, on one device.
+        device: Where to move them.
+
+    Returns:
+        Copies on ``device`` (contiguous), in order, with the same shapes.
+    """
+    if not tensors:
+        return []
+    if len({(t.dtype, t.device) for t in tensors}) > 1:
+        return [t.to(device) for t in tensors]
+    flat = torch.cat([t.reshape(-1) for t in tensors]).to(device)
+    pieces = flat.split([t.numel() for t in tensors])
+    return [piece.view(t.shape) for piece, t in zip(pieces, tensors, strict=True)]
 
 
 def _flops(matrices: torch.Tensor) -> int:

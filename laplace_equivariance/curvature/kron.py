@@ -71,15 +71,20 @@ class BlockDiagonalKron(Kron):
             None; all None if not given. Sums and scalings carry them along while they stay
             fewer than the block size; :meth:`decompose` takes those factors' eigenvalues from
             their Gram matrices.
+        host_eigenvalues: :meth:`decompose` computes the eigenvalues of factors that are on
+            an accelerator on the host's threads (``symmetric_eigvalsh_all(on_host=True)``).
+            Kept by sums and scalings.
     """
 
     def __init__(
         self,
         kfacs: list[list[torch.Tensor]],
         rows: list[list[FactorRows | None]] | None = None,
+        host_eigenvalues: bool = False,
     ) -> None:
         super().__init__(kfacs)
         self.rows = rows if rows is not None else [[None] * len(group) for group in kfacs]
+        self.host_eigenvalues = host_eigenvalues
 
     def _check_structure(self, other: Kron) -> None:
         """Raise unless ``other`` has the same groups and factor shapes."""
@@ -98,7 +103,7 @@ class BlockDiagonalKron(Kron):
         For changes to the factors that bypass ``Tensor._version``, such as
         ``torch.distributed`` collectives.
         """
-        return BlockDiagonalKron(self.kfacs)
+        return BlockDiagonalKron(self.kfacs, host_eigenvalues=self.host_eigenvalues)
 
     def _valid_rows(self) -> list[list[FactorRows | None]]:
         """:attr:`rows`, None where a factor was modified in place since they were taken."""
@@ -157,7 +162,7 @@ class BlockDiagonalKron(Kron):
         flat = iter(torch._foreach_add(_flat(self.kfacs), _flat(other.kfacs)))
         sums = [[next(flat) for _ in group] for group in self.kfacs]
         rows = self._summed_rows(self._valid_rows(), self._rows_of(other), sums)
-        return BlockDiagonalKron(sums, rows)
+        return BlockDiagonalKron(sums, rows, self.host_eigenvalues)
 
     __radd__ = __add__
 
@@ -198,7 +203,7 @@ class BlockDiagonalKron(Kron):
             ]
             for rs, fs in zip(self._valid_rows(), scaled, strict=True)
         ]
-        return BlockDiagonalKron(scaled, rows)
+        return BlockDiagonalKron(scaled, rows, self.host_eigenvalues)
 
     __rmul__ = __mul__
 
@@ -212,7 +217,8 @@ class BlockDiagonalKron(Kron):
         ``damping``). Otherwise the result is a :class:`BlockDiagonalKronDecomposed` whose
         eigenvalues come from ``eigvalsh`` of every factor (of the Gram matrices of its rows
         where :attr:`rows` has them), on all CPU threads at once
-        (:func:`~laplace_equivariance.curvature.eigen.symmetric_eigvalsh_all`), and
+        (:func:`~laplace_equivariance.curvature.eigen.symmetric_eigvalsh_all`; on the host
+        for factors on an accelerator if :attr:`host_eigenvalues`), and
         whose eigenvectors are a :class:`~laplace_equivariance.curvature.eigen.
         LazyEigenvectors`: the marginal likelihood needs only the eigenvalues, and ``eigh``
         with vectors costs more (:mod:`~laplace_equivariance.curvature.eigen`; measured in
@@ -237,7 +243,8 @@ class BlockDiagonalKron(Kron):
                     for group in factors_and_rows
                     for f, r in group
                     if f.ndim > 1
-                ]
+                ],
+                on_host=self.host_eigenvalues,
             )
         )
         eigenvalues = [

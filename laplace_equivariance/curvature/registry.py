@@ -250,7 +250,7 @@ def install_state_dict_hooks() -> None:
                 ]
                 for group, group_rows in zip(kfacs, saved_rows, strict=True)
             ]
-            self.H_facs = BlockDiagonalKron(kfacs, rows)
+            self.H_facs = BlockDiagonalKron(kfacs, rows, self.backend.host_eigenvalues)
             self.H = self.H_facs.decompose(damping=self.damping)
             return None
 

@@ -262,3 +262,54 @@ def test_all_eigenvalues_are_sequential_without_openmp(monkeypatch, two_threads)
     for values, factor in zip(symmetric_eigvalsh_all(factors), factors, strict=True):
         torch.testing.assert_close(values, symmetric_eigvalsh(factor), rtol=0, atol=0)
     assert calls == []
+
+
+@pytest.mark.parametrize(
+    "shapes", [[(7, 7), (5, 6, 6), (3, 0, 0), (), (4,)], [(2, 3)], []], ids=["mixed", "one", "none"]
+)
+def test_tensors_moved_together_equal_those_moved_one_by_one(shapes, device):
+    tensors = [torch.randn(shape, dtype=torch.float64) for shape in shapes]
+    moved = eigen_module.moved_together(tensors, device)
+    assert len(moved) == len(tensors)
+    for copy, tensor in zip(moved, tensors, strict=True):
+        assert copy.device.type == device.type and copy.shape == tensor.shape
+        torch.testing.assert_close(copy.cpu(), tensor, rtol=0, atol=0)
+
+
+def test_tensors_of_several_dtypes_are_moved_one_by_one(monkeypatch):
+    tensors = [torch.ones(2, dtype=torch.float64), torch.ones(3, dtype=torch.float32)]
+    monkeypatch.setattr(torch, "cat", None)  # a concatenation would need one dtype
+    moved = eigen_module.moved_together(tensors, "cpu")
+    assert [t.dtype for t in moved] == [torch.float64, torch.float32]
+
+
+def test_all_eigenvalues_on_the_host_equal_those_on_the_factors_device(two_threads, device):
+    factors = mixed_factors(device)
+    on_host = symmetric_eigvalsh_all(factors, on_host=True)
+    for values, factor in zip(on_host, factors, strict=True):
+        assert values.device == factor.device and values.shape == factor.shape[:-1]
+        torch.testing.assert_close(values, symmetric_eigvalsh(factor), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("on_host", [True, False], ids=["host", "device"])
+def test_cuda_factors_eigenvalues_are_computed_where_asked(monkeypatch, two_threads, on_host):
+    """dev=cuda: with ``on_host`` LAPACK sees host copies only, without it the GPU factors."""
+    seen, eigvalsh = [], torch.linalg.eigvalsh
+
+    def recording(matrices):
+        seen.append(matrices.device.type)
+        return eigvalsh(matrices)
+
+    monkeypatch.setattr(torch.linalg, "eigvalsh", recording)
+    values = symmetric_eigvalsh_all(mixed_factors("cuda"), on_host=on_host)
+    assert {v.device.type for v in values} == {"cuda"}
+    assert set(seen) == ({"cpu"} if on_host else {"cuda"})
+
+
+def test_under_autograd_the_host_route_is_not_taken(monkeypatch, two_threads):
+    """The graph must stay on the factors' device: no copies when a factor requires grad."""
+    monkeypatch.setattr(eigen_module, "moved_together", None)
+    factor = spd(3, 4, 4).requires_grad_(True)
+    (values,) = symmetric_eigvalsh_all([factor], on_host=True)
+    assert values.requires_grad

@@ -4,6 +4,7 @@ import pytest
 import torch
 from laplace.utils.matrix import Kron, KronDecomposed
 
+from laplace_equivariance.curvature import kron as kron_module
 from laplace_equivariance.curvature.kron import (
     BlockDiagonalKron,
     BlockDiagonalKronDecomposed,
@@ -106,3 +107,29 @@ def test_decomposition_without_blocks_is_laplace_torchs_own_class():
     assert type(ours) is KronDecomposed
     torch.testing.assert_close(ours.to_matrix(), reference.to_matrix())
     torch.testing.assert_close(ours.logdet(), reference.logdet())
+
+
+@pytest.mark.parametrize("host_eigenvalues", [True, False])
+def test_the_host_eigenvalue_setting_is_kept_by_sums_scalings_and_decompose(
+    monkeypatch, pair, host_eigenvalues
+):
+    ours, _ = pair
+    ours = BlockDiagonalKron(ours.kfacs, host_eigenvalues=host_eigenvalues)
+    zeros = Kron([[torch.zeros_like(f) for f in group] for group in ours.kfacs])
+    derived = [ours + ours, zeros + ours, ours * 2.0, ours.without_rows()]
+    accumulated = BlockDiagonalKron([[f.clone() for f in g] for g in ours.kfacs])
+    accumulated.host_eigenvalues = host_eigenvalues
+    accumulated += ours
+    derived.append(accumulated)
+    assert [k.host_eigenvalues for k in derived] == [host_eigenvalues] * len(derived)
+    routes = []
+    original = kron_module.symmetric_eigvalsh_all
+
+    def recording(factors, on_host=False):
+        routes.append(on_host)
+        return original(factors, on_host=on_host)
+
+    monkeypatch.setattr(kron_module, "symmetric_eigvalsh_all", recording)
+    for k in derived:
+        k.decompose()
+    assert routes == [host_eigenvalues] * len(derived)

@@ -16,13 +16,14 @@ from laplace_equivariance import EquivariantKFAC, marglik_training, models
 from laplace_equivariance.curvature import BlockDiagonalKron
 
 
-def _kron(model: torch.nn.Module) -> Laplace:
+def _kron(model: torch.nn.Module, **backend_kwargs) -> Laplace:
     return Laplace(
         model,
         "classification",
         subset_of_weights="all",
         hessian_structure="kron",
         backend=EquivariantKFAC,
+        backend_kwargs=backend_kwargs,
     )
 
 
@@ -66,3 +67,20 @@ def test_reloaded_block_factors_keep_their_rows(tmp_path):
     reloaded = _kron(model)
     reloaded.load_state_dict(state)
     torch.testing.assert_close(reloaded.log_det_posterior_precision, la.log_det_posterior_precision)
+
+
+@pytest.mark.parametrize("host_eigenvalues", [True, False])
+def test_fitted_and_reloaded_factors_keep_the_backends_eigenvalue_route(host_eigenvalues):
+    model = models.build("f-fc", (1, 4, 4), 2, alpha=1, widths=(1, 2), subsampling=(1, 2))
+    x, y = torch.randn(6, 1, 4, 4), torch.randint(0, 2, (6,))
+    la = _kron(model, host_eigenvalues=host_eigenvalues)
+    la.fit(DataLoader(TensorDataset(x, y), batch_size=3))
+    assert la.H_facs.host_eigenvalues is host_eigenvalues
+    reloaded = _kron(model, host_eigenvalues=host_eigenvalues)
+    reloaded.load_state_dict(la.state_dict())
+    assert reloaded.H_facs.host_eigenvalues is host_eigenvalues
+
+
+def test_the_backend_computes_eigenvalues_on_the_host_by_default():
+    model = models.build("f-fc", (1, 4, 4), 2, alpha=1, widths=(1, 2), subsampling=(1, 2))
+    assert _kron(model).backend.host_eigenvalues is True
