@@ -33,7 +33,12 @@ two-layer head), in one process, on random 3x32x32 inputs with 10 classes held o
    device time (``kernel_ms``: kernels alone; reports before this definition summed the
    operators' device time with their kernels' and the profiler's own records, an over-count
    kept as ``device_ms_overcounted``) and the kernels with the most (a device time far
-   below the wall time: the GPU waits for the host).
+   below the wall time: the GPU waits for the host);
+6. with ``--compile-mode MODE``, per model, a fresh model's epoch under ``torch.compile`` in
+   that mode against its eager epoch in the same call, the first (compiling) epoch's time,
+   and for the package's models MAP and MC marginal-likelihood training runs with
+   :func:`marglik_training`'s ``compile_kwargs`` (``reduce-overhead``: CUDA graphs, which
+   replay a step's kernels without the host launching each).
 
 Targets (issue 41; ratios, so that they hold across cards): on a GPU at N = 4,096, CONV epoch
 <= 1.2x the stock CNN's, F-FC+CONV exact fit <= 4 epochs and MC fit <= 1.5 (at N = 512 at most
@@ -44,7 +49,7 @@ step of CONV <= 1.5x the stock CNN's.
 Usage (from the repository root):
     python -m benchmarks.gpu_speed [--device cpu|cuda] [--n 4096] [--small-n 512] [--batch 128]
         [--models stock-cnn conv f-fc+conv f-fc+conv+gconv] [--repeats 3] [--train-epochs 10]
-        [--out benchmarks/results/gpu_speed-cpu.json]
+        [--compile-mode default|reduce-overhead] [--out benchmarks/results/gpu_speed-cpu.json]
 """
 
 from __future__ import annotations
@@ -266,9 +271,15 @@ def top(events: list, key: str, n: int = TOP) -> list[list]:
 
 
 def training_run(
-    model: nn.Module, data: DataLoader, epochs: int, learn: bool, stochastic: bool
+    model: nn.Module,
+    data: DataLoader,
+    epochs: int,
+    learn: bool,
+    stochastic: bool,
+    compile_kwargs: dict | None = None,
 ) -> None:
-    """:func:`marglik_training` for ``epochs`` epochs, with fits every 5 from epoch 5 or none."""
+    """:func:`marglik_training` for ``epochs`` epochs, with fits every 5 from epoch 5 or none
+    (its MAP steps compiled with ``compile_kwargs`` if given)."""
     marglik_training(
         model,
         data,
@@ -279,6 +290,7 @@ def training_run(
         optimizer_kwargs={"lr": 1e-3},
         stochastic=stochastic,
         final_laplace=False,
+        compile_kwargs=compile_kwargs,
     )
 
 
@@ -371,7 +383,40 @@ def measure(name: str, args, device: str) -> dict:
             "mc_over_map": runs["marglik_mc"] / runs["map"],
             "exact_over_map": runs["marglik_exact"] / runs["map"],
         }
+    if args.compile_mode:
+        row["compiled"] = compiled(name, alpha, data, args, device)
+        progress(name, f"compiled ({args.compile_mode})", row["compiled"])
     return row
+
+
+def compiled(name: str, alpha: int, data: DataLoader, args, device: str) -> dict:
+    """Epochs, and for the package's models training runs, under ``torch.compile``.
+
+    The epoch of a fresh model compiled with ``mode=--compile-mode`` (the median of
+    ``--repeats`` after a warm-up epoch, which compiles) against the eager epoch of the same
+    fresh model in the same call; for the package's models MAP and MC marginal-likelihood
+    training with :func:`marglik_training`'s ``compile_kwargs`` (compilation included, as a
+    user pays it). A compilation that fails is recorded, not raised.
+    """
+    options = {"mode": args.compile_mode}
+    result: dict = {"mode": args.compile_mode}
+    try:
+        model = build(name, alpha).to(device)
+        result["eager_epoch_s"] = median_seconds(epoch(model, data), device, args.repeats)
+        compiled_epoch = epoch(torch.compile(model, **options), data)
+        result["compile_s"] = seconds(compiled_epoch, device)
+        result["epoch_s"] = median_seconds(compiled_epoch, device, args.repeats)
+        result["epoch_over_eager"] = result["epoch_s"] / result["eager_epoch_s"]
+        if name != STOCK and args.train_epochs:
+            for kind, learn, stochastic in (("map", False, False), ("marglik_mc", True, True)):
+                fresh = build(name, alpha).to(device)
+                run = functools.partial(
+                    training_run, fresh, data, args.train_epochs, learn, stochastic, options
+                )
+                result[f"{kind}_s"] = seconds(run, device)
+    except Exception as error:  # a compiler failure is a finding, not the end of the run
+        result["error"] = f"{type(error).__name__}: {str(error)[:500]}"
+    return result
 
 
 def progress(model: str, what: str, value) -> None:
@@ -410,6 +455,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--models", nargs="+", default=[STOCK, "conv", "f-fc+conv", "f-fc+conv+gconv"]
+    )
+    parser.add_argument(
+        "--compile-mode",
+        dest="compile_mode",
+        choices=["default", "reduce-overhead", "max-autotune-no-cudagraphs"],
+        help="also time epochs and training runs under torch.compile in this mode",
     )
     args = parser.parse_args()
     report = {

@@ -81,8 +81,8 @@ after the checkpoint's are those of a longer run, and a scheduler's length is in
 ``scheduler_kwargs``; a run shorter than the checkpoint's epoch is refused),
 ``progress_bar``, ``callback``, ``checkpoint``, ``final_laplace`` and
 ``restore_best`` (which approximation and epoch are returned, not how training goes),
-``backend_kwargs`` (the backend options it may hold change how a fit is computed, not its
-result) and ``held_until_fit`` (recorded by name on its own)."""
+``backend_kwargs`` and ``compile_kwargs`` (how a fit and a step are computed, not their
+results) and ``held_until_fit`` (recorded by name on its own)."""
 
 
 def described(value: Any) -> str:

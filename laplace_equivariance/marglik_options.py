@@ -72,6 +72,7 @@ class MarglikOptions:
     balance_factors: bool
     held_until_fit: tuple[nn.Parameter, ...]
     backend_kwargs: dict[str, Any] | None = None
+    compile_kwargs: dict[str, Any] | None = None
 
     def check(self, lengthscales: dict[str, torch.Tensor]) -> None:
         """Raise ValueError, before any training, for options that cannot work together."""

@@ -327,6 +327,26 @@ def test_backend_kwargs_reach_every_fit_and_leave_the_result_unchanged():
     torch.testing.assert_close(tuned_losses, losses, rtol=1e-4, atol=0)
 
 
+def test_compiled_map_steps_train_as_eager_ones():
+    """A counting ``torch.compile`` backend: the steps' forward passes are compiled graphs
+    (compiled once, the Laplace fits eager), and training is the eager run's."""
+    graphs = []
+
+    def counting(graph, example_inputs):
+        graphs.append(graph)
+        return graph.forward
+
+    results = []
+    for compile_kwargs in (None, {"backend": counting}):
+        model, loader = setup()
+        results.append(marglik_training(model, loader, compile_kwargs=compile_kwargs, **SCHEDULE))
+    (_, _, margliks, losses), (la, trained, compiled_margliks, compiled_losses) = results
+    assert len(graphs) == 1
+    assert not isinstance(trained, torch._dynamo.eval_frame.OptimizedModule)
+    torch.testing.assert_close(compiled_losses, losses, rtol=1e-5, atol=0)
+    torch.testing.assert_close(compiled_margliks, margliks, rtol=1e-5, atol=0)
+
+
 @pytest.mark.parametrize("own", ["stochastic", "n_mc_samples", "kfac_approx"])
 def test_backend_kwargs_may_not_set_marglik_trainings_own_options(own):
     model, loader = setup()

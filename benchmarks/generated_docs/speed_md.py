@@ -143,7 +143,8 @@ def _stock_cnn_section() -> str:
         "1.5x MAP training. Each row names the commit of the package it ran: the reports of "
         "one device ran the same script one after the other on the idle machine, an older "
         "commit from a worktree on `PYTHONPATH`. On a GPU machine, `OUT=DIR bash "
-        "benchmarks/gpu_speed.sh` measures the CUDA rows in about five minutes.",
+        "benchmarks/gpu_speed.sh` measures the CUDA rows, with epochs under `torch.compile`, in "
+        "about eight minutes.",
         markdown_table(
             [
                 "code",
@@ -295,6 +296,55 @@ def _gpu_section() -> str:
     )
 
 
+def _compiled_section() -> str:
+    """Epochs and training runs under ``torch.compile`` (``gpu_speed --compile-mode``), or ""
+    where no report has them."""
+    reports = [
+        r
+        for r in (json.loads(p.read_text()) for p in sorted((RESULTS / "gpu_speed").glob("*.json")))
+        if any("compiled" in row for row in r["rows"])
+    ]
+    if not reports:
+        return ""
+    rows = []
+    for report in reports:
+        for row in report["rows"]:
+            run = row.get("compiled")
+            if run is None:
+                continue
+            if "error" in run:
+                rows.append([report["package_commit"], row["model"], run["mode"], run["error"]])
+                continue
+            training = row.get("training")
+            cells = [
+                f"{run['eager_epoch_s']:.3f} s -> {run['epoch_s']:.3f} s, "
+                f"{run['epoch_over_eager']:.2f}x (first epoch {run['compile_s']:.1f} s)"
+            ]
+            if training and "map_s" in run:
+                cells.append(
+                    f"MAP {training['map_s']:.1f} s -> {run['map_s']:.1f} s, MC "
+                    f"{training['marglik_mc_s']:.1f} s -> {run['marglik_mc_s']:.1f} s "
+                    f"({run['marglik_mc_s'] / run['map_s']:.2f}x compiled MAP)"
+                )
+            else:
+                cells.append("-")
+            rows.append([report["package_commit"], row["model"], run["mode"], *cells])
+    return _speed_section(
+        "Under torch.compile",
+        reports,
+        "The same models, fresh, their training step's forward and backward compiled "
+        "(`torch.compile(model, mode=...)`) against the same model's eager epoch in the same "
+        'call; training runs: `marglik_training(..., compile_kwargs={"mode": ...})` for the '
+        "same epochs as above, compilation included, against the eager runs above. "
+        "`reduce-overhead` replays each step's kernels as a CUDA graph, without the host "
+        "launching them one by one.",
+        markdown_table(
+            ["code", "model", "mode", "epoch: eager -> compiled", "training: eager -> compiled"],
+            rows,
+        ),
+    )
+
+
 def _epochs(reports: list[dict], model: str) -> str:
     """``model``'s epoch in each report that has it: ``"0.228 s and 0.212 s"``."""
     seconds = [
@@ -346,7 +396,8 @@ def _scale_section() -> str:
 
 def render() -> str:
     """The whole of docs/speed.md."""
-    sections = [_stock_cnn_section(), _gpu_section(), _scale_section()]
+    sections = [_stock_cnn_section(), _gpu_section(), _compiled_section(), _scale_section()]
+    sections = [section for section in sections if section]
     rows = []
     reports = [
         load_json(name)

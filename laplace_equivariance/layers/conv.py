@@ -54,7 +54,11 @@ def circular_pad(x: Tensor, kernel_size: int) -> Tensor:
     if p == 0:
         return x
     *lead, h, w = x.shape
-    index = _wrapped_positions(h, w, p, x.device)
+    # torch.compile traces the positions into its graph (constants there), not the cache
+    positions = (
+        _wrapped_positions.__wrapped__ if torch.compiler.is_compiling() else _wrapped_positions
+    )
+    index = positions(h, w, p, x.device)
     padded = x.reshape(*lead, h * w).index_select(-1, index)
     return padded.view(*lead, h + 2 * p, w + 2 * p)
 

@@ -10,7 +10,7 @@ from laplace_equivariance.schedule import marglik_step_epochs
 
 @pytest.mark.parametrize("name", ["stock-cnn", "f-fc+conv-mc"])
 def test_a_run_times_every_epoch_and_extrapolates_the_paper_schedule(name):
-    args = argparse.Namespace(n=16, batch=8, alpha=1, epochs=2)
+    args = argparse.Namespace(n=16, batch=8, alpha=1, epochs=2, compile_mode=None)
     row = gpu_scale.run(name, args, "cpu")
     assert len(row["epochs_s"]) == 2 and all(s > 0 for s in row["epochs_s"])
     if row["learned"]:

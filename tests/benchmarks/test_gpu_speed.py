@@ -1,6 +1,7 @@
 """``benchmarks/gpu_speed.py``: the stock CNN, the operator and host-read counts, one row."""
 
 import argparse
+import json
 
 import torch
 
@@ -36,6 +37,7 @@ def test_a_row_has_every_figure_and_the_summary_its_ratios():
         gconv_alpha=1,
         repeats=1,
         train_epochs=0,
+        compile_mode=None,
     )
     rows = [gpu_speed.measure(name, args, "cpu") for name in ("stock-cnn", "conv")]
     for row in rows:
@@ -47,3 +49,55 @@ def test_a_row_has_every_figure_and_the_summary_its_ratios():
         rows[1]["operators"]["training_step"]["aten_top_level"]
         / rows[0]["operators"]["training_step"]["aten_top_level"]
     )
+
+
+def test_compiled_epochs_and_runs_are_timed_and_a_compiler_failure_is_recorded(monkeypatch):
+    """``torch.compile`` with the eager backend (the mode's inductor takes minutes here)."""
+    compiled, original = [], torch.compile
+
+    def eager_compile(model, **options):
+        compiled.append(options)
+        return original(model, backend="eager")
+
+    monkeypatch.setattr(torch, "compile", eager_compile)
+    args = argparse.Namespace(repeats=1, train_epochs=1, compile_mode="reduce-overhead")
+    data = gpu_speed.loader(8, 4, "cpu")
+    run = gpu_speed.compiled("conv", 1, data, args, "cpu")
+    assert compiled == [{"mode": "reduce-overhead"}] * 3  # the epoch, MAP and MC training
+    assert run["epoch_over_eager"] == run["epoch_s"] / run["eager_epoch_s"]
+    assert run["compile_s"] > 0 and run["map_s"] > 0 and run["marglik_mc_s"] > 0
+
+    def failing(model, **options):
+        raise RuntimeError("no compiler")
+
+    monkeypatch.setattr(torch, "compile", failing)
+    assert gpu_speed.compiled("conv", 1, data, args, "cpu")["error"] == "RuntimeError: no compiler"
+
+
+def test_the_speed_page_renders_compiled_runs_where_a_report_has_them(tmp_path, monkeypatch):
+    from benchmarks.generated_docs import speed_md
+
+    monkeypatch.setattr(speed_md, "RESULTS", tmp_path)
+    (tmp_path / "gpu_speed").mkdir()
+    assert speed_md._compiled_section() == ""
+    row = {"model": "conv", "compiled": {"mode": "reduce-overhead", "error": "RuntimeError: x"}}
+    ok = {
+        "model": "f-fc+conv",
+        "training": {"map_s": 4.0, "marglik_mc_s": 6.0},
+        "compiled": {
+            "mode": "reduce-overhead",
+            "eager_epoch_s": 0.5,
+            "epoch_s": 0.25,
+            "epoch_over_eager": 0.5,
+            "compile_s": 30.0,
+            "map_s": 3.0,
+            "marglik_mc_s": 4.5,
+        },
+    }
+    report = {"command": "python -m benchmarks.gpu_speed --device cuda", "package_commit": "abc"}
+    report |= {"device": "GPU", "cpu_threads": 16, "torch": "2.11", "rows": [row, ok]}
+    (tmp_path / "gpu_speed" / "cuda.json").write_text(json.dumps(report))
+    section = speed_md._compiled_section()
+    assert "| abc | conv | reduce-overhead | RuntimeError: x |" in section
+    assert "0.500 s -> 0.250 s, 0.50x (first epoch 30.0 s)" in section
+    assert "MAP 4.0 s -> 3.0 s, MC 6.0 s -> 4.5 s (1.50x compiled MAP)" in section
