@@ -9,8 +9,8 @@ as the command line holds them (245 MB in float32).
 Each run is :func:`laplace_equivariance.marglik_training` with the paper's schedule
 (:func:`~laplace_equivariance.schedule.paper_schedule`: Adam, cosine learning rate, 20
 hyperparameter steps per fit) for ``--epochs`` epochs, the shuffled training loader of the
-command line (``DataLoader(TensorDataset(x, y), shuffle=True)``), timed epoch by epoch
-through its callback:
+command line (:func:`~laplace_equivariance.tensor_batches.batch_loader`), timed epoch by
+epoch through its callback:
 
 - MAP runs (the stock CNN of :mod:`benchmarks.gpu_speed`, CONV, F-FC+CONV): an epoch is
   the last epoch's seconds (the first also holds one-time costs: kernel selection, caches);
@@ -24,8 +24,9 @@ A learned run of E epochs with the paper's schedule (burn-in 10, a fit every 5) 
 extrapolated, not run, to E = 100 and 1,000. With ``--compile-mode`` the MAP steps run
 through ``torch.compile`` (:func:`marglik_training`'s ``compile_kwargs``): the first epoch
 then also compiles, and the epochs measured come after it. The time of one pass of the
-training loader alone (the per-example indexing and stacking of ``DataLoader``'s default
-collation) is measured beside it.
+training loader alone (a batch at a time, :mod:`laplace_equivariance.tensor_batches`) is
+measured beside it, and that of ``DataLoader``'s example-by-example fetch and collation over
+the same tensors.
 
 Usage (from the repository root):
     python -m benchmarks.gpu_scale [--device cuda] [--n 60000] [--epochs 3]
@@ -38,12 +39,13 @@ from __future__ import annotations
 import time
 
 import torch
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader
 
 from benchmarks.gpu_speed import STOCK, stock_cnn, synchronise
 from benchmarks.report import benchmark_parser, environment, write
 from laplace_equivariance import marglik_training, models
 from laplace_equivariance.schedule import marglik_step_epochs, paper_schedule
+from laplace_equivariance.tensor_batches import BatchedTensorDataset, batch_loader
 
 SHAPE = (1, 32, 32)
 """Quadrant (Fashion-)MNIST's input: a 28x28 image in one quadrant of a 56x56 canvas, resized."""
@@ -62,11 +64,13 @@ PAPER_BURNIN, PAPER_FREQUENCY = 10, 5
 
 
 def loader(n: int, classes: int, batch: int, device: str) -> DataLoader:
-    """``n`` random images of Table 1's shape and labels on ``device``, shuffled batches."""
+    """``n`` random images of Table 1's shape and labels on ``device``, shuffled batches
+    fetched a batch at a time, as the command line's
+    (:func:`~laplace_equivariance.tensor_batches.batch_loader`)."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(n, *SHAPE, generator=g).to(device)
     y = torch.randint(0, classes, (n,), generator=g).to(device)
-    return DataLoader(TensorDataset(x, y), batch_size=batch, shuffle=True)
+    return batch_loader(BatchedTensorDataset(x, y), batch, shuffle=True)
 
 
 def loader_pass_s(data: DataLoader, device: str) -> float:
@@ -162,10 +166,16 @@ def main() -> None:
         "rows": [],
     }
     data = loader(args.n, 40, args.batch, args.device)
+    per_example = DataLoader(data.dataset, batch_size=args.batch, shuffle=True)
     loader_pass_s(data, args.device)
     report["loader_pass_s"] = loader_pass_s(data, args.device)
-    print(f"one pass of the loader alone: {report['loader_pass_s']:.2f} s", flush=True)
-    del data
+    report["per_example_loader_pass_s"] = loader_pass_s(per_example, args.device)
+    print(
+        f"one pass of the loader alone: {report['loader_pass_s']:.2f} s (example by example "
+        f"{report['per_example_loader_pass_s']:.2f} s)",
+        flush=True,
+    )
+    del data, per_example
     for name in args.runs:
         row = run(name, args, args.device)
         report["rows"].append(row)

@@ -3,22 +3,18 @@
 App. F.6 trains CIFAR-10 with random horizontal flips and random shifts of up to 4 pixels
 and estimates the marginal likelihood on the unaugmented images. :func:`flip_and_shift`
 draws both per image from torch's global generator (so a seed, and a checkpoint's saved
-generator state, repeat them); :func:`augmenting_collate` applies it to every training batch
-of a ``DataLoader`` (``collate_fn=augmenting_collate``), the marginal likelihood's loader
-keeping the default collate.
+generator state, repeat them); the command line's training loader applies it to every batch
+(:func:`laplace_equivariance.tensor_batches.batch_loader` with ``augment=True``), the
+marginal likelihood's loader never.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 import torch
-from torch.utils.data import default_collate
 
 from laplace_equivariance.data import shift_images
 
-__all__ = ["MAX_SHIFT", "augmenting_collate", "flip_and_shift"]
+__all__ = ["MAX_SHIFT", "flip_and_shift"]
 
 MAX_SHIFT = 4
 """Largest shift in pixels along each axis (App. F.6, as ``RandomCrop(32, padding=4)``)."""
@@ -42,9 +38,3 @@ def flip_and_shift(images: torch.Tensor, max_shift: int = MAX_SHIFT) -> torch.Te
     flipped = torch.where(flip[:, None, None, None], images.flip(-1), images)
     shifts = torch.randint(-max_shift, max_shift + 1, (len(images), 2))
     return shift_images(flipped, shifts, max_shift)
-
-
-def augmenting_collate(batch: Sequence[Any]) -> list[torch.Tensor]:
-    """``default_collate`` of ``(image, label)`` examples, then :func:`flip_and_shift`."""
-    images, labels = default_collate(batch)
-    return [flip_and_shift(images), labels]

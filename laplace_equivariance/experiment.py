@@ -23,7 +23,6 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from laplace_equivariance import EquivariantKFAC, __version__, distributed, models, summary
-from laplace_equivariance.augment import augmenting_collate
 from laplace_equivariance.config import (
     INVARIANT_MARGLIK_SUBSET,
     INVARIANT_WEIGHTS,
@@ -52,6 +51,7 @@ from laplace_equivariance.runs import (
     prepare_out,
     read_fits,
 )
+from laplace_equivariance.tensor_batches import BatchedTensorDataset, batch_loader
 
 
 def _metrics(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, device: str) -> dict:
@@ -133,22 +133,23 @@ def _join_process_group(settings: dict[str, Any]) -> int:
 
 
 def _loaders(
-    settings: dict[str, Any], train_set: TensorDataset, marglik_set: TensorDataset
+    settings: dict[str, Any], train_set: BatchedTensorDataset, marglik_set: BatchedTensorDataset
 ) -> tuple[DataLoader, DataLoader]:
     """The training loader (shuffled; augmented with ``--augment``) and the marginal likelihood's.
 
-    The marginal likelihood's loader is in order and never augmented.
+    The marginal likelihood's loader is in order and never augmented. Both fetch a batch at a
+    time (:func:`~laplace_equivariance.tensor_batches.batch_loader`).
 
     In a process group of ``W`` ranks each rank gets a shard through a ``DistributedSampler``
     and batches of ``batch_size / W`` (the global batch stays ``batch_size``); the marginal
     likelihood's examples must split evenly, since every one is counted once.
     """
     batch_size, world = settings["batch_size"], distributed.world_size()
-    collate = augmenting_collate if settings["augment"] else None
+    augment = settings["augment"]
     if world == 1:
         return (
-            DataLoader(train_set, batch_size=batch_size, shuffle=True, collate_fn=collate),
-            DataLoader(marglik_set, batch_size=batch_size),
+            batch_loader(train_set, batch_size, shuffle=True, augment=augment),
+            batch_loader(marglik_set, batch_size),
         )
     if batch_size % world or len(marglik_set) % world:
         raise SystemExit(
@@ -160,8 +161,8 @@ def _loaders(
     shuffled = DistributedSampler(train_set, shuffle=True, seed=settings["seed"])
     in_order = DistributedSampler(marglik_set, shuffle=False)
     return (
-        DataLoader(train_set, batch_size=per_rank, sampler=shuffled, collate_fn=collate),
-        DataLoader(marglik_set, batch_size=per_rank, sampler=in_order),
+        batch_loader(train_set, per_rank, sampler=shuffled, augment=augment),
+        batch_loader(marglik_set, per_rank, sampler=in_order),
     )
 
 
@@ -355,7 +356,9 @@ def train(
     default_subset = min(len(x), INVARIANT_MARGLIK_SUBSET) if invariant else len(x)
     n_marglik = settings["marglik_subset"] or default_subset
     loader, marglik_loader = _loaders(
-        settings, TensorDataset(x, y), TensorDataset(x[:n_marglik], y[:n_marglik])
+        settings,
+        BatchedTensorDataset(x, y),
+        BatchedTensorDataset(x[:n_marglik], y[:n_marglik]),
     )
     la = None
     if invariant:

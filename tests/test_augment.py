@@ -1,9 +1,8 @@
 """Random flips and shifts of the training batches (App. F.6's CIFAR-10 recipe)."""
 
 import torch
-from torch.utils.data import DataLoader, TensorDataset
 
-from laplace_equivariance.augment import MAX_SHIFT, augmenting_collate, flip_and_shift
+from laplace_equivariance.augment import MAX_SHIFT, flip_and_shift
 from laplace_equivariance.data import shift_images
 
 
@@ -23,10 +22,3 @@ def test_every_image_is_a_shift_of_itself_or_of_its_mirror_image():
         flips += matches[0][0]
     assert 16 < flips < 48  # about half of 64 mirrored
     assert not torch.equal(out, images)
-
-
-def test_the_collate_augments_images_and_keeps_labels():
-    images, labels = torch.randn(8, 1, 6, 6), torch.arange(8)
-    torch.manual_seed(0)
-    x, y = next(iter(DataLoader(TensorDataset(images, labels), 8, collate_fn=augmenting_collate)))
-    assert torch.equal(y, labels) and x.shape == images.shape and not torch.equal(x, images)

@@ -380,8 +380,8 @@ def _scale_section() -> str:
         reports,
         f"`marglik_training` with the paper's schedule on N = {first['n']:,} random inputs of "
         f"Table 1's shape ({'x'.join(map(str, first['shape']))}), batch {first['batch']}, alpha "
-        f"{first['alpha']}, the command line's shuffled loader on the device, {first['epochs']} "
-        "epochs timed one by one: an epoch is the last MAP epoch; a fit (on all N examples, "
+        f"{first['alpha']}, a shuffled loader over tensors on the device ({_loaders(reports)}), "
+        f"{first['epochs']} epochs timed one by one: an epoch is the last MAP epoch; a fit (on all N examples, "
         "then 20 hyperparameter steps) is its epoch less the epoch before. Extrapolated, not "
         "run: 100 epochs (and for learned runs 1,000) with the paper's fits (after 10 epochs, "
         "every 5), `E * epoch + fits * fit`. The MAP rows ran with the code before the fit's "
@@ -392,6 +392,24 @@ def _scale_section() -> str:
             rows,
         ),
     )
+
+
+def _loaders(reports: list[dict]) -> str:
+    """How each scale report's loader fetched its batches, and one pass's seconds."""
+    parts = []
+    for report in reports:
+        if "per_example_loader_pass_s" in report:
+            parts.append(
+                f"{report['package_commit']}: a batch at a time, a pass "
+                f"{report['loader_pass_s']:.2f} s against "
+                f"{report['per_example_loader_pass_s']:.2f} s example by example"
+            )
+        else:
+            parts.append(
+                f"{report['package_commit']}: example by example, a pass "
+                f"{report['loader_pass_s']:.2f} s"
+            )
+    return "; ".join(parts)
 
 
 def render() -> str:
