@@ -16,7 +16,13 @@ row they pick must be unique. Kinds:
   ``marglik_per_example``: ``-log marglik / N``, mean ± std;
 - per seed as ``a, b and c``: ``paths_off`` (paths under 1 % of their layer's relative
   effective parameters), ``fc_off_first_six`` (of layers 1-6, those whose FC path is under 1 %
-  of them), ``fc_output_off`` (layers whose FC path carries under 1 % of the output).
+  of them), ``fc_output_off`` (layers whose FC path carries under 1 % of the output);
+- over every seed and the layers chosen, as ``lo-hi`` (one value once): ``share_range`` (a
+  path's relative effective parameters, App. D) and ``output_range`` (its share of its
+  layer's output energy, in %); ``share_max`` and ``output_max``, the largest of them.
+  Options, not filters: ``path=`` (default ``fc``), ``layers=7`` or ``layers=1-6`` (numbered
+  from 1 over the relaxed layers; default all), ``digits=`` (decimals; default 2 for
+  shares, 1 for outputs) and ``percent=yes`` (shares in %).
 
 So a figure is stated where it is measured: when runs change, the rendered page changes with
 them (and the staleness test fails until it is regenerated), and a figure whose runs are gone
@@ -42,6 +48,55 @@ def _counts(values: list[int]) -> str:
     """Per-seed counts as prose: ``"5, 6 and 6"``."""
     words = [str(v) for v in values]
     return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
+
+
+RANGE_OPTIONS = ("path", "layers", "digits", "percent")
+"""Keys of a placeholder that choose what a range family takes, not which runs."""
+
+
+def _layers(spec: str | None) -> slice:
+    """``"7"`` -> layer 7 alone, ``"1-6"`` -> layers 1 to 6 (numbered from 1), None -> all."""
+    if spec is None:
+        return slice(None)
+    first, _, last = spec.partition("-")
+    return slice(int(first) - 1, int(last or first))
+
+
+def _path_values(row: summary.Row, options: dict[str, str], output: bool) -> list[float]:
+    """A path's output shares (in %) or relative effective parameters, every seed and layer.
+
+    Raises:
+        ValueError: If a run lacks the path in a chosen layer, or the layers choose none.
+    """
+    path, layers = options.get("path", "fc"), _layers(options.get("layers"))
+    values = []
+    for result in row.results:
+        chosen = (result["path_outputs"] if output else result["symmetry"]["layers"])[layers]
+        for layer in chosen:
+            if path not in layer["paths"]:
+                raise ValueError(f"{layer['layer']} has no path {path!r}: {sorted(layer['paths'])}")
+            value = layer["paths"][path]
+            values.append(100 * value if output else value["relative"])
+    if options.get("percent") == "yes" and not output:
+        values = [100 * value for value in values]
+    if not values:
+        raise ValueError(f"layers={options.get('layers')} chooses no layer.")
+    return values
+
+
+def _span(values: list[float], digits: int) -> str:
+    """``"lo-hi"`` at ``digits`` decimals, one value where both round alike."""
+    low, high = f"{min(values):,.{digits}f}", f"{max(values):,.{digits}f}"
+    return low if low == high else f"{low}-{high}"
+
+
+RANGES: dict[str, Callable[[summary.Row, dict[str, str]], str]] = {
+    "share_range": lambda row, o: _span(_path_values(row, o, False), int(o.get("digits", 2))),
+    "share_max": lambda row, o: f"{max(_path_values(row, o, False)):.{int(o.get('digits', 2))}f}",
+    "output_range": lambda row, o: _span(_path_values(row, o, True), int(o.get("digits", 1))),
+    "output_max": lambda row, o: f"{max(_path_values(row, o, True)):.{int(o.get('digits', 1))}f}",
+}
+"""Families over seeds and layers, with their :data:`RANGE_OPTIONS`."""
 
 
 def _fc_shares(result: dict, layers: slice = slice(None)) -> list[float]:
@@ -103,8 +158,17 @@ def render(text: str) -> str:
 
     def figure(match: re.Match) -> str:
         kind, spec = match.group(1), match.group(2)
+        if kind in RANGES:
+            words = spec.split()
+            options = dict(w.split("=", 1) for w in words if w.split("=")[0] in RANGE_OPTIONS)
+            rest = " ".join(w for w in words if w.split("=")[0] not in RANGE_OPTIONS)
+            try:
+                return RANGES[kind](_row(rest), options)
+            except ValueError as error:
+                raise ValueError(f"{match.group(0)}: {error}") from error
         if kind not in KINDS:
-            raise ValueError(f"{match.group(0)}: unknown kind {kind!r}; kinds: {sorted(KINDS)}.")
+            kinds = sorted([*KINDS, *RANGES])
+            raise ValueError(f"{match.group(0)}: unknown kind {kind!r}; kinds: {kinds}.")
         return KINDS[kind](_row(spec))
 
     return PLACEHOLDER.sub(figure, text)

@@ -55,3 +55,45 @@ def test_per_seed_counts_read_as_prose_from_each_runs_layers():
         figures.render(f"{{{{fc_output_off {HELD_150}}}}}")
         == ", ".join(map(str, quiet[:-1])) + f" and {quiet[-1]}"
     )
+
+
+QUADRANT_60 = "table1-quadrant-4000-60ep-held f-fc+conv marglik dataset=quadrant-mnist start=held"
+
+
+def _quadrant_60_results() -> list[dict]:
+    runs = sorted(
+        p.parent for p in (RESULTS / "table1-quadrant-4000-60ep-held").rglob("results.json")
+    )
+    return summary.rows(runs)[0].results
+
+
+def test_ranges_span_every_seed_and_the_chosen_layers_of_a_path():
+    results = _quadrant_60_results()
+    outputs = [100 * r["path_outputs"][6]["paths"]["fc"] for r in results]
+    shares = [
+        r["symmetry"]["layers"][i]["paths"]["conv"]["relative"] for r in results for i in range(6)
+    ]
+    assert figures.render(f"{{{{output_range {QUADRANT_60} layers=7}}}}") == (
+        f"{min(outputs):.1f}-{max(outputs):.1f}"
+    )
+    assert figures.render(f"{{{{output_max {QUADRANT_60} layers=7 digits=2}}}}") == (
+        f"{max(outputs):.2f}"
+    )
+    assert figures.render(f"{{{{share_range {QUADRANT_60} path=conv layers=1-6 digits=3}}}}") == (
+        f"{min(shares):.3f}-{max(shares):.3f}"
+    )
+    assert figures.render(f"{{{{share_max {QUADRANT_60} path=conv layers=1-6}}}}") == (
+        f"{max(shares):.2f}"
+    )
+
+
+def test_a_range_whose_ends_round_alike_is_one_value():
+    assert figures._span([0.1234, 0.1236], 2) == "0.12"
+    assert figures._span([1234.0, 5678.0], 0) == "1,234-5,678"
+
+
+def test_a_range_of_a_missing_path_or_no_layer_is_refused():
+    with pytest.raises(ValueError, match="has no path 'gconv'"):
+        figures.render(f"{{{{share_range {QUADRANT_60} path=gconv}}}}")
+    with pytest.raises(ValueError, match="layers=9 chooses no layer"):
+        figures.render(f"{{{{output_range {QUADRANT_60} layers=9}}}}")
