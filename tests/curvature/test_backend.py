@@ -339,6 +339,25 @@ def test_factors_are_allocated_block_diagonal_from_construction_and_refits_work(
     assert la.log_marginal_likelihood().item() == pytest.approx(first, rel=1e-10)
 
 
+def test_the_finiteness_check_reads_the_factors_diagonals_alone(monkeypatch):
+    """Factors are PSD, so a non-finite entry shows on the diagonal (Cauchy-Schwarz): the check
+    reads ``n b`` entries of an ``(n, b, b)`` factor, not ``n b^2``."""
+    model = models.build("f-fc+conv", (1, 32, 32), K, alpha=1).double()
+    x, y = data(4, (1, 32, 32))
+    read, norm = [], torch._foreach_norm
+
+    def recording(tensors, *args, **kwargs):
+        read.append(sum(t.numel() for t in tensors))
+        return norm(tensors, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "_foreach_norm", recording)
+    la = fit_kfac(model, x, y, "classification")
+    diagonals = sum(
+        f.shape[:-1].numel() if f.ndim > 1 else f.numel() for g in la.H_facs.kfacs for f in g
+    )
+    assert read == [diagonals]
+
+
 def test_non_finite_curvature_raises():
     model = models.build("f-fc+conv", (1, 32, 32), K, alpha=1).double()
     with torch.no_grad():
