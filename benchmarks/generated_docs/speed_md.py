@@ -97,7 +97,7 @@ def _stock_cnn_rows(report: dict) -> list[list[str]]:
         training = row.get("training")
         rows.append(
             [
-                report["package_commit"],
+                f"{report['package_commit']} ({report['device']})",
                 row["model"],
                 f"{row['epoch_s']:.3f} s, {row['epoch_s'] / stock['epoch_s']:.2f}x",
                 f"{row['exact']['fit_s']:.2f} s, {row['exact']['fit_over_epoch']:.1f}x",
@@ -114,8 +114,9 @@ def _stock_cnn_rows(report: dict) -> list[list[str]]:
 
 
 def _stock_cnn_section() -> str:
-    """Every ``gpu_speed`` report under benchmarks/results/gpu_speed/, in file-name order
-    (``cpu-before.json``, the code before the speed changes, then ``cpu.json``, ``cuda.json``)."""
+    """Every CPU ``gpu_speed`` report under benchmarks/results/gpu_speed/, in file-name order
+    (``cpu-before.json`` and ``cpu.json`` on one machine, ``cpu-xeon-before.json`` and
+    ``cpu-xeon.json`` on another)."""
     every = [json.loads(p.read_text()) for p in sorted((RESULTS / "gpu_speed").glob("*.json"))]
     reports = [r for r in every if not _on_gpu(r)]
     first = reports[0]
@@ -140,9 +141,9 @@ def _stock_cnn_section() -> str:
         "step <= 1.5x the stock CNN's; on the CPU at N = 512 exact fit <= 5 epochs, "
         "Monte-Carlo fit <= 1.5; on a GPU at N = 4,096 CONV epoch <= 1.2x the stock CNN's, "
         "F-FC+CONV exact fit <= 4 epochs, Monte-Carlo fit <= 1.5, Monte-Carlo training <= "
-        "1.5x MAP training. Each row names the commit of the package it ran: the reports of "
-        "one device ran the same script one after the other on the idle machine, an older "
-        "commit from a worktree on `PYTHONPATH`. On a GPU machine, `OUT=DIR bash "
+        "1.5x MAP training. Each row names the commit of the package it ran and the machine: "
+        "the reports of one machine ran one after the other on the idle machine, an older "
+        "commit from its own worktree. On a GPU machine, `OUT=DIR bash "
         "benchmarks/gpu_speed.sh` measures the CUDA rows, with epochs under `torch.compile`, in "
         "about eight minutes.",
         markdown_table(
