@@ -186,3 +186,15 @@ def test_a_network_started_equivariant_is_invariant_and_keeps_its_signal(name, d
 def test_starting_equivariant_needs_an_equivariant_path():
     with pytest.raises(ValueError, match="no equivariant path"):
         models.build("f-fc", (1, 32, 32), 5, alpha=1).start_equivariant_()
+
+
+@pytest.mark.parametrize("name", models.MODEL_NAMES)
+def test_every_model_compiles_into_one_graph(name):
+    """``torch.compile`` (``marglik_training(compile_kwargs=...)``) traces each model whole:
+    no graph break, so a compiled step is one graph (and one CUDA graph on a GPU)."""
+    if "gconv" in name:
+        small = models.build(name, (1, 4, 4), 3, alpha=1, widths=(1, 1), subsampling=(1, 2))
+    else:
+        small = models.build(name, (1, 4, 4), 3, alpha=1, widths=(1, 2), subsampling=(1, 2))
+    explained = torch._dynamo.explain(small)(torch.randn(2, 1, 4, 4))
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
