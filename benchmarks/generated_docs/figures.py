@@ -24,6 +24,15 @@ row they pick must be unique. Kinds:
   from 1 over the relaxed layers; default all), ``digits=`` (decimals; default 2 for
   shares, 1 for outputs) and ``percent=yes`` (shares in %).
 
+Measurements of trained runs made afterwards (``benchmarks/shift_errors.py``) are named by
+their file under benchmarks/results, ``{{KIND FILE [key=value ...]}}`` with ``FILE`` without
+``.json``: ``shift_range`` and ``shift_max`` over every run and the layers chosen, of the
+layer's distance from equivariance to the quadrant shifts, or with ``path=fc`` (or ``conv``)
+that path's (``of=share``: the path's output share instead, a fraction); ``layers=`` and
+``digits=`` (default 2) as above; ``unchanged_range``: the predictions unchanged by the
+diagonal shift, in %, over the runs (``digits=``, default 0). ``run=N`` takes the N-th run
+alone (runs in seed order), ``percent=yes`` gives shares in %.
+
 So a figure is stated where it is measured: when runs change, the rendered page changes with
 them (and the staleness test fails until it is regenerated), and a figure whose runs are gone
 cannot be rendered at all.
@@ -31,6 +40,7 @@ cannot be rendered at all.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 
@@ -99,6 +109,58 @@ RANGES: dict[str, Callable[[summary.Row, dict[str, str]], str]] = {
 """Families over seeds and layers, with their :data:`RANGE_OPTIONS`."""
 
 
+MEASURED_OPTIONS = ("path", "layers", "digits", "of", "run", "percent")
+"""Keys of a measurement family's placeholder."""
+
+
+def _shift_values(measured: dict, options: dict[str, str]) -> list[float]:
+    """Shift errors (or output shares) of a layer or path, every run and chosen layer.
+
+    Raises:
+        ValueError: If the layers choose none, or none has a value (a path with no output).
+    """
+    path, of = options.get("path"), options.get("of", "shift_error")
+    runs = measured["runs"]
+    if "run" in options:
+        runs = [runs[int(options["run"])]]
+    values = []
+    for run in runs:
+        for layer in run["layers"][_layers(options.get("layers"))]:
+            value = layer[of] if path is None else layer["paths"][path][of]
+            if value is not None:
+                values.append(value)
+    if not values:
+        raise ValueError(f"no {of} in layers={options.get('layers')} (path={path}).")
+    return [100 * v for v in values] if options.get("percent") == "yes" else values
+
+
+MEASURED: dict[str, Callable[[dict, dict[str, str]], str]] = {
+    "shift_range": lambda m, o: _span(_shift_values(m, o), int(o.get("digits", 2))),
+    "shift_max": lambda m, o: f"{max(_shift_values(m, o)):.{int(o.get('digits', 2))}f}",
+    "unchanged_range": lambda m, o: _span(
+        [100 * run["prediction_unchanged"] for run in m["runs"]], int(o.get("digits", 0))
+    ),
+}
+"""Families over a measurement file's runs, with their :data:`MEASURED_OPTIONS`."""
+
+
+def _measured(kind: str, spec: str) -> str:
+    """A measurement family's figure from ``FILE [key=value ...]``.
+
+    Raises:
+        ValueError: For a missing file, an unknown key, or no value to render.
+    """
+    name, *words = spec.split()
+    options = dict(w.split("=", 1) for w in words)
+    unknown = sorted(set(options) - set(MEASURED_OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown keys {unknown}; keys: {list(MEASURED_OPTIONS)}.")
+    path = RESULTS / f"{name}.json"
+    if not path.exists():
+        raise ValueError(f"benchmarks/results/{name}.json does not exist.")
+    return MEASURED[kind](json.loads(path.read_text()), options)
+
+
 def _fc_shares(result: dict, layers: slice = slice(None)) -> list[float]:
     """The FC path's relative effective parameters per relaxed layer (App. D)."""
     rows = result["symmetry"]["layers"][layers]
@@ -158,6 +220,11 @@ def render(text: str) -> str:
 
     def figure(match: re.Match) -> str:
         kind, spec = match.group(1), match.group(2)
+        if kind in MEASURED:
+            try:
+                return _measured(kind, spec)
+            except ValueError as error:
+                raise ValueError(f"{match.group(0)}: {error}") from error
         if kind in RANGES:
             words = spec.split()
             options = dict(w.split("=", 1) for w in words if w.split("=")[0] in RANGE_OPTIONS)
@@ -167,7 +234,7 @@ def render(text: str) -> str:
             except ValueError as error:
                 raise ValueError(f"{match.group(0)}: {error}") from error
         if kind not in KINDS:
-            kinds = sorted([*KINDS, *RANGES])
+            kinds = sorted([*KINDS, *RANGES, *MEASURED])
             raise ValueError(f"{match.group(0)}: unknown kind {kind!r}; kinds: {kinds}.")
         return KINDS[kind](_row(spec))
 

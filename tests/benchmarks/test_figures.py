@@ -97,3 +97,31 @@ def test_a_range_of_a_missing_path_or_no_layer_is_refused():
         figures.render(f"{{{{share_range {QUADRANT_60} path=gconv}}}}")
     with pytest.raises(ValueError, match="layers=9 chooses no layer"):
         figures.render(f"{{{{output_range {QUADRANT_60} layers=9}}}}")
+
+
+SHIFTS = "shift-errors/table1-digit-4000-150ep"
+
+
+def test_measurement_families_read_their_file_over_runs_and_layers():
+    import json
+
+    runs = json.loads((RESULTS / f"{SHIFTS}.json").read_text())["runs"]
+    layer = [r["layers"][k]["shift_error"] for r in runs for k in (5, 6)]
+    fc_share = [100 * r["layers"][3]["paths"]["fc"]["share"] for r in runs[:1]]
+    unchanged = [100 * r["prediction_unchanged"] for r in runs]
+    assert figures.render(f"{{{{shift_range {SHIFTS} layers=6-7}}}}") == (
+        f"{min(layer):.2f}-{max(layer):.2f}"
+    )
+    assert figures.render(f"{{{{shift_max {SHIFTS} layers=6-7 digits=3}}}}") == f"{max(layer):.3f}"
+    rendered = f"{{{{shift_range {SHIFTS} layers=4 path=fc of=share run=0 percent=yes digits=1}}}}"
+    assert figures.render(rendered) == f"{fc_share[0]:.1f}"
+    assert figures.render(f"{{{{unchanged_range {SHIFTS}}}}}") == (
+        f"{min(unchanged):.0f}-{max(unchanged):.0f}"
+    )
+
+
+def test_a_measurement_with_an_unknown_key_or_file_is_refused():
+    with pytest.raises(ValueError, match="unknown keys \\['seed'\\]"):
+        figures.render(f"{{{{shift_range {SHIFTS} seed=0}}}}")
+    with pytest.raises(ValueError, match="shift-errors/none.json does not exist"):
+        figures.render("{{shift_max shift-errors/none}}")
