@@ -39,7 +39,7 @@ from __future__ import annotations
 import time
 
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, TensorDataset
 
 from benchmarks.gpu_speed import STOCK, stock_cnn, synchronise
 from benchmarks.report import benchmark_parser, environment, write
@@ -166,7 +166,7 @@ def main() -> None:
         "rows": [],
     }
     data = loader(args.n, 40, args.batch, args.device)
-    per_example = DataLoader(data.dataset, batch_size=args.batch, shuffle=True)
+    per_example = DataLoader(TensorDataset(*data.dataset.tensors), args.batch, shuffle=True)
     loader_pass_s(data, args.device)
     report["loader_pass_s"] = loader_pass_s(data, args.device)
     report["per_example_loader_pass_s"] = loader_pass_s(per_example, args.device)

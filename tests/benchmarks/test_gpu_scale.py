@@ -24,3 +24,16 @@ def test_a_run_times_every_epoch_and_extrapolates_the_paper_schedule(name):
     else:
         assert row["epoch_s"] == row["epochs_s"][-1]
         assert row["epochs_100_min"] == pytest.approx(100 * row["epoch_s"] / 60)
+
+
+def test_the_command_writes_its_report_with_both_loaders_timed(tmp_path, monkeypatch):
+    import json
+    import sys
+
+    out = tmp_path / "scale.json"
+    argv = ["gpu_scale", "--n", "16", "--batch", "8", "--alpha", "1", "--epochs", "2"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--runs", "stock-cnn", "--out", str(out)])
+    gpu_scale.main()
+    report = json.loads(out.read_text())
+    assert report["loader_pass_s"] > 0 and report["per_example_loader_pass_s"] > 0
+    assert report["compile_mode"] is None and [r["run"] for r in report["rows"]] == ["stock-cnn"]
