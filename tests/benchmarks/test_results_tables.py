@@ -176,3 +176,19 @@ def test_evidence_split_groups_runs_by_training_and_sums_each_paths_terms(tmp_pa
     assert "| learned CONV | 154 | 10 | 0 | 140 | 4 |" in text
     assert "| learned F-FC+CONV, started equivariant, FC frozen | 194 | 10 | 0 | 180 | 4 |" in text
     assert "| layer1 | 12 (2) | 220 (1) | 140 (1) |" in text  # means over the two seeds
+
+
+def test_no_committed_result_records_an_absolute_path():
+    """Records name runs and outputs relative to the repository (issue 42.8): an absolute
+    path says where one machine kept a scratch copy, not where the figure comes from."""
+    import re
+
+    from benchmarks.generated_docs.common import RESULTS
+
+    absolute = re.compile(r'"(/tmp|/work|/root|/home)/[^"]*"')
+    found = [
+        f"{path.relative_to(RESULTS)}: {match.group(0)}"
+        for path in sorted(RESULTS.rglob("*.json"))
+        for match in absolute.finditer(path.read_text())
+    ]
+    assert not found, found[:5]
