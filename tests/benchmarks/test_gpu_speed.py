@@ -101,3 +101,21 @@ def test_the_speed_page_renders_compiled_runs_where_a_report_has_them(tmp_path, 
     assert "| abc | conv | reduce-overhead | RuntimeError: x |" in section
     assert "0.500 s -> 0.250 s, 0.50x (first epoch 30.0 s)" in section
     assert "MAP 4.0 s -> 3.0 s, MC 6.0 s -> 4.5 s (1.50x compiled MAP)" in section
+
+
+def test_the_command_compiles_after_every_models_eager_figures(tmp_path, monkeypatch):
+    import sys
+
+    original = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda model, **options: original(model, backend="eager"))
+    out = tmp_path / "speed.json"
+    argv = ["gpu_speed", "--n", "8", "--small-n", "4", "--batch", "4", "--alpha", "1"]
+    argv += ["--repeats", "1", "--train-epochs", "0", "--profile-batch", "2"]
+    argv += ["--models", "stock-cnn", "conv", "--compile-mode", "default", "--out", str(out)]
+    monkeypatch.setattr(sys, "argv", argv)
+    gpu_speed.main()
+    rows = json.loads(out.read_text())["rows"]
+    assert [row["model"] for row in rows] == ["stock-cnn", "conv"]
+    assert all(
+        row["compiled"]["mode"] == "default" and row["compiled"]["epoch_s"] > 0 for row in rows
+    )
