@@ -4,7 +4,7 @@
 #    stock CNN by default, in that order; add f-fc+conv+gconv), the F-FC+CONV fits also with the
 #    GPU's eigensolver (host_eigenvalues=False), and epochs and training runs under
 #    torch.compile in COMPILE_MODE (reduce-overhead: CUDA graphs; "" skips them), stopped after
-#    SPEED_LIMIT seconds (280 by default; every finished model is already in the JSON);
+#    SPEED_LIMIT seconds (300 by default; every finished model is already in the JSON);
 # 2. benchmarks.gpu_scale (Table 1's runs at 60,000 images: an epoch and a fit, extrapolated to
 #    100 and 1,000 epochs; SCALE_RUNS names some of its runs; SCALE_COMPILE_MODE compiles their
 #    MAP steps), stopped after SCALE_LIMIT seconds (110 by default; 0 skips it);
@@ -22,7 +22,7 @@ set -u
 source benchmarks/gpu_setup.sh || exit 1
 COMPILE_MODE=${COMPILE_MODE-reduce-overhead}
 # shellcheck disable=SC2086
-timeout "${SPEED_LIMIT:-280}" python3 -m benchmarks.gpu_speed --device cuda --n 4096 \
+timeout "${SPEED_LIMIT:-300}" python3 -m benchmarks.gpu_speed --device cuda --n 4096 \
     --small-n 512 --repeats 2 --train-epochs 10 --models ${MODELS:-f-fc+conv conv stock-cnn} \
     ${COMPILE_MODE:+--compile-mode $COMPILE_MODE} \
     --out "$OUT/cuda.json" > "$OUT/gpu_speed.log" 2>&1
