@@ -22,7 +22,11 @@ row they pick must be unique. Kinds:
   layer's output energy, in %); ``share_max`` and ``output_max``, the largest of them.
   Options, not filters: ``path=`` (default ``fc``), ``layers=7`` or ``layers=1-6`` (numbered
   from 1 over the relaxed layers; default all), ``digits=`` (decimals; default 2 for
-  shares, 1 for outputs) and ``percent=yes`` (shares in %).
+  shares, 1 for outputs) and ``percent=yes`` (shares in %);
+- over the fits that ``train`` records (a run's ``fits``, one per marginal-likelihood fit):
+  ``fit_output_range`` and ``fit_output_max``, a path's output share in % at the fit after
+  epoch ``epoch=E``, or at every fit from ``from=E`` on, over seeds and ``layers=``;
+  ``fit_output_seeds``, the largest per seed, ``a / b / c`` (``digits=``, default 0).
 
 Measurements of trained runs made afterwards (``benchmarks/shift_errors.py``) are named by
 their file under benchmarks/results, ``{{KIND FILE [key=value ...]}}`` with ``FILE`` without
@@ -60,7 +64,7 @@ def _counts(values: list[int]) -> str:
     return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
 
 
-RANGE_OPTIONS = ("path", "layers", "digits", "percent")
+RANGE_OPTIONS = ("path", "layers", "digits", "percent", "epoch", "from")
 """Keys of a placeholder that choose what a range family takes, not which runs."""
 
 
@@ -100,11 +104,37 @@ def _span(values: list[float], digits: int) -> str:
     return low if low == high else f"{low}-{high}"
 
 
+def _fit_values(result: dict, options: dict[str, str]) -> list[float]:
+    """A path's output share in % at the fits of one run that ``epoch=`` or ``from=`` choose.
+
+    Raises:
+        ValueError: If the run recorded no fit at those epochs.
+    """
+    path, layers = options.get("path", "fc"), _layers(options.get("layers"))
+    if "epoch" in options:
+        chosen = [f for f in result["fits"] if f["epoch"] == int(options["epoch"])]
+    else:
+        chosen = [f for f in result["fits"] if f["epoch"] >= int(options.get("from", 0))]
+    if not chosen:
+        raise ValueError(f"no fit at epoch={options.get('epoch')} from={options.get('from')}.")
+    return [100 * layer["paths"][path] for f in chosen for layer in f["path_outputs"][layers]]
+
+
+def _fit_range(row: summary.Row, options: dict[str, str]) -> list[float]:
+    """:func:`_fit_values` of every seed."""
+    return [value for result in row.results for value in _fit_values(result, options)]
+
+
 RANGES: dict[str, Callable[[summary.Row, dict[str, str]], str]] = {
     "share_range": lambda row, o: _span(_path_values(row, o, False), int(o.get("digits", 2))),
     "share_max": lambda row, o: f"{max(_path_values(row, o, False)):.{int(o.get('digits', 2))}f}",
     "output_range": lambda row, o: _span(_path_values(row, o, True), int(o.get("digits", 1))),
     "output_max": lambda row, o: f"{max(_path_values(row, o, True)):.{int(o.get('digits', 1))}f}",
+    "fit_output_range": lambda row, o: _span(_fit_range(row, o), int(o.get("digits", 0))),
+    "fit_output_max": lambda row, o: f"{max(_fit_range(row, o)):.{int(o.get('digits', 0))}f}",
+    "fit_output_seeds": lambda row, o: " / ".join(
+        f"{max(_fit_values(result, o)):.{int(o.get('digits', 0))}f}" for result in row.results
+    ),
 }
 """Families over seeds and layers, with their :data:`RANGE_OPTIONS`."""
 

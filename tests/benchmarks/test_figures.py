@@ -125,3 +125,36 @@ def test_a_measurement_with_an_unknown_key_or_file_is_refused():
         figures.render(f"{{{{shift_range {SHIFTS} seed=0}}}}")
     with pytest.raises(ValueError, match="shift-errors/none.json does not exist"):
         figures.render("{{shift_max shift-errors/none}}")
+
+
+HELD_QUADRANT = (
+    "table1-quadrant-4000-100ep-mc-held f-fc+conv marglik dataset=quadrant-mnist start=held"
+)
+
+
+def test_fit_families_read_the_fits_each_run_recorded():
+    runs = sorted(
+        p.parent for p in (RESULTS / "table1-quadrant-4000-100ep-mc-held").rglob("results.json")
+    )
+    results = [
+        r for row in summary.rows(runs) if row.settings["method"] == "marglik" for r in row.results
+    ]
+
+    def shares(result, keep, layers):
+        return [
+            100 * f["path_outputs"][k]["paths"]["fc"]
+            for f in result["fits"]
+            if keep(f["epoch"])
+            for k in layers
+        ]
+
+    layer7 = [max(shares(r, lambda e: e == 100, [6])) for r in results]
+    later = [v for r in results for v in shares(r, lambda e: e >= 15, range(6))]
+    assert figures.render(f"{{{{fit_output_seeds {HELD_QUADRANT} epoch=100 layers=7}}}}") == (
+        " / ".join(f"{v:.0f}" for v in layer7)
+    )
+    assert figures.render(
+        f"{{{{fit_output_max {HELD_QUADRANT} from=15 layers=1-6 digits=2}}}}"
+    ) == (f"{max(later):.2f}")
+    with pytest.raises(ValueError, match="no fit at epoch=7"):
+        figures.render(f"{{{{fit_output_max {HELD_QUADRANT} epoch=7}}}}")
