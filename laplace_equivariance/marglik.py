@@ -520,19 +520,12 @@ def marglik_training(
             first fit weighs those paths while they are silent, before the burn-in grows them
             (docs/learned_structure.md, "Where training starts"). The checkpoint records
             their names; a resume with another set is refused.
-        backend_kwargs: Further options of the backend for every Laplace fit, as
-            laplace-torch's ``Laplace(..., backend_kwargs=...)`` takes them; for
-            :class:`~laplace_equivariance.EquivariantKFAC` ``fit_batch_size``,
-            ``batched_classes``, ``host_eigenvalues`` and ``memory_limit`` (they change how
-            a fit is computed, not what it computes). ``stochastic``, ``n_mc_samples`` and
-            ``kfac_approx`` are this function's own arguments and refused here.
-        compile_kwargs: If given, the MAP steps run the model through
-            ``torch.compile(model, **compile_kwargs)`` (``{}`` for the defaults,
-            ``{"mode": "reduce-overhead"}`` for CUDA graphs on a GPU, where a step of these
-            small networks waits on the host's kernel launches). The Laplace fits, the
-            hyperparameter steps and the returned model stay eager (ASDL's hooks need the
-            modules themselves); the parameters are shared, so training is the same up to
-            the compiled kernels' rounding (tested). The first epoch also compiles.
+        backend_kwargs: The backend's options for every Laplace fit, as laplace-torch's
+            ``Laplace(..., backend_kwargs=...)`` (``fit_batch_size``, ``host_eigenvalues``,
+            ...); ``stochastic``, ``n_mc_samples`` and ``kfac_approx`` are refused there.
+        compile_kwargs: The MAP steps run ``torch.compile(model, **compile_kwargs)``
+            (``{"mode": "reduce-overhead"}``: CUDA graphs); fits, hyperparameter steps and
+            the returned model stay eager (docs/usage.md).
 
     Returns:
         ``(la, model, margliks, losses)``: the final Laplace approximation, the model, the

@@ -68,3 +68,14 @@ def test_the_source_distribution_holds_the_package_and_its_metadata_not_the_test
     assert {n for n in names if n.endswith(".py")} == MODULES
     assert {"README.md", "LICENSE", "pyproject.toml", "PKG-INFO"} <= names
     assert not any(n.startswith(("tests", "benchmarks", "docs")) for n in names)
+
+
+def test_no_module_of_the_package_is_over_600_lines():
+    """One file, one idea: a module past 600 lines is doing more than one job (issue 42.5)."""
+    package = ROOT / "laplace_equivariance"
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in sorted(package.rglob("*.py"))
+        if (n := len(path.read_text().splitlines())) > 600
+    }
+    assert not long, long
