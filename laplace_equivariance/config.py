@@ -232,6 +232,11 @@ def check_settings(settings: dict[str, Any]) -> None:
             f"--start held holds the FC-type paths until the first marginal-likelihood fit; "
             f"--method {settings['method']} has none (use --start equivariant)."
         )
+    if invariant and settings.get("compile_mode"):
+        raise SystemExit(
+            f"--compile-mode compiles marglik_training's MAP steps; --model {INVARIANT_WEIGHTS} "
+            "trains with train_invariant_weights, which it does not reach: leave it out."
+        )
     if invariant and settings["lr_min"]:
         raise SystemExit(
             f"--lr-min sets the end of the relaxed models' cosine schedule; --model "

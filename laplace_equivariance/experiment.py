@@ -247,6 +247,7 @@ def _train_relaxed(
             restore_best=settings["restore_best"],
             balance_factors=settings.get("balance_factors", False),
             held_until_fit=model.fc_type_parameters() if settings.get("start") == "held" else (),
+            compile_kwargs={"mode": mode} if (mode := settings.get("compile_mode")) else None,
             callback=record,
         )
     except CheckpointError as error:

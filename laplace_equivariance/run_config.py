@@ -227,6 +227,15 @@ class RunConfig:
     threads: int | None = _option(
         None, "CPU threads (torch.set_num_threads)", shown="torch's default", type=int
     )
+    compile_mode: str | None = _option(
+        None,
+        "run the MAP steps through torch.compile in this mode (marglik_training's "
+        "compile_kwargs; reduce-overhead: CUDA graphs on a GPU); not a setting of the "
+        "experiment (the result is the eager run's up to rounding); a run resumes with the "
+        "mode it started with",
+        shown="eager",
+        choices=["default", "reduce-overhead", "max-autotune-no-cudagraphs"],
+    )
     timeout: float = _option(
         600,
         "under torchrun: seconds a rank waits for the others before the run stops",

@@ -24,7 +24,7 @@ from laplace_equivariance.layers import RelaxedLayer
 RUN_RECORD = "run.json"
 """File in ``--out`` that records the settings and version a run was started with."""
 
-NOT_RESULT_SETTINGS = ("threads", "timeout", "download")
+NOT_RESULT_SETTINGS = ("threads", "timeout", "download", "compile_mode")
 """Settings that do not change a run's result: a run may resume with other values of them."""
 
 FIT_TRACE_FILE = "fits.jsonl"
@@ -107,10 +107,11 @@ def prepare_out(settings: dict[str, Any], out: Path, overwrite: bool = False) ->
 
 
 def _check_same_circumstances(recorded: dict[str, Any], record: dict[str, Any], out: Path) -> None:
-    """Refuse to resume epochs that ran with other threads or processes than this call's.
+    """Refuse to resume epochs that ran with other threads, processes or compile mode.
 
-    ``results.json`` states the threads and processes of the whole run; a resume under
-    others would state circumstances that the epochs before it did not run under.
+    ``results.json`` states the threads, processes and ``--compile-mode`` of the whole run; a
+    resume under others would state circumstances that the epochs before it did not run under.
+    A record made before ``--compile-mode`` existed ran eagerly.
 
     Raises:
         SystemExit: Naming both, if ``out`` holds a checkpoint with at least one epoch.
@@ -125,6 +126,13 @@ def _check_same_circumstances(recorded: dict[str, Any], record: dict[str, Any], 
             f"process(es); this call has --threads {now[0]} in {now[1]}: the run's record would "
             "state circumstances its epochs did not run under. Resume with the same, or pass "
             "--overwrite to start afresh."
+        )
+    then_mode, now_mode = (r["settings"].get("compile_mode") for r in (recorded, record))
+    if then_mode != now_mode:
+        raise SystemExit(
+            f"--out {out} holds epochs that ran with --compile-mode {then_mode or '(eager)'}; "
+            f"this call has {now_mode or '(eager)'}: resume with the same, or pass --overwrite "
+            "to start afresh."
         )
 
 

@@ -21,7 +21,15 @@ from laplace_equivariance.config import DEFAULTS, MARGINAL_LIKELIHOOD_ONLY
 
 __all__ = ["Row", "compare", "load_run", "markdown", "mean_std", "rows", "structure_markdown"]
 
-NOT_THE_EXPERIMENT = ("seed", "threads", "timeout", "device", "data_dir", "download")
+NOT_THE_EXPERIMENT = (
+    "seed",
+    "threads",
+    "timeout",
+    "device",
+    "data_dir",
+    "download",
+    "compile_mode",
+)
 """Settings that do not make runs different experiments: runs equal in every other setting
 are seeds of one experiment (where they ran is shown per row, not grouped by)."""
 
@@ -246,6 +254,7 @@ LATER_OPTIONS = {
     "lr_min": 0.0,
     "balance_factors": False,
     "start": "mixed",
+    "compile_mode": None,
 }
 """Options added after runs were committed, with the value those runs had."""
 

@@ -762,3 +762,46 @@ def test_evaluate_predictive_glm_refits_the_runs_laplace_approximation(runs, cap
     (older / "results.json").write_text(json.dumps(stored))
     with pytest.raises(SystemExit, match="predates the record.*--overwrite"):
         evaluate(older, predictive="glm")
+
+
+def test_compile_mode_reaches_the_trainer_and_the_record(tmp_path, monkeypatch):
+    """``torch.compile`` with the eager backend here (inductor takes minutes on 2 cores)."""
+    original = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda model, **options: original(model, backend="eager"))
+    conv_map = ["train", "--model", "conv", "--method", "map", *TINY]
+    compiled = [*conv_map, "--compile-mode", "reduce-overhead", "--out", str(tmp_path / "c")]
+    passed = options_reaching_the_trainer(monkeypatch, compiled, "compile_kwargs")
+    assert passed == [{"compile_kwargs": {"mode": "reduce-overhead"}}]
+    settings = json.loads((tmp_path / "c" / "results.json").read_text())["settings"]
+    assert settings["compile_mode"] == "reduce-overhead"
+    eager = [*conv_map, "--out", str(tmp_path / "e")]
+    assert options_reaching_the_trainer(monkeypatch, eager, "compile_kwargs") == [
+        {"compile_kwargs": None}
+    ]
+
+
+def test_a_resume_with_another_compile_mode_is_refused(tmp_path, monkeypatch):
+    original = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda model, **options: original(model, backend="eager"))
+    out = tmp_path / "run"
+    args = ["train", "--model", "conv", "--method", "map", "--out", str(out), *TINY]
+    assert main([*args, "--compile-mode", "default"]) == 0
+    with pytest.raises(SystemExit, match="ran with --compile-mode default; this call has"):
+        main(args)
+
+
+def test_compile_mode_is_refused_for_invariant_weights(tmp_path):
+    with pytest.raises(SystemExit, match="--compile-mode compiles marglik_training's MAP steps"):
+        main(
+            [
+                "train",
+                "--model",
+                "invariant-weights",
+                "--compile-mode",
+                "default",
+                "--out",
+                str(tmp_path / "run"),
+                *TINY,
+            ]
+        )
+    assert not (tmp_path / "run").exists()
