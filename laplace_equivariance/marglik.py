@@ -543,7 +543,8 @@ def marglik_training(
             structure, backend or likelihood than ``"kron"``, ``EquivariantKFAC`` and
             classification, the total derivative with ``stochastic=True``, or
             ``n_mc_samples`` not a positive integer, or other than one without
-            ``stochastic=True`` and ``EquivariantKFAC``, ``backend_kwargs`` setting one of
+            ``stochastic=True`` and ``EquivariantKFAC``, ``backend_kwargs`` naming an option the
+            backend does not take or one of
             those own arguments, or ``held_until_fit`` naming a
             tensor that is not a trainable parameter of the model, or given to a schedule
             without a fit.

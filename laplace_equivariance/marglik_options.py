@@ -7,6 +7,7 @@ they imply.
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -127,11 +128,30 @@ class MarglikOptions:
                 f"kfac_approx={self.kfac_approx!r} is an option of EquivariantKFAC: pass "
                 "backend=EquivariantKFAC."
             )
-        own = sorted(set(self.backend_kwargs or {}) & set(OWN_BACKEND_OPTIONS))
+        self._check_backend_kwargs()
+
+    def _check_backend_kwargs(self) -> None:
+        """Refuse ``backend_kwargs`` that the backend cannot take, before any training.
+
+        Names :func:`marglik_training` sets itself, and names the backend's ``__init__`` does
+        not take (otherwise the first fit, after the burn-in, would raise).
+        """
+        given = set(self.backend_kwargs or {})
+        own = sorted(given & set(OWN_BACKEND_OPTIONS))
         if own:
             raise ValueError(
                 f"backend_kwargs sets {own}, which marglik_training sets itself: pass them as "
                 "its own arguments (stochastic=..., n_mc_samples=..., kfac_approx=...)."
+            )
+        parameters = inspect.signature(self.backend).parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+            return
+        options = [name for name in parameters if name not in ("model", "likelihood")]
+        unknown = sorted(given - set(options))
+        if unknown:
+            raise ValueError(
+                f"backend_kwargs sets {unknown}, which {self.backend.__name__} does not take; "
+                f"its options: {options}."
             )
 
     def laplace_backend_kwargs(self) -> dict[str, Any] | None:

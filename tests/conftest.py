@@ -18,3 +18,17 @@ def device(request) -> torch.device:
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)
+
+
+@pytest.fixture
+def eager_compile(monkeypatch) -> list[dict]:
+    """``torch.compile`` traced with the eager backend (inductor takes about 30 s a model on
+    two cores); the options of every call, in order, for the test to check."""
+    calls, original = [], torch.compile
+
+    def compile_eagerly(model, **options):
+        calls.append(options)
+        return original(model, backend="eager")
+
+    monkeypatch.setattr(torch, "compile", compile_eagerly)
+    return calls

@@ -764,14 +764,12 @@ def test_evaluate_predictive_glm_refits_the_runs_laplace_approximation(runs, cap
         evaluate(older, predictive="glm")
 
 
-def test_compile_mode_reaches_the_trainer_and_the_record(tmp_path, monkeypatch):
-    """``torch.compile`` with the eager backend here (inductor takes minutes on 2 cores)."""
-    original = torch.compile
-    monkeypatch.setattr(torch, "compile", lambda model, **options: original(model, backend="eager"))
+def test_compile_mode_reaches_the_trainer_and_the_record(tmp_path, monkeypatch, eager_compile):
     conv_map = ["train", "--model", "conv", "--method", "map", *TINY]
     compiled = [*conv_map, "--compile-mode", "reduce-overhead", "--out", str(tmp_path / "c")]
     passed = options_reaching_the_trainer(monkeypatch, compiled, "compile_kwargs")
     assert passed == [{"compile_kwargs": {"mode": "reduce-overhead"}}]
+    assert eager_compile == [{"mode": "reduce-overhead"}]
     settings = json.loads((tmp_path / "c" / "results.json").read_text())["settings"]
     assert settings["compile_mode"] == "reduce-overhead"
     eager = [*conv_map, "--out", str(tmp_path / "e")]
@@ -780,9 +778,7 @@ def test_compile_mode_reaches_the_trainer_and_the_record(tmp_path, monkeypatch):
     ]
 
 
-def test_a_resume_with_another_compile_mode_is_refused(tmp_path, monkeypatch):
-    original = torch.compile
-    monkeypatch.setattr(torch, "compile", lambda model, **options: original(model, backend="eager"))
+def test_a_resume_with_another_compile_mode_is_refused(tmp_path, eager_compile):
     out = tmp_path / "run"
     args = ["train", "--model", "conv", "--method", "map", "--out", str(out), *TINY]
     assert main([*args, "--compile-mode", "default"]) == 0

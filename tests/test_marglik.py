@@ -347,6 +347,22 @@ def test_compiled_map_steps_train_as_eager_ones():
     torch.testing.assert_close(compiled_margliks, margliks, rtol=1e-5, atol=0)
 
 
+@pytest.mark.parametrize("backend", [EquivariantKFAC, AsdlGGN])
+def test_backend_kwargs_the_backend_does_not_take_are_refused_before_training(backend):
+    model, loader = setup()
+    epochs = []
+    with pytest.raises(ValueError, match=r"sets \['fit_batchsize'\], which .* does not take"):
+        marglik_training(
+            model,
+            loader,
+            backend=backend,
+            backend_kwargs={"fit_batchsize": 16},
+            callback=lambda epoch, _: epochs.append(epoch),
+            **SCHEDULE,
+        )
+    assert epochs == []
+
+
 @pytest.mark.parametrize("own", ["stochastic", "n_mc_samples", "kfac_approx"])
 def test_backend_kwargs_may_not_set_marglik_trainings_own_options(own):
     model, loader = setup()

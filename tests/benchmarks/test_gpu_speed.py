@@ -51,19 +51,13 @@ def test_a_row_has_every_figure_and_the_summary_its_ratios():
     )
 
 
-def test_compiled_epochs_and_runs_are_timed_and_a_compiler_failure_is_recorded(monkeypatch):
-    """``torch.compile`` with the eager backend (the mode's inductor takes minutes here)."""
-    compiled, original = [], torch.compile
-
-    def eager_compile(model, **options):
-        compiled.append(options)
-        return original(model, backend="eager")
-
-    monkeypatch.setattr(torch, "compile", eager_compile)
+def test_compiled_epochs_and_runs_are_timed_and_a_compiler_failure_is_recorded(
+    monkeypatch, eager_compile
+):
     args = argparse.Namespace(repeats=1, train_epochs=1, compile_mode="reduce-overhead")
     data = gpu_speed.loader(8, 4, "cpu")
     run = gpu_speed.compiled("conv", 1, data, args, "cpu")
-    assert compiled == [{"mode": "reduce-overhead"}] * 3  # the epoch, MAP and MC training
+    assert eager_compile == [{"mode": "reduce-overhead"}] * 3  # the epoch, MAP and MC training
     assert run["epoch_over_eager"] == run["epoch_s"] / run["eager_epoch_s"]
     assert run["compile_s"] > 0 and run["map_s"] > 0 and run["marglik_mc_s"] > 0
 
@@ -103,11 +97,11 @@ def test_the_speed_page_renders_compiled_runs_where_a_report_has_them(tmp_path, 
     assert "MAP 4.0 s -> 3.0 s, MC 6.0 s -> 4.5 s (1.50x compiled MAP)" in section
 
 
-def test_the_command_compiles_after_every_models_eager_figures(tmp_path, monkeypatch):
+def test_the_command_compiles_after_every_models_eager_figures(
+    tmp_path, monkeypatch, eager_compile
+):
     import sys
 
-    original = torch.compile
-    monkeypatch.setattr(torch, "compile", lambda model, **options: original(model, backend="eager"))
     out = tmp_path / "speed.json"
     argv = ["gpu_speed", "--n", "8", "--small-n", "4", "--batch", "4", "--alpha", "1"]
     argv += ["--repeats", "1", "--train-epochs", "0", "--profile-batch", "2"]
