@@ -264,7 +264,10 @@ def _gpu_section() -> str:
         f"{first['rows'][0]['small_n'][0]['n']}), median of {first['repeats']} after a warm-up. "
         "`cuda-before.json` ran the code before the fit's passes were concatenated, "
         "`cuda.json` the code after (`EquivariantKFAC` concatenates the loader's batches into "
-        "passes of up to 4,096 rows on a GPU, `laplace_equivariance/curvature/fit_passes.py`); "
+        "passes of up to 4,096 rows on a GPU, `laplace_equivariance/curvature/fit_passes.py`), "
+        "`cuda-host-eigenvalues.json` the code with the eigenvalues of block-diagonal factors "
+        "on the host by default (`EquivariantKFAC(host_eigenvalues=True)`), the loaders' batch "
+        "fetch and the row-gathering circular pad; "
         "in brackets, the same fit batch by batch (`fit_batch_size=128`) in the same run, "
         "and in square brackets, where measured, with the eigenvalues of the factors computed "
         "by the GPU's eigensolver instead of the host's threads (`host_eigenvalues=False`); a "
@@ -365,6 +368,7 @@ def _scale_section() -> str:
                 [
                     report["package_commit"],
                     row["model"],
+                    report.get("compile_mode") or "eager",
                     f"{row['classes']}",
                     ("learned, " + ("MC Fisher" if row["stochastic"] else "exact GGN"))
                     if learned
@@ -386,11 +390,26 @@ def _scale_section() -> str:
         "all N examples, then 20 hyperparameter steps) is its epoch less the epoch before. "
         "Extrapolated, not "
         "run: 100 epochs (and for learned runs 1,000) with the paper's fits (after 10 epochs, "
-        "every 5), `E * epoch + fits * fit`. The MAP rows ran with the code before the fit's "
-        "passes were concatenated (their epochs do not involve a fit). Targets (issue 41): a "
+        "every 5), `E * epoch + fits * fit`. `cuda-map.json` ran the code before the fit's "
+        "passes were concatenated (its epochs do not involve a fit). MAP steps: eager, or "
+        "through `torch.compile` in the mode named (`--compile-mode`; the fits and "
+        "hyperparameter steps stay eager, and a compiled run's first epoch, which compiles, "
+        "is not among those timed). A report's rows ran one after another in one call; "
+        "a row missing from a report had not started when its command's time limit stopped "
+        "it. Targets (issue 41): a "
         "learned run of 100 epochs <= 10 minutes, the 1,000-epoch schedule <= 1.5 hours.",
         markdown_table(
-            ["code", "model", "classes", "training", "epoch", "fit", "100 epochs", "1,000 epochs"],
+            [
+                "code",
+                "model",
+                "MAP steps",
+                "classes",
+                "training",
+                "epoch",
+                "fit",
+                "100 epochs",
+                "1,000 epochs",
+            ],
             rows,
         ),
     )
