@@ -26,34 +26,43 @@ from benchmarks.generated_docs.results_sections import (
     started_equivariant,
 )
 
-TABLE1_CLAIMS = [
-    Claim(
-        "translation-invariant digit task: MAP CONV above MAP FC",
-        "quadrant-mnist-digit",
-        ("conv", "map"),
-        ("fc", "map"),
-    ),
-    Claim(
-        "(digit, quadrant) task: MAP FC above MAP CONV",
-        "quadrant-mnist",
-        ("fc", "map"),
-        ("conv", "map"),
-    ),
-    Claim(
-        "digit task: learned F-FC+CONV not below MAP CONV",
-        "quadrant-mnist-digit",
-        ("f-fc+conv", "marglik"),
-        ("conv", "map"),
-        not_below=True,
-    ),
-    Claim(
-        "(digit, quadrant) task: learned F-FC+CONV not below MAP FC",
-        "quadrant-mnist",
-        ("f-fc+conv", "marglik"),
-        ("fc", "map"),
-        not_below=True,
-    ),
-]
+
+def table1_claims(item_task: str, pair_task: str, item: str = "digit") -> list[Claim]:
+    """Table 1's four claims on its two tasks: ``item_task`` (the class is the ``item``,
+    wherever it is) and ``pair_task`` (the class is the item and its quadrant)."""
+    return [
+        Claim(
+            f"translation-invariant {item} task: MAP CONV above MAP FC",
+            item_task,
+            ("conv", "map"),
+            ("fc", "map"),
+        ),
+        Claim(
+            f"({item}, quadrant) task: MAP FC above MAP CONV",
+            pair_task,
+            ("fc", "map"),
+            ("conv", "map"),
+        ),
+        Claim(
+            f"{item} task: learned F-FC+CONV not below MAP CONV",
+            item_task,
+            ("f-fc+conv", "marglik"),
+            ("conv", "map"),
+            not_below=True,
+        ),
+        Claim(
+            f"({item}, quadrant) task: learned F-FC+CONV not below MAP FC",
+            pair_task,
+            ("f-fc+conv", "marglik"),
+            ("fc", "map"),
+            not_below=True,
+        ),
+    ]
+
+
+TABLE1_CLAIMS = table1_claims("quadrant-mnist-digit", "quadrant-mnist")
+
+FASHION_TABLE1_CLAIMS = table1_claims("quadrant-fashion-item", "quadrant-fashion", "item")
 
 HELD_START_CLAIMS = [
     *started(TABLE1_CLAIMS, "held"),
@@ -501,6 +510,27 @@ SECTIONS = [
         "docs/figures/table1-quadrant-4000-100ep-h200-structure.png",
         STRUCTURE_ABOUT,
         STRUCTURE_CONCLUSION_QUADRANT_100,
+    ),
+    Section(
+        "Table 1 on Fashion-MNIST: 60,000 training items, 6 epochs, three seeds, one GPU",
+        "table1-fashion-60k-6ep-h200",
+        "LIMIT=310 OUT=DIR bash benchmarks/gpu_side_by_side.sh "
+        "benchmarks/gpu_runs/table1-fashion-60k.txt (on the GPU machine, with Fashion-MNIST's "
+        "four IDX files in .data/fashion-mnist; it runs laplace-equivariance train --dataset D "
+        "--model M --method X --alpha 4 --epochs 6 --data-dir .data/fashion-mnist --device "
+        "cuda --threads 1 --seed S, the learned runs with --burnin 2 --marglik-frequency 2 "
+        "--marglik-subset 4000 and, on the 40-class task, --stochastic; 18 runs side by side)",
+        fragment("table-1-fashion-60k-about"),
+        FASHION_TABLE1_CLAIMS[:2] + started(FASHION_TABLE1_CLAIMS, "held"),
+    ),
+    StructureSection(
+        "What the learned F-FC+CONV learned on Fashion-MNIST, 60,000 items, 6 epochs",
+        ("table1-fashion-60k-6ep-h200",),
+        "the learned runs of the table above; figure: python -m benchmarks.structure_figure "
+        "benchmarks/results/table1-fashion-60k-6ep-h200 --out "
+        "docs/figures/table1-fashion-60k-6ep-h200-structure.png",
+        STRUCTURE_ABOUT,
+        fragment("structure-conclusion-fashion-60k"),
     ),
     StructureSection(
         "What the learned F-FC+CONV learned on the (digit, quadrant) task, 100 epochs, "
