@@ -37,6 +37,17 @@ that path's (``of=share``: the path's output share instead, a fraction); ``layer
 diagonal shift, in %, over the runs (``digits=``, default 0). ``run=N`` takes the N-th run
 alone (runs in seed order), ``percent=yes`` gives shares in %.
 
+The runs of ``benchmarks/known_truth.py`` (``benchmarks/results/known-truth/SETTING``) are
+named ``{{KIND SETTING TASK [layers=A-B] [digits=N]}}``: ``known_acc``, test accuracy in %,
+mean ± std over the seeds; ``known_fc_max``, the largest FC share (relative effective
+parameters) over the seeds and the layers chosen (default all; digits default 3).
+
+Any other committed JSON under benchmarks/results (timings, tables of benchmark scripts) is
+read by ``{{value FILE KEY/KEY/... [digits=N] [percent=yes]}}``: the number at that path,
+where a step is a key, a list index, or ``field=value`` (the one element of a list whose
+``field`` is ``value``), e.g. ``{{value fit_over_epoch-cpu rows/model=f-fc+conv/exact/
+fit_over_epoch digits=1}}`` (without the line break).
+
 So a figure is stated where it is measured: when runs change, the rendered page changes with
 them (and the staleness test fails until it is regenerated), and a figure whose runs are gone
 cannot be rendered at all.
@@ -47,6 +58,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from typing import Any
 
 from benchmarks.generated_docs.common import RESULTS
 from laplace_equivariance import summary
@@ -191,6 +203,98 @@ def _measured(kind: str, spec: str) -> str:
     return MEASURED[kind](json.loads(path.read_text()), options)
 
 
+def _known_truth(spec: str) -> tuple[list[dict], dict[str, str]]:
+    """The seeds of ``SETTING TASK`` under benchmarks/results/known-truth, and the options.
+
+    Raises:
+        ValueError: If the folder holds no seed of the task, or an option is unknown.
+    """
+    setting, task, *words = spec.split()
+    options = dict(w.split("=", 1) for w in words)
+    unknown = sorted(set(options) - {"layers", "digits"})
+    if unknown:
+        raise ValueError(f"unknown keys {unknown}; keys: ['layers', 'digits'].")
+    runs = [
+        json.loads(p.read_text())
+        for p in sorted((RESULTS / "known-truth" / setting).glob(f"{task}-seed*.json"))
+    ]
+    if not runs:
+        raise ValueError(f"benchmarks/results/known-truth/{setting} has no {task} run.")
+    return runs, options
+
+
+def _known_fc_max(spec: str) -> str:
+    """The largest FC share (relative effective parameters) over the seeds and ``layers=``."""
+    runs, options = _known_truth(spec)
+    layers = _layers(options.get("layers"))
+    largest = max(row["fc_relative"] for run in runs for row in run["layers"][layers])
+    return f"{largest:.{int(options.get('digits', 3))}f}"
+
+
+def _known_acc(spec: str) -> str:
+    """Test accuracy in %, mean ± std over the seeds."""
+    runs, _ = _known_truth(spec)
+    return summary.mean_std([run["test_accuracy"] for run in runs], scale=100)
+
+
+VALUE_OPTIONS = ("digits", "percent")
+"""Keys of a ``value`` placeholder: decimals (default 2) and ``percent=yes`` (times 100)."""
+
+
+def _step(node: Any, step: str, where: str) -> Any:
+    """One step down a JSON tree: a key, a list index, or ``field=value`` (the one element of
+    a list whose ``field`` is ``value``).
+
+    Raises:
+        ValueError: If the step names nothing, or several list elements.
+    """
+    if isinstance(node, list) and "=" in step:
+        field, wanted = step.split("=", 1)
+        found = [item for item in node if str(item.get(field)) == wanted]
+        if len(found) != 1:
+            raise ValueError(f"{where}: {step!r} picks {len(found)} elements, not one.")
+        return found[0]
+    if isinstance(node, list) and step.isdigit() and int(step) < len(node):
+        return node[int(step)]
+    if isinstance(node, dict) and step in node:
+        return node[step]
+    raise ValueError(f"{where}: no {step!r} there.")
+
+
+def _value(spec: str) -> str:
+    """A ``value`` placeholder's figure from ``FILE KEY/KEY/... [digits=N] [percent=yes]``:
+    the number at that path of ``benchmarks/results/FILE.json``, thousands separated.
+
+    Raises:
+        ValueError: For a missing file, a path that names nothing, or a value not a number.
+    """
+    name, path, *words = spec.split()
+    options = dict(w.split("=", 1) for w in words)
+    unknown = sorted(set(options) - set(VALUE_OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown keys {unknown}; keys: {list(VALUE_OPTIONS)}.")
+    file = RESULTS / f"{name}.json"
+    if not file.exists():
+        raise ValueError(f"benchmarks/results/{name}.json does not exist.")
+    node = json.loads(file.read_text())
+    for step in path.split("/"):
+        node = _step(node, step, f"benchmarks/results/{name}.json {path}")
+    if isinstance(node, bool) or not isinstance(node, (int, float)):
+        raise ValueError(f"benchmarks/results/{name}.json {path} is {node!r}, not a number.")
+    scale = 100 if options.get("percent") == "yes" else 1
+    return f"{node * scale:,.{int(options.get('digits', 2))}f}"
+
+
+OTHER_FILES: dict[str, Callable[[str], str]] = {
+    "known_fc_max": _known_fc_max,
+    "known_acc": _known_acc,
+    "value": _value,
+}
+"""Families over other committed JSON: ``{{known_fc_max SETTING TASK [layers=] [digits=]}}``
+and ``{{known_acc SETTING TASK}}`` over a ``benchmarks.known_truth`` row's seeds, and
+``{{value FILE PATH ...}}``."""
+
+
 def _fc_shares(result: dict, layers: slice = slice(None)) -> list[float]:
     """The FC path's relative effective parameters per relaxed layer (App. D)."""
     rows = result["symmetry"]["layers"][layers]
@@ -255,6 +359,11 @@ def render(text: str) -> str:
                 return _measured(kind, spec)
             except ValueError as error:
                 raise ValueError(f"{match.group(0)}: {error}") from error
+        if kind in OTHER_FILES:
+            try:
+                return OTHER_FILES[kind](spec)
+            except ValueError as error:
+                raise ValueError(f"{match.group(0)}: {error}") from error
         if kind in RANGES:
             words = spec.split()
             options = dict(w.split("=", 1) for w in words if w.split("=")[0] in RANGE_OPTIONS)
@@ -264,7 +373,7 @@ def render(text: str) -> str:
             except ValueError as error:
                 raise ValueError(f"{match.group(0)}: {error}") from error
         if kind not in KINDS:
-            kinds = sorted([*KINDS, *RANGES, *MEASURED])
+            kinds = sorted([*KINDS, *RANGES, *MEASURED, *OTHER_FILES])
             raise ValueError(f"{match.group(0)}: unknown kind {kind!r}; kinds: {kinds}.")
         return KINDS[kind](_row(spec))
 

@@ -1,5 +1,7 @@
 """Figures in the docs' prose are rendered from the committed runs, never typed."""
 
+import json
+
 import pytest
 
 from benchmarks.generated_docs import figures, results_md
@@ -158,3 +160,49 @@ def test_fit_families_read_the_fits_each_run_recorded():
     ) == (f"{max(later):.2f}")
     with pytest.raises(ValueError, match="no fit at epoch=7"):
         figures.render(f"{{{{fit_output_max {HELD_QUADRANT} epoch=7}}}}")
+
+
+def test_known_truth_families_read_every_seed_of_a_setting_and_task():
+    folder = RESULTS / "known-truth" / "balanced-adam"
+    runs = [json.loads(p.read_text()) for p in sorted(folder.glob("shifted-digits-seed*.json"))]
+    assert len(runs) == 3
+    largest = max(row["fc_relative"] for run in runs for row in run["layers"][:3])
+    assert figures.render("{{known_fc_max balanced-adam shifted-digits layers=1-3}}") == (
+        f"{largest:.3f}"
+    )
+    first = max(run["layers"][0]["fc_relative"] for run in runs)
+    assert figures.render("{{known_fc_max balanced-adam shifted-digits layers=1 digits=2}}") == (
+        f"{first:.2f}"
+    )
+    accuracy = [run["test_accuracy"] for run in runs]
+    assert figures.render("{{known_acc balanced-adam shifted-digits}}") == summary.mean_std(
+        accuracy, scale=100
+    )
+    with pytest.raises(ValueError, match="has no no-such-task run"):
+        figures.render("{{known_acc balanced-adam no-such-task}}")
+    with pytest.raises(ValueError, match="unknown keys"):
+        figures.render("{{known_acc balanced-adam shifted-digits seed=0}}")
+
+
+def test_a_value_placeholder_follows_keys_indices_and_field_selections():
+    report = json.loads((RESULTS / "fit_over_epoch-cpu.json").read_text())
+    (row,) = [r for r in report["rows"] if r["model"] == "f-fc+conv"]
+    path = "rows/model=f-fc+conv/exact/fit_over_epoch"
+    assert figures.render(f"{{{{value fit_over_epoch-cpu {path} digits=3}}}}") == (
+        f"{row['exact']['fit_over_epoch']:.3f}"
+    )
+    assert figures.render("{{value fit_over_epoch-cpu rows/0/n digits=0}}") == (
+        f"{report['rows'][0]['n']:,}"
+    )
+    assert figures.render("{{value fit_over_epoch-cpu targets/mc percent=yes digits=0}}") == (
+        f"{100 * report['targets']['mc']:,.0f}"
+    )
+    for path, refused in (
+        ("rows/model=no-such-model/epoch_s", "picks 0 elements"),
+        ("rows/9/epoch_s", "no '9' there"),
+        ("command", "not a number"),
+    ):
+        with pytest.raises(ValueError, match=refused):
+            figures.render(f"{{{{value fit_over_epoch-cpu {path}}}}}")
+    with pytest.raises(ValueError, match="does not exist"):
+        figures.render("{{value no-such-file rows/0}}")
