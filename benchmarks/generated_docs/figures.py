@@ -39,7 +39,8 @@ alone (runs in seed order), ``percent=yes`` gives shares in %.
 
 The runs of ``benchmarks/known_truth.py`` (``benchmarks/results/known-truth/SETTING``) are
 named ``{{KIND SETTING TASK [layers=A-B] [digits=N]}}``: ``known_acc``, test accuracy in %,
-mean ± std over the seeds; ``known_fc_max``, the largest FC share (relative effective
+and ``known_shift``, the shift-consistent test predictions in %, mean ± std over the seeds
+(digits default 1); ``known_fc_max``, the largest FC share (relative effective
 parameters) over the seeds and the layers chosen (default all; digits default 3).
 
 Any other committed JSON under benchmarks/results (timings, tables of benchmark scripts) is
@@ -231,10 +232,16 @@ def _known_fc_max(spec: str) -> str:
     return f"{largest:.{int(options.get('digits', 3))}f}"
 
 
-def _known_acc(spec: str) -> str:
-    """Test accuracy in %, mean ± std over the seeds."""
-    runs, _ = _known_truth(spec)
-    return summary.mean_std([run["test_accuracy"] for run in runs], scale=100)
+def _known_percent(field: str) -> Callable[[str], str]:
+    """A family rendering a run's ``field`` (a fraction) in %, mean ± std over the seeds."""
+
+    def render(spec: str) -> str:
+        runs, options = _known_truth(spec)
+        return summary.mean_std(
+            [run[field] for run in runs], scale=100, digits=int(options.get("digits", 1))
+        )
+
+    return render
 
 
 VALUE_OPTIONS = ("digits", "percent")
@@ -287,11 +294,13 @@ def _value(spec: str) -> str:
 
 OTHER_FILES: dict[str, Callable[[str], str]] = {
     "known_fc_max": _known_fc_max,
-    "known_acc": _known_acc,
+    "known_acc": _known_percent("test_accuracy"),
+    "known_shift": _known_percent("shift_consistency"),
     "value": _value,
 }
 """Families over other committed JSON: ``{{known_fc_max SETTING TASK [layers=] [digits=]}}``
-and ``{{known_acc SETTING TASK}}`` over a ``benchmarks.known_truth`` row's seeds, and
+``{{known_acc SETTING TASK}}`` and ``{{known_shift SETTING TASK}}`` over a
+``benchmarks.known_truth`` row's seeds, and
 ``{{value FILE PATH ...}}``."""
 
 

@@ -178,6 +178,10 @@ def test_known_truth_families_read_every_seed_of_a_setting_and_task():
     assert figures.render("{{known_acc balanced-adam shifted-digits}}") == summary.mean_std(
         accuracy, scale=100
     )
+    shift = [run["shift_consistency"] for run in runs]
+    assert figures.render("{{known_shift balanced-adam shifted-digits digits=2}}") == (
+        summary.mean_std(shift, scale=100, digits=2)
+    )
     with pytest.raises(ValueError, match="has no no-such-task run"):
         figures.render("{{known_acc balanced-adam no-such-task}}")
     with pytest.raises(ValueError, match="unknown keys"):
