@@ -1,10 +1,13 @@
 """``benchmarks/data_size.py``: the step budget's schedule, the verdict, a tiny sweep end to end."""
 
+import json
 import math
 
 import pytest
 
 from benchmarks import data_size
+from benchmarks.generated_docs import data_size_md
+from benchmarks.generated_docs.common import RESULTS
 
 
 @pytest.mark.parametrize("n_train", [500, 1000, 2000, 4000])
@@ -85,3 +88,31 @@ def test_a_tiny_sweep_trains_every_network_and_tabulates_it(tmp_path, capsys):
     assert (tmp_path / "sweep.png").stat().st_size > 0
     learned = tmp_path / "quadrant-mnist-digit-n128-f-fc+conv-marglik-seed0" / "results.json"
     assert '"optimiser_steps": 2' in learned.read_text()
+
+
+def test_the_ablation_table_states_each_runs_accuracies_without_the_fc_paths():
+    table = data_size_md._ablation_table().splitlines()
+    files = sorted(data_size_md.ABLATION.glob("*.json"))
+    runs = [(f.stem, r) for f in files for r in json.loads(f.read_text())["runs"]]
+    assert len(table) == 2 + len(runs) and len(runs) >= 6
+    for line, (stem, run) in zip(table[2:], runs, strict=True):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[0] == stem and cells[3] == str(run["settings"]["seed"])
+        everywhere = run["removed_everywhere"]
+        assert cells[5] == f"{100 * everywhere['train']:.1f} / {100 * everywhere['test']:.1f}"
+        worst = min(run["layers"], key=lambda layer: layer["removed"]["test"])
+        assert cells[6].startswith(f"{worst['layer']}: ")
+
+
+def test_the_conv_effective_parameters_average_each_networks_seeds():
+    table = data_size_md._conv_effective({"learned CONV": ("data-size", "conv")}).splitlines()
+    runs = [
+        json.loads(p.read_text())
+        for p in sorted(
+            (RESULTS / "data-size").glob("quadrant-mnist-digit-n500-conv-marglik-*/results.json")
+        )
+    ]
+    first = sum(r["symmetry"]["layers"][0]["paths"]["conv"]["effective"] for r in runs) / len(runs)
+    cells = [c.strip() for c in table[2].strip("|").split("|")]
+    assert cells[:2] == ["learned CONV", str(len(runs))]
+    assert cells[2].split()[0] == f"{first:.0f}"
