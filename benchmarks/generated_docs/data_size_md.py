@@ -235,8 +235,9 @@ layer, the CONV path's effective parameters (App. D), mean over the seeds,
 {effective}
 
 the relaxed network's CONV paths keeping more effective parameters than learned CONV's in the
-middle layers (2-6, at both starts): the fits give them weaker priors for their curvature. Not found yet: why the fits give the relaxed network's CONV
-paths weaker priors, and a change that lifts the learned row to MAP CONV's at 500.
+middle layers (2-6, at both starts): the fits give them weaker priors for their curvature.
+Not found yet: why the fits give the relaxed network's CONV paths weaker priors, and a change
+that lifts the learned row to MAP CONV's at 500.
 """
 
 
