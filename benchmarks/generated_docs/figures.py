@@ -22,7 +22,8 @@ row they pick must be unique. Kinds:
   layer's output energy, in %); ``share_max`` and ``output_max``, the largest of them.
   Options, not filters: ``path=`` (default ``fc``), ``layers=7`` or ``layers=1-6`` (numbered
   from 1 over the relaxed layers; default all), ``digits=`` (decimals; default 2 for
-  shares, 1 for outputs) and ``percent=yes`` (shares in %);
+  shares, 1 for outputs) and ``percent=yes`` (shares in %); ``effective_range``, the path's
+  number of effective parameters (digits default 0);
 - over the fits that ``train`` records (a run's ``fits``, one per marginal-likelihood fit):
   ``fit_output_range`` and ``fit_output_max``, a path's output share in % at the fit after
   epoch ``epoch=E``, or at every fit from ``from=E`` on, over seeds and ``layers=``;
@@ -89,8 +90,11 @@ def _layers(spec: str | None) -> slice:
     return slice(int(first) - 1, int(last or first))
 
 
-def _path_values(row: summary.Row, options: dict[str, str], output: bool) -> list[float]:
-    """A path's output shares (in %) or relative effective parameters, every seed and layer.
+def _path_values(
+    row: summary.Row, options: dict[str, str], output: bool, field: str = "relative"
+) -> list[float]:
+    """A path's output shares (in %) or its ``field`` of the symmetry report (relative effective
+    parameters; ``"effective"``, their number), every seed and layer.
 
     Raises:
         ValueError: If a run lacks the path in a chosen layer, or the layers choose none.
@@ -103,7 +107,7 @@ def _path_values(row: summary.Row, options: dict[str, str], output: bool) -> lis
             if path not in layer["paths"]:
                 raise ValueError(f"{layer['layer']} has no path {path!r}: {sorted(layer['paths'])}")
             value = layer["paths"][path]
-            values.append(100 * value if output else value["relative"])
+            values.append(100 * value if output else value[field])
     if options.get("percent") == "yes" and not output:
         values = [100 * value for value in values]
     if not values:
@@ -143,6 +147,9 @@ RANGES: dict[str, Callable[[summary.Row, dict[str, str]], str]] = {
     "share_max": lambda row, o: f"{max(_path_values(row, o, False)):.{int(o.get('digits', 2))}f}",
     "output_range": lambda row, o: _span(_path_values(row, o, True), int(o.get("digits", 1))),
     "output_max": lambda row, o: f"{max(_path_values(row, o, True)):.{int(o.get('digits', 1))}f}",
+    "effective_range": lambda row, o: _span(
+        _path_values(row, o, False, "effective"), int(o.get("digits", 0))
+    ),
     "fit_output_range": lambda row, o: _span(_fit_range(row, o), int(o.get("digits", 0))),
     "fit_output_max": lambda row, o: f"{max(_fit_range(row, o)):.{int(o.get('digits', 0))}f}",
     "fit_output_seeds": lambda row, o: " / ".join(

@@ -87,6 +87,10 @@ def test_ranges_span_every_seed_and_the_chosen_layers_of_a_path():
     assert figures.render(f"{{{{share_max {QUADRANT_60} path=conv layers=1-6}}}}") == (
         f"{max(shares):.2f}"
     )
+    effective = [r["symmetry"]["layers"][7]["paths"]["fc"]["effective"] for r in results]
+    assert figures.render(f"{{{{effective_range {QUADRANT_60} layers=8 digits=1}}}}") == (
+        f"{min(effective):,.1f}-{max(effective):,.1f}"
+    )
 
 
 def test_a_range_whose_ends_round_alike_is_one_value():
