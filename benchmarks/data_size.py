@@ -108,6 +108,7 @@ def plan(args: argparse.Namespace) -> Iterator[tuple[Path, dict[str, Any]]]:
                         threads=args.threads,
                         device=args.device,
                         data_dir=args.data_dir,
+                        restore_best=args.restore_best,
                         **schedule(
                             n, args.steps, config.DEFAULTS["batch_size"], args.fits, args.held_share
                         ),
@@ -251,6 +252,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="share of the epochs before the first fit (the FC paths held)",
     )
     parser.add_argument("--marglik-subset", type=int, default=1000, dest="marglik_subset")
+    parser.add_argument(
+        "--restore-best",
+        action="store_true",
+        dest="restore_best",
+        help="evaluate learned runs at the fit with the best marginal likelihood (train's "
+        "--restore-best), not at the last epoch",
+    )
     parser.add_argument("--alpha", type=int, default=4, help="channel multiplier")
     parser.add_argument("--lr", type=float, default=config.DEFAULTS["lr"])
     parser.add_argument("--threads", type=int)

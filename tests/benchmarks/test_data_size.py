@@ -1,5 +1,6 @@
 """``benchmarks/data_size.py``: the step budget's schedule, the verdict, a tiny sweep end to end."""
 
+import argparse
 import json
 import math
 
@@ -116,3 +117,26 @@ def test_the_conv_effective_parameters_average_each_networks_seeds():
     cells = [c.strip() for c in table[2].strip("|").split("|")]
     assert cells[:2] == ["learned CONV", str(len(runs))]
     assert cells[2].split()[0] == f"{first:.0f}"
+
+
+def test_the_sweep_passes_restore_best_to_every_run(tmp_path):
+    args = argparse.Namespace(
+        sizes=[128, 256],
+        tasks=["quadrant-mnist-digit"],
+        seeds=[0],
+        networks=["learned", "map-conv"],
+        alpha=1,
+        lr=0.003,
+        marglik_subset=1000,
+        threads=1,
+        device="cpu",
+        data_dir=None,
+        steps=4,
+        fits=1,
+        held_share=0.5,
+        restore_best=True,
+        out=tmp_path,
+    )
+    assert [settings["restore_best"] for _, settings in data_size.plan(args)] == [True] * 4
+    args.restore_best = False
+    assert not any(settings["restore_best"] for _, settings in data_size.plan(args))
