@@ -44,6 +44,13 @@ and ``known_shift``, the shift-consistent test predictions in %, mean ± std ove
 (digits default 1); ``known_fc_max``, the largest FC share (relative effective
 parameters) over the seeds and the layers chosen (default all; digits default 3).
 
+``benchmarks/evidence_split.py``'s files are named ``{{KIND FILE [filters] [options]}}``
+(filters: settings such as ``model=``, ``start=``, ``lr=``, and ``frozen=fc`` or ``none``; one
+run a seed must remain): ``split_seeds``, per seed ``a / b / c`` nats of ``part=`` ``fc`` or
+``conv`` (a path type's prior and Occam terms over ``layers=``), ``data``, ``head`` or
+``total`` (the default); ``split_gamma_range``, a ``path=``'s effective parameters over the
+seeds and ``layers=``, ``lo-hi``.
+
 Any other committed JSON under benchmarks/results (timings, tables of benchmark scripts) is
 read by ``{{value FILE KEY/KEY/... [digits=N] [percent=yes]}}``: the number at that path,
 where a step is a key, a list index, or ``field=value`` (the one element of a list whose
@@ -299,11 +306,90 @@ def _value(spec: str) -> str:
     return f"{node * scale:,.{int(options.get('digits', 2))}f}"
 
 
+SPLIT_OPTIONS = ("part", "path", "layers", "digits")
+"""Keys of an evidence-split placeholder that choose what it takes, not which runs."""
+
+
+def _split_runs(spec: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The runs of an evidence-split file ``FILE [filters] [options]``, one per seed in seed
+    order: filters compare with each run's settings (``frozen=fc``, or ``none``, with the paths
+    it froze).
+
+    Raises:
+        ValueError: For a missing file, no run, or several runs of one seed (filter further).
+    """
+    name, *words = spec.split()
+    pairs = dict(w.split("=", 1) for w in words)
+    options = {k: v for k, v in pairs.items() if k in SPLIT_OPTIONS}
+    filters = {k: v for k, v in pairs.items() if k not in SPLIT_OPTIONS}
+    file = RESULTS / f"{name}.json"
+    if not file.exists():
+        raise ValueError(f"benchmarks/results/{name}.json does not exist.")
+
+    def value(run: dict[str, Any], key: str) -> str:
+        if key == "frozen":
+            return ",".join(run.get("frozen_paths") or []) or "none"
+        return str((summary.LATER_OPTIONS | run["settings"]).get(key))
+
+    runs = [
+        run
+        for run in json.loads(file.read_text())["runs"]
+        if all(value(run, k) == v for k, v in filters.items())
+    ]
+    seeds = [run["settings"]["seed"] for run in runs]
+    if not runs or len(set(seeds)) != len(seeds):
+        raise ValueError(
+            f"{filters} picks {len(runs)} runs of seeds {sorted(seeds)} in "
+            f"benchmarks/results/{name}.json, not one a seed: filter by model=, start=, lr=, "
+            "balance_factors=, frozen=, ..."
+        )
+    return sorted(runs, key=lambda run: run["settings"]["seed"]), options
+
+
+def _split_part(run: dict[str, Any], options: dict[str, str]) -> float:
+    """A run's nats in ``part``: a path type's prior and Occam terms over ``layers=``, the data
+    term, the head's terms, or the whole ``-log marglik``."""
+    part = options.get("part", "total")
+    if part == "total":
+        return run["neg_log_marglik"]
+    if part == "data":
+        return run["data"]
+    if part == "head":
+        return run["outside"]["prior"] + run["outside"]["occam"]
+    names = list(run["layers"])[_layers(options.get("layers"))]
+    return sum(
+        run["layers"][n][part]["prior"] + run["layers"][n][part]["occam"]
+        for n in names
+        if part in run["layers"][n]
+    )
+
+
+def _split_seeds(spec: str) -> str:
+    """Per seed, ``a / b / c`` nats of an evidence split (``part=``, ``layers=``)."""
+    runs, options = _split_runs(spec)
+    digits = int(options.get("digits", 0))
+    return " / ".join(f"{_split_part(run, options):,.{digits}f}" for run in runs)
+
+
+def _split_gamma_range(spec: str) -> str:
+    """A path's effective parameters (``gamma``) over the seeds and ``layers=``, ``lo-hi``."""
+    runs, options = _split_runs(spec)
+    path = options.get("path", "conv")
+    values = [
+        run["layers"][n][path]["gamma"]
+        for run in runs
+        for n in list(run["layers"])[_layers(options.get("layers"))]
+    ]
+    return _span(values, int(options.get("digits", 0)))
+
+
 OTHER_FILES: dict[str, Callable[[str], str]] = {
     "known_fc_max": _known_fc_max,
     "known_acc": _known_percent("test_accuracy"),
     "known_shift": _known_percent("shift_consistency"),
     "value": _value,
+    "split_seeds": _split_seeds,
+    "split_gamma_range": _split_gamma_range,
 }
 """Families over other committed JSON: ``{{known_fc_max SETTING TASK [layers=] [digits=]}}``
 ``{{known_acc SETTING TASK}}`` and ``{{known_shift SETTING TASK}}`` over a

@@ -214,3 +214,34 @@ def test_a_value_placeholder_follows_keys_indices_and_field_selections():
             figures.render(f"{{{{value fit_over_epoch-cpu {path}}}}}")
     with pytest.raises(ValueError, match="does not exist"):
         figures.render("{{value no-such-file rows/0}}")
+
+
+def test_evidence_split_families_sum_a_path_types_terms_seed_by_seed():
+    name = "evidence-split/digit-4000-60ep-held"
+    runs = json.loads((RESULTS / f"{name}.json").read_text())["runs"]
+    held = sorted(
+        (r for r in runs if r["settings"].get("start") == "held"),
+        key=lambda r: r["settings"]["seed"],
+    )
+    assert len(held) == 3
+    fc = [
+        sum(
+            r["layers"][f"layer{i}"]["fc"]["prior"] + r["layers"][f"layer{i}"]["fc"]["occam"]
+            for i in range(1, 5)
+        )
+        for r in held
+    ]
+    assert figures.render(f"{{{{split_seeds {name} start=held part=fc layers=1-4}}}}") == (
+        " / ".join(f"{v:,.0f}" for v in fc)
+    )
+    assert figures.render(f"{{{{split_seeds {name} start=held}}}}") == (
+        " / ".join(f"{r['neg_log_marglik']:,.0f}" for r in held)
+    )
+    gamma = [r["layers"][f"layer{i}"]["conv"]["gamma"] for r in held for i in (2, 3, 4)]
+    assert figures.render(f"{{{{split_gamma_range {name} start=held layers=2-4}}}}") == (
+        f"{min(gamma):,.0f}-{max(gamma):,.0f}"
+    )
+    with pytest.raises(ValueError, match="not one a seed"):
+        figures.render(f"{{{{split_seeds {name} model=f-fc+conv}}}}")  # held and equivariant
+    with pytest.raises(ValueError, match="does not exist"):
+        figures.render("{{split_seeds evidence-split/no-such-file}}")
