@@ -208,7 +208,7 @@ ABLATION = RESULTS / "path-ablation"
 
 CAUSE = """## Why the learned network falls behind at 500 digits
 
-Two measurements on the digit task at N = 500. First, what the learned network's decisions
+Three measurements on the digit task at N = 500. First, what the learned network's decisions
 need: `benchmarks.path_ablation` removes the FC term from one relaxed layer at a time, and from
 all of them, and counts the training and test predictions still right (the first 2,000 test
 images). The default rows are the sweep's learned runs trained again on this page's other CPU
@@ -249,8 +249,32 @@ layer, the CONV path's effective parameters (App. D), mean over the seeds,
 the relaxed network's CONV paths keeping more effective parameters than learned CONV's in the
 middle layers (2-6, at both starts): the fits give them weaker priors for their curvature.
 Evaluating at the fit with the best marginal likelihood (the section "Evaluated at the best fit")
-does not close the gap either. Not found yet: why the fits give the relaxed network's CONV
-paths weaker priors, and a change that lifts the learned row to MAP CONV's at 500.
+does not close the gap either.
+
+Third, the relaxed network with its FC paths frozen off for the whole run
+(`benchmarks.frozen_fc_start`: silenced, `requires_grad=False`, outside the Laplace
+approximation), which computes a CONV network inside relaxed layers (each kept path scaled by
+`sqrt(2)`, the sum divided by `sqrt(2)`), trained with the sweep's schedule:
+
+    python -m benchmarks.frozen_fc_start --dataset quadrant-mnist-digit --model f-fc+conv \\
+        --method marglik --alpha 4 --epochs 400 --burnin 40 --marglik-frequency 24 \\
+        --subset 500 --marglik-subset 500 --threads 1 --seed S --out DIR
+
+Seed by seed, against the CONV networks of the sweep:
+
+{seed_by_seed}
+
+With its FC paths frozen off the relaxed network is level with learned CONV in seeds 1 and 2 and
+well below it in seed 0, where it also fits its training digits worst; with its FC paths free it
+is below the frozen network in every seed (the sweep's runs and those of the ablation above
+alike). Both parts cost, then: the FC paths' presence in training (free against frozen), and in
+one seed the relaxed layers' parametrisation of the CONV path (frozen against learned CONV),
+whose priors act on weights `sqrt(2)` times the CONV network's for the same function (the unit
+prior of the burn-in and the precisions' starting value are twice as strong in the CONV
+network's units; Adam's slower rate alone does not reproduce it). A parametrisation that moves
+the `1/sqrt(K)` into the initialisation (docs/learned_structure.md) would remove the second; it
+changes every relaxed result and is not built. Not measured: that the priors' scale is what
+costs seed 0. Not found: a change that lifts the learned row to MAP CONV's at 500.
 """
 
 
@@ -309,6 +333,35 @@ def _conv_effective(networks: dict[str, tuple[str, str]]) -> str:
     )
 
 
+SEED_BY_SEED = {
+    "MAP CONV": ("data-size", "conv", "map"),
+    "learned CONV": ("data-size", "conv", "marglik"),
+    "learned CONV at 0.003 / sqrt(2)": ("data-size-conv-lr", "conv", "marglik"),
+    "relaxed, FC paths frozen off": ("data-size-frozen-fc", "f-fc+conv", "marglik"),
+    "learned F-FC+CONV": ("data-size", "f-fc+conv", "marglik"),
+}
+"""The networks compared seed by seed at N = 500: label -> (folder, model, method)."""
+
+
+def _seed_by_seed() -> str:
+    """Test and training accuracy per seed of each :data:`SEED_BY_SEED` network at N = 500."""
+    rows = []
+    for label, (folder, model, method) in SEED_BY_SEED.items():
+        runs = [
+            r
+            for p in sorted((RESULTS / folder).glob("quadrant-mnist-digit-n500-*/results.json"))
+            if (r := summary.load_run(p.parent))["settings"]["model"] == model
+            and r["settings"]["method"] == method
+        ]
+        cells = [
+            f"{100 * r['test']['accuracy']:.1f} / {100 * r['train']['accuracy']:.1f}"
+            for r in sorted(runs, key=lambda r: r["settings"]["seed"])
+        ]
+        rows.append(f"| {label} | " + " | ".join(cells) + " |")
+    header = "| network | seed 0: test / train acc % | seed 1 | seed 2 |"
+    return "\n".join([header, "|---|---|---|---|", *rows])
+
+
 def _cause_section() -> str:
     """Why the learned row falls behind at N = 500, where the measurements are committed."""
     conv_lr = sorted(p.parent for p in (RESULTS / "data-size-conv-lr").glob("*/results.json"))
@@ -317,6 +370,7 @@ def _cause_section() -> str:
     return CAUSE.format(
         ablation=_ablation_table(),
         conv_lr=data_size.table(data_size.sweep_rows(conv_lr)),
+        seed_by_seed=_seed_by_seed(),
         effective=_conv_effective(
             {
                 "learned F-FC+CONV": ("data-size", "f-fc+conv"),

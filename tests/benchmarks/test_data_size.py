@@ -140,3 +140,19 @@ def test_the_sweep_passes_restore_best_to_every_run(tmp_path):
     assert [settings["restore_best"] for _, settings in data_size.plan(args)] == [True] * 4
     args.restore_best = False
     assert not any(settings["restore_best"] for _, settings in data_size.plan(args))
+
+
+def test_the_seed_by_seed_table_reads_each_networks_runs_in_seed_order():
+    table = data_size_md._seed_by_seed().splitlines()
+    assert len(table) == 2 + len(data_size_md.SEED_BY_SEED)
+    folder, model, method = data_size_md.SEED_BY_SEED["relaxed, FC paths frozen off"]
+    runs = sorted(
+        (json.loads(p.read_text()) for p in (RESULTS / folder).glob("*/results.json")),
+        key=lambda r: r["settings"]["seed"],
+    )
+    assert all(r["frozen_paths"] == ["fc"] for r in runs) and len(runs) == 3
+    (line,) = [row for row in table if row.startswith("| relaxed, FC paths frozen off |")]
+    cells = [c.strip() for c in line.strip("|").split("|")][1:]
+    assert cells == [
+        f"{100 * r['test']['accuracy']:.1f} / {100 * r['train']['accuracy']:.1f}" for r in runs
+    ]
