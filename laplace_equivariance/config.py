@@ -68,6 +68,7 @@ INVARIANT_ONLY = ("invariance", "activation", "width", "samples")
 MARGINAL_LIKELIHOOD_ONLY = (
     "prior_structure",
     "lr_hyp",
+    "prior_prec_init",
     "marglik_subset",
     "stochastic",
     "mc_samples",
@@ -108,6 +109,11 @@ def _check_applicable(settings: dict[str, Any], given: set[str]) -> None:
         raise SystemExit(
             f"{flag(unused[0])} sets the {INVARIANT_WEIGHTS} network; --model "
             f"{settings['model']} does not have it: drop it."
+        )
+    if invariant and "prior_prec_init" in given:
+        raise SystemExit(
+            f"--prior-prec-init sets the relaxed networks' priors; the {INVARIANT_WEIGHTS} "
+            "network has its own (its --method): drop it."
         )
     if "lengthscale_mode" in given and not any(
         kind.startswith("s-") for kind in settings["model"].split("+")
@@ -215,7 +221,7 @@ def check_settings(settings: dict[str, Any]) -> None:
             raise SystemExit(f"--{key.replace('_', '-')} must be at least 1, got {settings[key]}.")
     if settings["burnin"] < 0:
         raise SystemExit(f"--burnin must be at least 0, got {settings['burnin']}.")
-    for key in ("lr", "lr_hyp"):
+    for key in ("lr", "lr_hyp", "prior_prec_init"):
         if not settings[key] > 0:  # also NaN
             raise SystemExit(f"--{key.replace('_', '-')} must be above 0, got {settings[key]}.")
     invariant = settings["model"] == INVARIANT_WEIGHTS

@@ -228,7 +228,11 @@ def _train_relaxed(
         n_epochs_burnin=settings["burnin"],
         marglik_frequency=settings["marglik_frequency"],
         lr_min=settings["lr_min"],
-    ) | {"lr_hyp": settings["lr_hyp"], "n_hypersteps": settings["hypersteps"]}
+    ) | {
+        "lr_hyp": settings["lr_hyp"],
+        "n_hypersteps": settings["hypersteps"],
+        "prior_prec_init": settings["prior_prec_init"],
+    }
     start = time.perf_counter()
     try:
         la, model, margliks, losses = marglik_training(

@@ -158,6 +158,12 @@ class RunConfig:
         **_FLAG,
     )
     lr_hyp: float = _option(0.1, "Adam learning rate of the log prior precisions", type=float)
+    prior_prec_init: float = _option(
+        1.0,
+        "every prior precision before the first marginal-likelihood fit, also the burn-in's "
+        "(marglik_training's prior_prec_init)",
+        type=float,
+    )
     batch_size: int = _option(128, "examples per step", type=int)
     burnin: int = _option(10, "epochs before the first marginal-likelihood step", type=int)
     marglik_frequency: int = _option(5, "epochs between marginal-likelihood fits", type=int)

@@ -204,12 +204,15 @@ class Row:
         """How the training differed from the defaults, in words.
 
         ``"balanced"`` (``balance_factors``, learned runs), ``"equivariant start"`` or
-        ``"held start"`` (``start``) and ``"fc frozen"`` (paths kept silent by
+        ``"held start"`` (``start``), ``"priors from 0.5"`` (``prior_prec_init`` other than
+        1, learned runs) and ``"fc frozen"`` (paths kept silent by
         ``benchmarks/frozen_fc_start.py``, recorded as ``frozen_paths``).
         """
         s = LATER_OPTIONS | self.settings
         named = ["balanced"] if s["balance_factors"] and s["method"] == "marglik" else []
         named += [f"{s['start']} start"] if s["start"] in ("equivariant", "held") else []
+        if s["method"] == "marglik" and s["prior_prec_init"] != 1.0:
+            named.append(f"priors from {s['prior_prec_init']:g}")
         return named + [f"{path} frozen" for path in self.results[0].get("frozen_paths", ())]
 
     def method(self) -> str:
@@ -255,6 +258,7 @@ LATER_OPTIONS = {
     "balance_factors": False,
     "start": "mixed",
     "compile_mode": None,
+    "prior_prec_init": 1.0,
 }
 """Options added after runs were committed, with the value those runs had."""
 

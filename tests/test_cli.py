@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from laplace_equivariance import cli, config, experiment, path_output_shares
+from laplace_equivariance import cli, config, experiment, path_output_shares, summary
 from laplace_equivariance.cli import main
 from laplace_equivariance.data import load_dataset
 from laplace_equivariance.experiment import evaluate, report, train
@@ -148,6 +148,17 @@ def options_reaching_the_trainer(monkeypatch, args: list[str], *names: str) -> l
     monkeypatch.setattr(experiment, "marglik_training", recording)
     assert main(args) == 0
     return passed
+
+
+def test_the_initial_prior_precision_reaches_the_trainer_and_names_the_row(tmp_path, monkeypatch):
+    out = tmp_path / "prior"
+    args = ["train", "--model", "f-fc+conv", "--prior-prec-init", "0.5", "--out", str(out), *TINY]
+    passed = options_reaching_the_trainer(monkeypatch, args, "prior_prec_init")
+    assert passed == [{"prior_prec_init": 0.5}]
+    results = json.loads((out / "results.json").read_text())
+    assert results["settings"]["prior_prec_init"] == 0.5
+    (row,) = summary.rows([out])
+    assert row.method() == "learned, held start, priors from 0.5"
 
 
 def test_restore_best_evaluates_the_best_marglik_epoch(tmp_path, monkeypatch):
@@ -682,8 +693,25 @@ def test_top_level_help_names_every_command_and_version_prints_the_version(capsy
         (["--method", "map", "--lr-hyp", "0.5"], "--lr-hyp does not apply"),
         (["--model", "conv", "--lengthscale-mode", "fixed"], "--lengthscale-mode sets the S"),
         (["--model", "conv", "--width", "64"], "--width sets the invariant-weights network"),
+        (["--method", "map", "--prior-prec-init", "0.5"], "--prior-prec-init does not apply"),
+        (
+            ["--model", "invariant-weights", "--prior-prec-init", "0.5"],
+            "--prior-prec-init sets the relaxed networks' priors",
+        ),
+        (["--prior-prec-init", "0"], "--prior-prec-init must be above 0"),
     ],
-    ids=["stochastic", "prior", "restore-best", "kfac", "lr-hyp", "lengthscale", "width"],
+    ids=[
+        "stochastic",
+        "prior",
+        "restore-best",
+        "kfac",
+        "lr-hyp",
+        "lengthscale",
+        "width",
+        "prior-prec-init-map",
+        "prior-prec-init-invariant",
+        "prior-prec-init-zero",
+    ],
 )
 def test_an_option_the_run_would_not_use_is_refused_before_anything_is_written(
     tmp_path, options, message
