@@ -108,7 +108,12 @@ def plan(args: argparse.Namespace) -> Iterator[tuple[Path, dict[str, Any]]]:
                         threads=args.threads,
                         device=args.device,
                         data_dir=args.data_dir,
-                        restore_best=args.restore_best,
+                        restore_best=args.restore_best and method == "marglik",
+                        prior_prec_init=(
+                            args.prior_prec_init
+                            if method == "marglik"
+                            else config.DEFAULTS["prior_prec_init"]
+                        ),
                         **schedule(
                             n, args.steps, config.DEFAULTS["batch_size"], args.fits, args.held_share
                         ),
@@ -252,6 +257,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="share of the epochs before the first fit (the FC paths held)",
     )
     parser.add_argument("--marglik-subset", type=int, default=1000, dest="marglik_subset")
+    parser.add_argument(
+        "--prior-prec-init",
+        type=float,
+        default=config.DEFAULTS["prior_prec_init"],
+        dest="prior_prec_init",
+        help="learned runs' initial prior precision (train's --prior-prec-init; MAP runs keep "
+        "unit priors)",
+    )
     parser.add_argument(
         "--restore-best",
         action="store_true",

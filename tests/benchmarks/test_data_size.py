@@ -119,7 +119,7 @@ def test_the_conv_effective_parameters_average_each_networks_seeds():
     assert cells[2].split()[0] == f"{first:.0f}"
 
 
-def test_the_sweep_passes_restore_best_to_every_run(tmp_path):
+def test_the_sweep_passes_its_fit_options_to_the_learned_runs_alone(tmp_path):
     args = argparse.Namespace(
         sizes=[128, 256],
         tasks=["quadrant-mnist-digit"],
@@ -135,9 +135,14 @@ def test_the_sweep_passes_restore_best_to_every_run(tmp_path):
         fits=1,
         held_share=0.5,
         restore_best=True,
+        prior_prec_init=0.5,
         out=tmp_path,
     )
-    assert [settings["restore_best"] for _, settings in data_size.plan(args)] == [True] * 4
+    planned = [(folder.name, settings) for folder, settings in data_size.plan(args)]
+    for name, settings in planned:
+        learned = "marglik" in name
+        assert settings["restore_best"] is learned
+        assert settings["prior_prec_init"] == (0.5 if learned else 1.0)
     args.restore_best = False
     assert not any(settings["restore_best"] for _, settings in data_size.plan(args))
 
