@@ -348,20 +348,13 @@ SEED_BY_SEED = {
     "MAP CONV": ("data-size", "conv", "map"),
     "learned CONV": ("data-size", "conv", "marglik"),
     "learned CONV at 0.003 / sqrt(2)": ("data-size-conv-lr", "conv", "marglik"),
-    "learned CONV, priors from 2, at 0.003 / sqrt(2)": (
-        "data-size-conv-prior2",
-        "conv",
-        "marglik",
-    ),
+    "learned CONV, priors 2, lr / sqrt(2)": ("data-size-conv-prior2", "conv", "marglik"),
     "relaxed, FC paths frozen off": ("data-size-frozen-fc", "f-fc+conv", "marglik"),
     "learned F-FC+CONV": ("data-size", "f-fc+conv", "marglik"),
-    "learned F-FC+CONV, priors from 0.5, at 0.003 x sqrt(2)": (
-        "data-size-prior05-lr",
-        "f-fc+conv",
-        "marglik",
-    ),
+    "F-FC+CONV, priors 0.5, lr x sqrt(2)": ("data-size-prior05-lr", "f-fc+conv", "marglik"),
 }
-"""The networks compared seed by seed at N = 500: label -> (folder, model, method)."""
+"""The networks compared seed by seed at N = 500: label -> (folder, model, method); lr is
+Adam's rate against the usual 0.003, priors the learned runs' initial precision."""
 
 
 def _seed_by_seed() -> str:

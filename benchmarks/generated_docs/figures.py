@@ -201,6 +201,31 @@ MEASURED: dict[str, Callable[[dict, dict[str, str]], str]] = {
 """Families over a measurement file's runs, with their :data:`MEASURED_OPTIONS`."""
 
 
+def _options(words: list[str], allowed: tuple[str, ...]) -> dict[str, str]:
+    """``key=value`` words as a dict.
+
+    Raises:
+        ValueError: If a key is not one of ``allowed``.
+    """
+    options = dict(w.split("=", 1) for w in words)
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ValueError(f"unknown keys {unknown}; keys: {list(allowed)}.")
+    return options
+
+
+def _results_file(name: str) -> Any:
+    """The JSON of ``benchmarks/results/NAME.json``.
+
+    Raises:
+        ValueError: If there is no such file.
+    """
+    path = RESULTS / f"{name}.json"
+    if not path.exists():
+        raise ValueError(f"benchmarks/results/{name}.json does not exist.")
+    return json.loads(path.read_text())
+
+
 def _measured(kind: str, spec: str) -> str:
     """A measurement family's figure from ``FILE [key=value ...]``.
 
@@ -208,14 +233,8 @@ def _measured(kind: str, spec: str) -> str:
         ValueError: For a missing file, an unknown key, or no value to render.
     """
     name, *words = spec.split()
-    options = dict(w.split("=", 1) for w in words)
-    unknown = sorted(set(options) - set(MEASURED_OPTIONS))
-    if unknown:
-        raise ValueError(f"unknown keys {unknown}; keys: {list(MEASURED_OPTIONS)}.")
-    path = RESULTS / f"{name}.json"
-    if not path.exists():
-        raise ValueError(f"benchmarks/results/{name}.json does not exist.")
-    return MEASURED[kind](json.loads(path.read_text()), options)
+    options = _options(words, MEASURED_OPTIONS)
+    return MEASURED[kind](_results_file(name), options)
 
 
 def _known_truth(spec: str) -> tuple[list[dict], dict[str, str]]:
@@ -225,10 +244,7 @@ def _known_truth(spec: str) -> tuple[list[dict], dict[str, str]]:
         ValueError: If the folder holds no seed of the task, or an option is unknown.
     """
     setting, task, *words = spec.split()
-    options = dict(w.split("=", 1) for w in words)
-    unknown = sorted(set(options) - {"layers", "digits"})
-    if unknown:
-        raise ValueError(f"unknown keys {unknown}; keys: ['layers', 'digits'].")
+    options = _options(words, ("layers", "digits"))
     runs = [
         json.loads(p.read_text())
         for p in sorted((RESULTS / "known-truth" / setting).glob(f"{task}-seed*.json"))
@@ -290,14 +306,8 @@ def _value(spec: str) -> str:
         ValueError: For a missing file, a path that names nothing, or a value not a number.
     """
     name, path, *words = spec.split()
-    options = dict(w.split("=", 1) for w in words)
-    unknown = sorted(set(options) - set(VALUE_OPTIONS))
-    if unknown:
-        raise ValueError(f"unknown keys {unknown}; keys: {list(VALUE_OPTIONS)}.")
-    file = RESULTS / f"{name}.json"
-    if not file.exists():
-        raise ValueError(f"benchmarks/results/{name}.json does not exist.")
-    node = json.loads(file.read_text())
+    options = _options(words, VALUE_OPTIONS)
+    node = _results_file(name)
     for step in path.split("/"):
         node = _step(node, step, f"benchmarks/results/{name}.json {path}")
     if isinstance(node, bool) or not isinstance(node, (int, float)):
@@ -322,20 +332,14 @@ def _split_runs(spec: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
     pairs = dict(w.split("=", 1) for w in words)
     options = {k: v for k, v in pairs.items() if k in SPLIT_OPTIONS}
     filters = {k: v for k, v in pairs.items() if k not in SPLIT_OPTIONS}
-    file = RESULTS / f"{name}.json"
-    if not file.exists():
-        raise ValueError(f"benchmarks/results/{name}.json does not exist.")
+    measured = _results_file(name)
 
     def value(run: dict[str, Any], key: str) -> str:
         if key == "frozen":
             return ",".join(run.get("frozen_paths") or []) or "none"
         return str((summary.LATER_OPTIONS | run["settings"]).get(key))
 
-    runs = [
-        run
-        for run in json.loads(file.read_text())["runs"]
-        if all(value(run, k) == v for k, v in filters.items())
-    ]
+    runs = [run for run in measured["runs"] if all(value(run, k) == v for k, v in filters.items())]
     seeds = [run["settings"]["seed"] for run in runs]
     if not runs or len(set(seeds)) != len(seeds):
         raise ValueError(

@@ -6,19 +6,7 @@ import torch
 
 from benchmarks import path_ablation
 from laplace_equivariance import models
-from laplace_equivariance.cli import main
 from laplace_equivariance.runs import load_trained
-
-TINY = ["--subset", "64", "--test-subset", "16", "--epochs", "2", "--alpha", "1"]
-TINY += ["--burnin", "1", "--marglik-frequency", "1", "--hypersteps", "1", "--device", "cpu"]
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("runs") / "learned"
-    argv = ["train", "--dataset", "quadrant-mnist", "--model", "f-fc+conv", "--start", "mixed"]
-    assert main([*argv, "--out", str(out), *TINY]) == 0
-    return out
 
 
 def test_removing_a_path_computes_what_zeroing_its_output_map_does():
@@ -45,9 +33,9 @@ def test_an_unknown_path_is_refused_before_any_hook():
     assert not any(layer._forward_hooks for layer in model.relaxed_layers)
 
 
-def test_a_runs_accuracies_count_its_predictions_with_and_without_the_path(run):
-    measured = path_ablation.measure(run, "fc", test_images=8)
-    model, data = load_trained(run)
+def test_a_runs_accuracies_count_its_predictions_with_and_without_the_path(mixed_quadrant_run):
+    measured = path_ablation.measure(mixed_quadrant_run, "fc", test_images=8)
+    model, data = load_trained(mixed_quadrant_run)
     x, y = data.x_test[:8], data.y_test[:8]
     assert measured["test_images"] == 8 and len(measured["layers"]) == 8
     assert measured["accuracy"]["test"] == path_ablation.accuracy(model, x, y)

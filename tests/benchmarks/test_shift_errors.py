@@ -8,24 +8,12 @@ import torch
 
 from benchmarks import shift_errors
 from laplace_equivariance import path_shift_errors
-from laplace_equivariance.cli import main
 from laplace_equivariance.runs import load_trained
 
-TINY = ["--subset", "64", "--test-subset", "16", "--epochs", "2", "--alpha", "1"]
-TINY += ["--burnin", "1", "--marglik-frequency", "1", "--hypersteps", "1", "--device", "cpu"]
 
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("runs") / "learned"
-    argv = ["train", "--dataset", "quadrant-mnist", "--model", "f-fc+conv", "--start", "mixed"]
-    assert main([*argv, "--out", str(out), *TINY]) == 0
-    return out
-
-
-def test_each_error_is_the_mean_over_the_three_quadrant_shifts(run):
-    measured = shift_errors.measure(run, images=8)
-    model, data = load_trained(run)
+def test_each_error_is_the_mean_over_the_three_quadrant_shifts(mixed_quadrant_run):
+    measured = shift_errors.measure(mixed_quadrant_run, images=8)
+    model, data = load_trained(mixed_quadrant_run)
     x = data.x_test[:8]
     per_shift = [path_shift_errors(model.eval(), x, s) for s in ((16, 0), (0, 16), (16, 16))]
     assert measured["test_images"] == 8 and len(measured["layers"]) == 8
