@@ -7,7 +7,7 @@ import warnings
 from typing import Any
 
 import torch
-from asdl.fisher import FisherConfig, get_fisher_maker
+from asdl.fisher import FisherConfig
 from asdl.grad_maker import LOSS_CROSS_ENTROPY, LOSS_MSE
 from asdl.matrices import FISHER_EXACT, FISHER_MC, SHAPE_KRON
 from laplace.curvature import AsdlGGN
@@ -29,7 +29,8 @@ from laplace_equivariance.curvature.jacobians import (
     ChunkedJacobians,
     output_size,
 )
-from laplace_equivariance.curvature.kron import BlockDiagonalKron
+from laplace_equivariance.curvature.kron import BlockDiagonalKron, zero_factor
+from laplace_equivariance.curvature.kron_fisher import ExactGaussianGGN
 from laplace_equivariance.curvature.monte_carlo import (
     MonteCarloCrossEntropyFisher,
     MonteCarloGaussianFisher,
@@ -82,9 +83,10 @@ FISHER_MAKERS = {
     (FISHER_EXACT, LOSS_CROSS_ENTROPY): ReducedRankCrossEntropyGGN,
     (FISHER_MC, LOSS_CROSS_ENTROPY): MonteCarloCrossEntropyFisher,
     (FISHER_MC, LOSS_MSE): MonteCarloGaussianFisher,
+    (FISHER_EXACT, LOSS_MSE): ExactGaussianGGN,
 }
-"""This package's fisher maker per (ASDL fisher type, loss type); ASDL's own for the rest
-(the exact GGN of a regression)."""
+"""This package's fisher maker per (ASDL fisher type, loss type): the GGN's two, exact and
+Monte Carlo, for laplace-torch's two likelihoods."""
 
 
 class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
@@ -238,9 +240,13 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
         The container is laplace-torch's own :class:`~laplace.utils.matrix.Kron`, as its own
         initialiser's: ``KronLaplace`` reads ``type(la.H) is Kron`` as "not fitted yet" and
         falls back to the prior (``log_prob``, ``log_det_posterior_precision``,
-        ``log_marginal_likelihood`` of an unfitted approximation). The first batch's
-        :class:`BlockDiagonalKron` added to it (``BlockDiagonalKron.__radd__``, which Python
-        prefers for a subclass) makes the sum a :class:`BlockDiagonalKron`.
+        ``log_marginal_likelihood`` of an unfitted approximation). The factors are stride-0
+        views of one zero (:func:`~laplace_equivariance.curvature.kron.zero_factor`): no
+        memory and no fill, where dense zeros cost a write of every factor (for Table 1's
+        F-FC+CONV 96 MB, twice per fit: ``KronLaplace.__init__`` and ``fit`` both
+        initialise). The first batch's :class:`BlockDiagonalKron` added to it
+        (``BlockDiagonalKron.__radd__``, which Python prefers for a subclass) is the sum
+        itself, its tensors taken over rather than copied.
 
         Also empties :attr:`projected_factors`: ``KronLaplace.fit`` calls it before its batches.
 
@@ -253,7 +259,7 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
         """
         self.projected_factors = {}
         self.examples_seen = 0
-        zeros = functools.partial(torch.zeros, device=device, dtype=dtype)
+        zeros = functools.partial(zero_factor, device=device, dtype=dtype)
         kfacs = []
         for p, name, module in self._parameter_groups():
             if not self._factored_weight(name, module) or p.ndim == 1:
@@ -269,13 +275,14 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
             kfacs.append([zeros(b, b), a])
         return Kron(kfacs)
 
-    def _get_kron_factors(self, N: int) -> BlockDiagonalKron:
+    def _get_kron_factors(self) -> BlockDiagonalKron:
         r"""Collect ASDL's factors and the rules' extra blocks, in parameter order, ``A / N``.
 
-        ``A`` factors are divided by the data set size ``N`` as laplace-torch's
-        ``_rescale_kron_factors`` divides them; the rows that rules leave for block-diagonal
-        ``A`` factors (:data:`~laplace_equivariance.curvature.rules.A_ROWS_ATTR`) by
-        :math:`\sqrt N`.
+        ``A`` factors come divided by the data set size ``N`` (as laplace-torch's
+        ``_rescale_kron_factors`` divides them) from the fisher maker's covariance scale
+        (:attr:`~laplace_equivariance.curvature.kron_fisher.KronFisherMaker.a_scale`), the
+        rows that rules leave for block-diagonal ``A`` factors
+        (:data:`~laplace_equivariance.curvature.rules.A_ROWS_ATTR`) by :math:`\sqrt N`.
         """
         kfacs, a_rows = [], []
         for _, name, module in self._parameter_groups():
@@ -298,10 +305,8 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
         for module in self._model.modules():
             module.__dict__.pop(EXTRA_BLOCKS_ATTR, None)
             module.__dict__.pop(A_ROWS_ATTR, None)
-        # in place, as laplace-torch's rescaling; one multi-tensor operator for every A
-        torch._foreach_mul_([factors[1] for factors in kfacs if len(factors) == 2], 1 / N)
         rows = [
-            [None] * len(factors) if r is None else [None, FactorRows.of(r * N**-0.5, factors[1])]
+            [None] * len(factors) if r is None else [None, FactorRows.of(r, factors[1])]
             for factors, r in zip(kfacs, a_rows, strict=True)
         ]
         self._check_finite(kfacs)
@@ -419,7 +424,7 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
             finally:
                 for omega in hyperparameters:
                     omega.requires_grad_(True)
-        self._accumulate_projected_factors(N)
+        self._accumulate_projected_factors()
         self.examples_seen += len(y)
         return loss, kron
 
@@ -491,11 +496,8 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
             data_size=1,
             **kwargs,
         )
-        maker_type = FISHER_MAKERS.get((config.fisher_type, self.loss_type))
-        if maker_type is None:
-            fisher_maker = get_fisher_maker(self.model, config)
-        else:
-            fisher_maker = maker_type(self.model, config)
+        fisher_maker = FISHER_MAKERS[config.fisher_type, self.loss_type](self.model, config)
+        fisher_maker.a_scale = 1 / N
         if copies > 1:
             fisher_maker.replicas = copies
             x = x.repeat(copies, *[1] * (x.dim() - 1))
@@ -505,20 +507,20 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
         if self.loss_type == LOSS_CROSS_ENTROPY:
             f, y = f.view(-1, f.size(-1)), y.view(-1)
         loss = self.lossfunc(f.detach(), y)
-        kron = self._get_kron_factors(N)
+        kron = self._get_kron_factors()
         return self.factor * loss, kron
 
-    def _accumulate_projected_factors(self, N: int) -> None:
+    def _accumulate_projected_factors(self) -> None:
         """Add the batch's unprojected statistics to :attr:`projected_factors`.
 
-        ``A`` statistics are divided by ``N`` as laplace-torch divides ``A``.
+        ``A`` statistics come divided by ``N`` as ``A`` itself (the fisher maker's
+        :attr:`~laplace_equivariance.curvature.kron_fisher.KronFisherMaker.a_scale`).
         """
         for index, (_, name, module) in enumerate(self._parameter_groups()):
             statistic = module.__dict__.pop(UNPROJECTED_ATTR, None) if name == "weight" else None
             if statistic is None:
                 continue
             side = RULES[type(module)].projected_side
-            statistic = statistic / N if side == 1 else statistic
             if index in self.projected_factors:
                 self.projected_factors[index].statistic += statistic
             else:

@@ -29,7 +29,13 @@ from laplace.utils.utils import block_diag, kron
 from laplace_equivariance.curvature.eigen import LazyEigenvectors, symmetric_eigvalsh_all
 from laplace_equivariance.curvature.factor_rows import FactorRows
 
-__all__ = ["BlockDiagonalKron", "BlockDiagonalKronDecomposed", "OuterProductJacobian", "densify"]
+__all__ = [
+    "BlockDiagonalKron",
+    "BlockDiagonalKronDecomposed",
+    "OuterProductJacobian",
+    "densify",
+    "zero_factor",
+]
 
 
 def densify(factor: torch.Tensor) -> torch.Tensor:
@@ -46,6 +52,27 @@ def densify(factor: torch.Tensor) -> torch.Tensor:
     if factor.ndim == 1:
         return torch.diag(factor)
     return factor
+
+
+def zero_factor(*shape: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """A zero factor of ``shape`` that holds one element: a stride-0 view of a scalar zero.
+
+    Read-only in effect (an in-place write to it raises); :meth:`BlockDiagonalKron.__add__`
+    recognises a Kron of such factors (:func:`is_zero_start`) and adds nothing.
+    """
+    return torch.zeros((), device=device, dtype=dtype).expand(shape)
+
+
+def is_zero_start(kron: Kron) -> bool:
+    """Whether every factor of ``kron`` is a :func:`zero_factor` (stride 0, its value zero).
+
+    One host read for all factors (a GPU synchronisation), as the check it replaces in
+    :meth:`BlockDiagonalKron._rows_of`.
+    """
+    factors = _flat(kron.kfacs)
+    if not factors or any(f.numel() == 0 or any(f.stride()) for f in factors):
+        return False
+    return not torch.stack([f[(0,) * f.ndim] for f in factors]).any().item()
 
 
 def _flat(kfacs: list[list[torch.Tensor]]) -> list[torch.Tensor]:
@@ -149,6 +176,10 @@ class BlockDiagonalKron(Kron):
     def __add__(self, other: Kron) -> BlockDiagonalKron:
         """Add factor by factor, checking that the structures agree.
 
+        A sum with a Kron of :func:`zero_factor` s (``init_kron``'s, to which
+        ``KronLaplace.fit`` adds its first batch) is this Kron's factors themselves, not a
+        copy: in-place changes to the one are changes to the other.
+
         Args:
             other: A Kron with the same groups and factor shapes.
 
@@ -159,6 +190,8 @@ class BlockDiagonalKron(Kron):
             ValueError: If ``other`` is not a Kron of the same structure.
         """
         self._check_structure(other)
+        if is_zero_start(other):
+            return BlockDiagonalKron(self.kfacs, self._valid_rows(), self.host_eigenvalues)
         flat = iter(torch._foreach_add(_flat(self.kfacs), _flat(other.kfacs)))
         sums = [[next(flat) for _ in group] for group in self.kfacs]
         rows = self._summed_rows(self._valid_rows(), self._rows_of(other), sums)

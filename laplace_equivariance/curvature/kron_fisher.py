@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import torch
 from asdl.core import no_centered_cov
-from asdl.fisher import FisherMaker
+from asdl.fisher import FisherExactMSE, FisherMaker
 from asdl.matrices import SHAPE_KRON
 from asdl.utils import skip_param_grad
 
-__all__ = ["KronFisherMaker"]
+__all__ = ["ExactGaussianGGN", "KronFisherMaker"]
 
 
 class KronFisherMaker(FisherMaker):
@@ -38,6 +38,12 @@ class KronFisherMaker(FisherMaker):
     ``A``'s statistic) are taken with the covariance scale divided by it, so that each example
     counts once; those of the backward pass (``B``, the extra blocks) sum over the copies, as
     over separate backward passes."""
+
+    a_scale: float = 1.0
+    """A further factor of the forward pass's statistics (``A``, its rows, a projected
+    ``A``'s statistic). :class:`~laplace_equivariance.EquivariantKFAC` sets ``1 / N``:
+    laplace-torch's division of ``A`` by the data set size, taken by the covariance scale
+    that ASDL applies anyway instead of by one more pass over every ``A`` after the batch."""
 
     def forward_and_backward(self) -> tuple[torch.Tensor, None]:
         """One forward pass with the ``A`` statistics, then the maker's backward passes.
@@ -60,7 +66,7 @@ class KronFisherMaker(FisherMaker):
         if config.seed is not None:
             torch.random.manual_seed(config.seed)
         with no_centered_cov(self.model, [SHAPE_KRON], ignore_modules=config.ignore_modules) as cxt:
-            cxt.set_cov_scale(config.scale / config.data_size / self.replicas)
+            cxt.set_cov_scale(config.scale / config.data_size / self.replicas * self.a_scale)
             self.call_model()
             cxt.set_cov_scale(config.scale / config.data_size)
 
@@ -76,3 +82,11 @@ class KronFisherMaker(FisherMaker):
                     if fisher is not None:
                         setattr(module, config.fisher_attr, fisher)
         return self._model_output, None
+
+
+class ExactGaussianGGN(KronFisherMaker, FisherExactMSE):
+    """ASDL's exact GGN of ``0.5 * MSE`` (one backward pass per output), Kronecker factors only.
+
+    Its passes are ASDL's; :class:`KronFisherMaker` drives them, so that every maker of
+    :class:`~laplace_equivariance.EquivariantKFAC` takes :attr:`KronFisherMaker.a_scale`.
+    """

@@ -10,6 +10,8 @@ from laplace_equivariance.curvature.kron import (
     BlockDiagonalKronDecomposed,
     OuterProductJacobian,
     densify,
+    is_zero_start,
+    zero_factor,
 )
 
 
@@ -97,6 +99,56 @@ def test_in_place_addition_accumulates_into_the_same_tensors(pair):
     blocks += BlockDiagonalKron([[f.clone() for f in g] for g in blocks.kfacs])
     assert blocks.kfacs[0][1] is first
     torch.testing.assert_close(blocks.to_matrix(), expected)
+
+
+def zero_start(blocks: BlockDiagonalKron) -> Kron:
+    """``init_kron``'s Kron for the structure of ``blocks``."""
+    return Kron(
+        [[zero_factor(*f.shape, device=f.device, dtype=f.dtype) for f in g] for g in blocks.kfacs]
+    )
+
+
+def test_zero_factors_hold_one_element_and_refuse_writes(pair):
+    start = zero_start(pair[0])
+    for factor in (f for g in start.kfacs for f in g):
+        assert factor.untyped_storage().nbytes() == factor.element_size()
+        assert not factor.any()
+    with pytest.raises(RuntimeError):
+        start.kfacs[0][1].add_(1.0)
+
+
+def test_a_batch_added_to_the_zero_start_is_the_sum_itself(pair):
+    """``KronLaplace.fit``'s first ``H += H_batch``: no copy, the same matrix and rows."""
+    blocks, _ = pair
+    total = zero_start(blocks)
+    total += blocks
+    assert type(total) is BlockDiagonalKron
+    assert all(
+        mine is theirs
+        for g, h in zip(total.kfacs, blocks.kfacs, strict=True)
+        for mine, theirs in zip(g, h, strict=True)
+    )
+    torch.testing.assert_close(total.to_matrix(), blocks.to_matrix())
+
+
+@pytest.mark.parametrize(
+    "factors",
+    [
+        [[torch.zeros(3, 3)]],  # dense zeros: a real tensor
+        [[torch.ones(()).expand(3, 3)]],  # stride 0, but not zero
+        [[zero_factor(3, 3, device=torch.device("cpu"), dtype=torch.float32), torch.zeros(2, 2)]],
+    ],
+    ids=["dense-zeros", "stride-0-ones", "one-dense-factor"],
+)
+def test_only_stride_0_zeros_are_a_zero_start(factors):
+    assert not is_zero_start(Kron(factors))
+
+
+def test_a_sum_with_other_zero_kron_is_a_new_tensor(pair):
+    blocks, _ = pair
+    total = Kron([[torch.zeros_like(f) for f in g] for g in blocks.kfacs]) + blocks
+    assert total.kfacs[0][1] is not blocks.kfacs[0][1]
+    torch.testing.assert_close(total.to_matrix(), blocks.to_matrix())
 
 
 def test_decomposition_without_blocks_is_laplace_torchs_own_class():

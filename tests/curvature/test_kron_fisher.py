@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from asdl.fisher import FisherConfig, FisherMaker
-from asdl.grad_maker import LOSS_CROSS_ENTROPY
+from asdl.fisher import FisherConfig, FisherExactMSE, FisherMaker
+from asdl.grad_maker import LOSS_CROSS_ENTROPY, LOSS_MSE
 from asdl.matrices import FISHER_EXACT, SHAPE_FULL, SHAPE_KRON
 from torch import nn
 
 from laplace_equivariance import models
 from laplace_equivariance.curvature.cross_entropy import ReducedRankCrossEntropyGGN
+from laplace_equivariance.curvature.kron_fisher import ExactGaussianGGN
 from tests.curvature.reference import fit_kfac
 
 
@@ -21,11 +22,13 @@ class AsdlDrivenGGN(ReducedRankCrossEntropyGGN):
         return FisherMaker.forward_and_backward(self)
 
 
-def kron_factors(maker_type: type, model: nn.Module, x: torch.Tensor) -> dict[str, list]:
+def kron_factors(
+    maker_type: type, model: nn.Module, x: torch.Tensor, loss_type: str = LOSS_CROSS_ENTROPY
+) -> dict[str, list]:
     """Run one maker on ``x``; every module's ``[A, B]`` by module name."""
     config = FisherConfig(
         fisher_type=FISHER_EXACT,
-        loss_type=LOSS_CROSS_ENTROPY,
+        loss_type=loss_type,
         fisher_shapes=[SHAPE_KRON],
         data_size=1,
     )
@@ -53,6 +56,30 @@ def test_factors_equal_those_of_asdls_driver(relaxed_model):
     for name in ours:
         for mine, theirs in zip(ours[name], asdl[name], strict=True):
             assert torch.equal(mine, theirs), name
+
+
+def test_exact_regression_factors_equal_those_of_asdls_own_maker(relaxed_model):
+    """ASDL's exact MSE passes under this driver: its factors, to the last bit."""
+    x = torch.randn(6, 1, 32, 32, dtype=torch.float64)
+    ours = kron_factors(ExactGaussianGGN, relaxed_model, x, LOSS_MSE)
+    asdl = kron_factors(FisherExactMSE, relaxed_model, x, LOSS_MSE)
+    assert ours.keys() == asdl.keys() and len(ours) > 10
+    for name in ours:
+        for mine, theirs in zip(ours[name], asdl[name], strict=True):
+            assert torch.equal(mine, theirs), name
+
+
+class QuarterA(ReducedRankCrossEntropyGGN):
+    a_scale = 0.25
+
+
+def test_a_scale_scales_the_forward_statistics_only(relaxed_model):
+    x = torch.randn(6, 1, 32, 32, dtype=torch.float64)
+    plain = kron_factors(ReducedRankCrossEntropyGGN, relaxed_model, x)
+    scaled = kron_factors(QuarterA, relaxed_model, x)
+    for name, (a, b) in plain.items():
+        torch.testing.assert_close(scaled[name][0], 0.25 * a, rtol=1e-14, atol=0)
+        assert torch.equal(scaled[name][1], b), name
 
 
 def test_fit_formats_no_module_repr(relaxed_model, monkeypatch):
