@@ -11,6 +11,8 @@ further (``dataset``, ``start``, ``kfac_approx``, ``burnin``, and any other sett
 row they pick must be unique. Kinds:
 
 - ``acc``: test accuracy in %, mean ± std over seeds; ``acc_seeds``: per seed, ``a / b / c``;
+  ``acc_range``: lowest-highest over the seeds, whole percents; ``run_minutes``: a run's
+  training time (``train_seconds``) in minutes, lowest-highest over the seeds;
 - ``nll``: test NLL, mean ± std; ``train_acc``: training accuracy in %, mean ± std;
 - ``marglik_seeds``: the last ``-log marglik`` per seed, whole numbers;
   ``marglik_per_example``: ``-log marglik / N``, mean ± std;
@@ -23,11 +25,21 @@ row they pick must be unique. Kinds:
   Options, not filters: ``path=`` (default ``fc``), ``layers=7`` or ``layers=1-6`` (numbered
   from 1 over the relaxed layers; default all), ``digits=`` (decimals; default 2 for
   shares, 1 for outputs) and ``percent=yes`` (shares in %); ``effective_range``, the path's
-  number of effective parameters (digits default 0);
+  number of effective parameters (digits default 0), and ``effective_means``, their mean over
+  the seeds per layer chosen, ``a / b / c``;
 - over the fits that ``train`` records (a run's ``fits``, one per marginal-likelihood fit):
   ``fit_output_range`` and ``fit_output_max``, a path's output share in % at the fit after
   epoch ``epoch=E``, or at every fit from ``from=E`` on, over seeds and ``layers=``;
   ``fit_output_seeds``, the largest per seed, ``a / b / c`` (``digits=``, default 0).
+  ``fit_output_changes``, how many (layer, seed) pairs' output share went ``change=up``,
+  ``down`` or stayed ``level`` (within ``level=`` points, default 5) from the first fit to
+  the last. Every range family takes ``seed=N`` to render that seed's run alone;
+- ``output_seeds``: per seed ``a / b / c``, a path's largest output share in % over the
+  layers chosen (``pick=least``: the smallest; ``digits=``, default 1);
+- ``precision_range`` and ``norm_range``: ``lo-hi`` of the prior precisions (the squared
+  norms) at every seed's last fit (``epoch=E``: the fit after epoch E) of the tensors whose
+  names end in ``tensor=`` (default ``fc.input_map.weight``) in the layers chosen, written
+  ``1e2-4e4``.
 
 Measurements of trained runs made afterwards (``benchmarks/shift_errors.py``) are named by
 their file under benchmarks/results, ``{{KIND FILE [key=value ...]}}`` with ``FILE`` without
@@ -51,6 +63,12 @@ run a seed must remain): ``split_seeds``, per seed ``a / b / c`` nats of ``part=
 ``total`` (the default); ``split_gamma_range``, a ``path=``'s effective parameters over the
 seeds and ``layers=``, ``lo-hi``.
 
+Two rows compare as ``{{acc_diff ROW vs ROW}}`` (each ``FOLDER MODEL METHOD [filters]``): the
+first's mean test accuracy less the second's, in points with its sign; ``{{acc_span ROW ;
+ROW ; ...}}``, the lowest and highest of several rows' mean test accuracies;
+``{{acc_seed_diff ROW vs ROW}}`` and ``{{marglik_seed_diff ROW vs ROW}}``, per seed the first
+row's test accuracy (points) or last ``-log marglik`` (nats) less the second's, ``lo to hi``.
+
 Any other committed JSON under benchmarks/results (timings, tables of benchmark scripts) is
 read by ``{{value FILE KEY/KEY/... [digits=N] [percent=yes]}}``: the number at that path,
 where a step is a key, a list index, or ``field=value`` (the one element of a list whose
@@ -66,6 +84,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -85,8 +104,21 @@ def _counts(values: list[int]) -> str:
     return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
 
 
-RANGE_OPTIONS = ("path", "layers", "digits", "percent", "epoch", "from")
-"""Keys of a placeholder that choose what a range family takes, not which runs."""
+RANGE_OPTIONS = (
+    "path",
+    "layers",
+    "digits",
+    "percent",
+    "epoch",
+    "from",
+    "seed",
+    "change",
+    "level",
+    "pick",
+    "tensor",
+)
+"""Keys of a placeholder that choose what a range family takes, not which runs (``seed=N``:
+that seed's run alone)."""
 
 
 def _layers(spec: str | None) -> slice:
@@ -149,6 +181,97 @@ def _fit_range(row: summary.Row, options: dict[str, str]) -> list[float]:
     return [value for result in row.results for value in _fit_values(result, options)]
 
 
+def _output_seeds(row: summary.Row, options: dict[str, str]) -> str:
+    """Per seed, ``a / b / c``, the largest (``pick=least``: the smallest) output share in %
+    of a path over the layers chosen."""
+    pick = min if options.get("pick") == "least" else max
+    digits = int(options.get("digits", 1))
+    return " / ".join(
+        f"{pick(_path_values(summary.Row([result]), options, True)):.{digits}f}"
+        for result in row.results
+    )
+
+
+def _scientific(value: float) -> str:
+    """``2.8e5``, ``164``, ``6.5``, ``5e-5``: two significant digits below 100 (whole numbers
+    from 100), with an exponent outside ``[0.01, 1e4)``."""
+    if 100 <= value < 1e4:
+        return f"{value:,.0f}"
+    if 0.01 <= value < 100:
+        return f"{value:.2g}"
+    mantissa, exponent = f"{value:.1e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
+def _fit_at(result: dict, epoch: str | None) -> dict:
+    """The run's fit after epoch ``epoch``, or its last.
+
+    Raises:
+        ValueError: If the run recorded no fit at that epoch.
+    """
+    if epoch is None:
+        return result["fits"][-1]
+    for fit in result["fits"]:
+        if fit["epoch"] == int(epoch):
+            return fit
+    raise ValueError(f"no fit at epoch={epoch}: {[f['epoch'] for f in result['fits']]}.")
+
+
+def _last_fit_range(field: str, label: str) -> Callable[[summary.Row, dict[str, str]], str]:
+    """A family: ``lo-hi`` of ``field`` (``prior_precision``, ``squared_norm``) at every seed's
+    last fit (or the fit after ``epoch=``), of the tensors whose names end in ``tensor=``
+    (default ``fc.input_map.weight``) in the layers chosen, written ``1e2-4e4``."""
+
+    def render(row: summary.Row, options: dict[str, str]) -> str:
+        suffix = options.get("tensor", "fc.input_map.weight")
+        layers = range(1, 100)[_layers(options.get("layers"))]
+        values = [
+            value
+            for result in row.results
+            for name, value in _fit_at(result, options.get("epoch"))[field].items()
+            if name.endswith(suffix) and int(name.split(".")[0].removeprefix("layer")) in layers
+        ]
+        if not values:
+            raise ValueError(f"no {label} of a tensor ending in {suffix!r} in those layers.")
+        low, high = _scientific(min(values)), _scientific(max(values))
+        return low if low == high else f"{low}-{high}"
+
+    return render
+
+
+def _effective_means(row: summary.Row, options: dict[str, str]) -> str:
+    """Per layer chosen, ``a / b / c``, a path's effective parameters, mean over the seeds."""
+    layers = _layers(options.get("layers"))
+    path, digits = options.get("path", "fc"), int(options.get("digits", 0))
+    per_seed = [
+        [layer["paths"][path]["effective"] for layer in result["symmetry"]["layers"][layers]]
+        for result in row.results
+    ]
+    means = (statistics.mean(values) for values in zip(*per_seed, strict=True))
+    return " / ".join(f"{mean:,.{digits}f}" for mean in means)
+
+
+def _fit_changes(row: summary.Row, options: dict[str, str]) -> str:
+    """How many (layer, seed) pairs' path output share went ``change=`` ``up``, ``down`` or
+    stayed ``level`` (within ``level=`` points, default 5) from the first fit to the last.
+
+    Raises:
+        ValueError: If ``change=`` is none of the three.
+    """
+    change, level = options.get("change"), float(options.get("level", 5))
+    if change not in ("up", "down", "level"):
+        raise ValueError(f"change={change!r}: say change=up, change=down or change=level.")
+    path, layers = options.get("path", "fc"), _layers(options.get("layers"))
+    count = 0
+    for result in row.results:
+        first, last = result["fits"][0]["path_outputs"], result["fits"][-1]["path_outputs"]
+        for before, after in zip(first[layers], last[layers], strict=True):
+            delta = 100 * (after["paths"][path] - before["paths"][path])
+            kind = "level" if abs(delta) < level else "up" if delta > 0 else "down"
+            count += kind == change
+    return str(count)
+
+
 RANGES: dict[str, Callable[[summary.Row, dict[str, str]], str]] = {
     "share_range": lambda row, o: _span(_path_values(row, o, False), int(o.get("digits", 2))),
     "share_max": lambda row, o: f"{max(_path_values(row, o, False)):.{int(o.get('digits', 2))}f}",
@@ -159,6 +282,11 @@ RANGES: dict[str, Callable[[summary.Row, dict[str, str]], str]] = {
     ),
     "fit_output_range": lambda row, o: _span(_fit_range(row, o), int(o.get("digits", 0))),
     "fit_output_max": lambda row, o: f"{max(_fit_range(row, o)):.{int(o.get('digits', 0))}f}",
+    "fit_output_changes": _fit_changes,
+    "output_seeds": _output_seeds,
+    "effective_means": _effective_means,
+    "precision_range": _last_fit_range("prior_precision", "prior precision"),
+    "norm_range": _last_fit_range("squared_norm", "squared norm"),
     "fit_output_seeds": lambda row, o: " / ".join(
         f"{max(_fit_values(result, o)):.{int(o.get('digits', 0))}f}" for result in row.results
     ),
@@ -387,11 +515,70 @@ def _split_gamma_range(spec: str) -> str:
     return _span(values, int(options.get("digits", 0)))
 
 
+def _signed(value: float, digits: int) -> str:
+    """``+1.4`` or ``\u22121.4`` (a minus sign, not a hyphen), thousands separated."""
+    return f"{value:+,.{digits}f}".replace("-", "\u2212")
+
+
+def _acc_diff(spec: str) -> str:
+    """``ROW vs ROW``: the first row's mean test accuracy less the second's, in points, signed.
+
+    Raises:
+        ValueError: Unless the spec is two row specs joined by ``vs``.
+    """
+    specs = " ".join(spec.split()).split(" vs ")
+    if len(specs) != 2:
+        raise ValueError("name two rows: {{acc_diff FOLDER MODEL METHOD ... vs FOLDER ...}}.")
+    first, second = (statistics.mean(_row(s).accuracy()) for s in specs)
+    return _signed(first - second, 1)
+
+
+def _seed_differences(field: Callable[[summary.Row], list[float]], digits: int):
+    """A family ``ROW vs ROW``: per seed the first row's ``field`` less the second's, ``lo-hi``
+    with signs (the rows' runs paired in seed order).
+
+    Raises:
+        ValueError: Unless the spec is two rows of the same seeds.
+    """
+
+    def render(spec: str) -> str:
+        specs = " ".join(spec.split()).split(" vs ")
+        if len(specs) != 2:
+            raise ValueError("name two rows: {{... FOLDER MODEL METHOD ... vs FOLDER ...}}.")
+        rows = [_row(s) for s in specs]
+        seeds = [[r["settings"]["seed"] for r in row.results] for row in rows]
+        if seeds[0] != seeds[1]:
+            raise ValueError(f"the rows' seeds differ: {seeds[0]} and {seeds[1]}.")
+        differences = [a - b for a, b in zip(field(rows[0]), field(rows[1]), strict=True)]
+        low, high = (_signed(v, digits) for v in (min(differences), max(differences)))
+        return low if low == high else f"{low} to {high}"
+
+    return render
+
+
+def _acc_span(spec: str) -> str:
+    """``ROW ; ROW ; ...``: the lowest and highest of the rows' mean test accuracies, ``lo-hi``.
+
+    Raises:
+        ValueError: Unless the spec names at least two rows.
+    """
+    specs = " ".join(spec.split()).split(" ; ")
+    if len(specs) < 2:
+        raise ValueError("name two rows or more: {{acc_span FOLDER MODEL METHOD ... ; ...}}.")
+    return _span([statistics.mean(_row(s).accuracy()) for s in specs], 1)
+
+
 OTHER_FILES: dict[str, Callable[[str], str]] = {
     "known_fc_max": _known_fc_max,
     "known_acc": _known_percent("test_accuracy"),
     "known_shift": _known_percent("shift_consistency"),
     "value": _value,
+    "acc_diff": _acc_diff,
+    "acc_span": _acc_span,
+    "acc_seed_diff": _seed_differences(lambda row: row.accuracy(), 1),
+    "marglik_seed_diff": _seed_differences(
+        lambda row: [r["neg_log_marglik"][-1] for r in row.results], 0
+    ),
     "split_seeds": _split_seeds,
     "split_gamma_range": _split_gamma_range,
 }
@@ -410,6 +597,8 @@ def _fc_shares(result: dict, layers: slice = slice(None)) -> list[float]:
 KINDS: dict[str, Callable[[summary.Row], str]] = {
     "acc": lambda row: summary.mean_std(row.accuracy()),
     "acc_seeds": lambda row: _seeds(row.accuracy()),
+    "acc_range": lambda row: _span(row.accuracy(), 0),
+    "run_minutes": lambda row: _span([r["train_seconds"] / 60 for r in row.results], 0),
     "nll": lambda row: summary.mean_std(row.nll(), digits=2),
     "train_acc": lambda row: summary.mean_std(row.accuracy("train")),
     "marglik_seeds": lambda row: _seeds([r["neg_log_marglik"][-1] for r in row.results], 0),
@@ -451,6 +640,21 @@ def _row(spec: str) -> summary.Row:
     return found[0]
 
 
+def _seed_row(row: summary.Row, seed: str | None) -> summary.Row:
+    """``row`` itself, or its run of ``seed`` alone.
+
+    Raises:
+        ValueError: If the row has no run of that seed.
+    """
+    if seed is None:
+        return row
+    runs = [r for r in row.results if str(r["settings"]["seed"]) == seed]
+    if not runs:
+        seeds = [r["settings"]["seed"] for r in row.results]
+        raise ValueError(f"seed={seed} is not among the row's seeds {seeds}.")
+    return summary.Row(runs)
+
+
 def render(text: str) -> str:
     """``text`` with every placeholder replaced by its figure.
 
@@ -475,7 +679,7 @@ def render(text: str) -> str:
             options = dict(w.split("=", 1) for w in words if w.split("=")[0] in RANGE_OPTIONS)
             rest = " ".join(w for w in words if w.split("=")[0] not in RANGE_OPTIONS)
             try:
-                return RANGES[kind](_row(rest), options)
+                return RANGES[kind](_seed_row(_row(rest), options.get("seed")), options)
             except ValueError as error:
                 raise ValueError(f"{match.group(0)}: {error}") from error
         if kind not in KINDS:

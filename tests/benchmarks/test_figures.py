@@ -245,3 +245,112 @@ def test_evidence_split_families_sum_a_path_types_terms_seed_by_seed():
         figures.render(f"{{{{split_seeds {name} model=f-fc+conv}}}}")  # held and equivariant
     with pytest.raises(ValueError, match="does not exist"):
         figures.render("{{split_seeds evidence-split/no-such-file}}")
+
+
+DIGIT_150 = "table1-digit-4000-150ep f-fc+conv marglik dataset=quadrant-mnist-digit start=mixed"
+CONV_150 = "table1-digit-4000-150ep conv map dataset=quadrant-mnist-digit start=mixed"
+
+
+def _digit_150_results() -> list[dict]:
+    return figures._row(DIGIT_150).results
+
+
+def test_seed_option_renders_that_seeds_run_alone_and_refuses_a_missing_seed():
+    results = _digit_150_results()
+    seed1 = next(r for r in results if r["settings"]["seed"] == 1)
+    share = seed1["symmetry"]["layers"][3]["paths"]["fc"]["relative"]
+    assert figures.render(f"{{{{share_range {DIGIT_150} layers=4 seed=1}}}}") == f"{share:.2f}"
+    with pytest.raises(ValueError, match="seed=7 is not among"):
+        figures.render(f"{{{{share_range {DIGIT_150} seed=7}}}}")
+
+
+def test_fit_output_changes_count_every_layer_and_seed_once():
+    spec = f"{DIGIT_150} layers=4-7"
+    counts = [
+        int(figures.render(f"{{{{fit_output_changes {spec} change={c}}}}}"))
+        for c in ("up", "level", "down")
+    ]
+    assert sum(counts) == 4 * len(_digit_150_results())
+    first, last = (_digit_150_results()[0]["fits"][i]["path_outputs"][3] for i in (0, -1))
+    grew = last["paths"]["fc"] - first["paths"]["fc"] >= 0.05
+    seed0 = figures.render(f"{{{{fit_output_changes {DIGIT_150} layers=4 seed=0 change=up}}}}")
+    assert seed0 == str(int(grew))
+    with pytest.raises(ValueError, match="change=up, change=down or change=level"):
+        figures.render(f"{{{{fit_output_changes {spec} change=sideways}}}}")
+
+
+def test_output_seeds_take_the_largest_or_least_layer_of_each_seed():
+    shares = [
+        [100 * layer["paths"]["fc"] for layer in r["path_outputs"][5:7]]
+        for r in _digit_150_results()
+    ]
+    largest = figures.render(f"{{{{output_seeds {DIGIT_150} layers=6-7}}}}")
+    least = figures.render(f"{{{{output_seeds {DIGIT_150} layers=6-7 pick=least}}}}")
+    assert largest == " / ".join(f"{max(s):.1f}" for s in shares)
+    assert least == " / ".join(f"{min(s):.1f}" for s in shares)
+
+
+def test_last_fit_ranges_read_a_tensors_precision_or_norm_at_a_fit():
+    results = _digit_150_results()
+    name = "layer4.conv.weight"
+    values = [r["fits"][-1]["prior_precision"][name] for r in results]
+    rendered = figures.render(f"{{{{precision_range {DIGIT_150} tensor=conv.weight layers=4}}}}")
+    assert rendered == f"{figures._scientific(min(values))}-{figures._scientific(max(values))}"
+    norm = results[0]["fits"][2]["squared_norm"][name]
+    epoch = results[0]["fits"][2]["epoch"]
+    spec = f"{DIGIT_150} tensor=conv.weight layers=4 seed=0 epoch={epoch}"
+    assert figures.render(f"{{{{norm_range {spec}}}}}") == figures._scientific(norm)
+    with pytest.raises(ValueError, match="no fit at epoch=3"):
+        figures.render(f"{{{{norm_range {DIGIT_150} epoch=3}}}}")
+    with pytest.raises(ValueError, match="no prior precision of a tensor ending in 'gconv'"):
+        figures.render(f"{{{{precision_range {DIGIT_150} tensor=gconv}}}}")
+
+
+@pytest.mark.parametrize(
+    ("value", "written"),
+    [(2.8e5, "2.8e5"), (5.04e-5, "5e-5"), (164.1, "164"), (6.52, "6.5"), (0.183, "0.18")],
+)
+def test_scientific_figures_keep_two_significant_digits(value, written):
+    assert figures._scientific(value) == written
+
+
+def test_effective_means_average_each_layer_over_the_seeds():
+    results = _digit_150_results()
+    means = [
+        sum(r["symmetry"]["layers"][i]["paths"]["conv"]["effective"] for r in results)
+        / len(results)
+        for i in (1, 2)
+    ]
+    rendered = figures.render(f"{{{{effective_means {DIGIT_150} path=conv layers=2-3}}}}")
+    assert rendered == " / ".join(f"{m:,.0f}" for m in means)
+
+
+def test_accuracy_and_time_spans_over_seeds():
+    results = _digit_150_results()
+    accuracies = [100 * r["test"]["accuracy"] for r in results]
+    minutes = [r["train_seconds"] / 60 for r in results]
+    assert figures.render(f"{{{{acc_range {DIGIT_150}}}}}") == figures._span(accuracies, 0)
+    assert figures.render(f"{{{{run_minutes {DIGIT_150}}}}}") == figures._span(minutes, 0)
+
+
+def test_two_rows_compare_by_mean_span_and_seed_by_seed():
+    mine, theirs = (figures._row(s) for s in (DIGIT_150, CONV_150))
+    difference = sum(mine.accuracy()) / 3 - sum(theirs.accuracy()) / 3
+    rendered = figures.render(f"{{{{acc_diff {DIGIT_150} vs {CONV_150}}}}}")
+    assert rendered == f"{difference:+.1f}".replace("-", "\u2212")
+    means = sorted(sum(r.accuracy()) / 3 for r in (mine, theirs))
+    span = figures.render(f"{{{{acc_span {DIGIT_150} ; {CONV_150}}}}}")
+    assert span == f"{means[0]:.1f}-{means[1]:.1f}"
+    per_seed = [a - b for a, b in zip(mine.accuracy(), theirs.accuracy(), strict=True)]
+    low, high = (f"{v:+.1f}".replace("-", "\u2212") for v in (min(per_seed), max(per_seed)))
+    assert figures.render(f"{{{{acc_seed_diff {DIGIT_150} vs {CONV_150}}}}}") == f"{low} to {high}"
+
+
+def test_row_comparisons_refuse_a_malformed_spec_or_different_seeds():
+    with pytest.raises(ValueError, match="name two rows"):
+        figures.render(f"{{{{acc_diff {DIGIT_150}}}}}")
+    with pytest.raises(ValueError, match="name two rows or more"):
+        figures.render(f"{{{{acc_span {DIGIT_150}}}}}")
+    one_seed = "lr-0.01 conv map optimizer=sgd"  # a single run, seed 0
+    with pytest.raises(ValueError, match="the rows' seeds differ"):
+        figures.render(f"{{{{marglik_seed_diff {DIGIT_150} vs {one_seed}}}}}")
