@@ -6,6 +6,7 @@ Each JSON names its command, device and thread count.
 from __future__ import annotations
 
 import json
+import statistics
 
 from benchmarks.generated_docs.common import (
     RESULTS,
@@ -50,16 +51,33 @@ def _before_after_section() -> str:
     before = next(r["package_commit"] for name, r in reports if name.startswith("before"))
     first = reports[0][1]
     models = " ".join(dict.fromkeys(row["model"] for _, r in reports for row in r["rows"]))
+
+    def median(side: str, kind: str) -> str:
+        """Each model's median ``kind`` fit over the reports of ``side`` (before or after)."""
+        fits = {
+            model: [
+                row[kind]["fit_s"]
+                for name, r in reports
+                if name.startswith(side)
+                for row in r["rows"]
+                if row["model"] == model
+            ]
+            for model in models.split()
+        }
+        return " / ".join(f"{m} {statistics.median(v):.2f} s" for m, v in fits.items())
+
     return _speed_section(
         "The Kron fit before and after, alternating runs",
         [first],
         f"The models of the section above at N = 512, run {len(reports)} times one after the "
         f"other with {_count(first['repeats'], 'fit')} after the warm-up, alternating the "
         f"package at commit {before} (from a worktree, `git worktree add WORKTREE {before}`, "
-        "run as `PYTHONPATH=WORKTREE python benchmarks/fit_over_epoch.py --n 512 --models "
+        "run there as `python -m benchmarks.fit_over_epoch --n 512 --models "
         f"{models} --repeats {first['repeats']} --out ...`) with the current one: the fits' "
         "seconds compare across runs, the epoch on this shared machine moves by 20% between "
-        "runs and with it every ratio.",
+        "runs and with it every ratio. Medians over the runs, before and after: exact GGN fit "
+        f"{median('before', 'exact')} and {median('after', 'exact')}; Monte-Carlo fit "
+        f"{median('before', 'mc')} and {median('after', 'mc')}.",
         markdown_table(
             ["run", "code", "model", "epoch", "exact GGN fit", "MC Fisher fit", "eigenvalues"],
             [
@@ -70,7 +88,6 @@ def _before_after_section() -> str:
                     f"{row['epoch_s']:.2f} s",
                     f"{row['exact']['fit_s']:.2f} s, {row['exact']['fit_over_epoch']:.1f}x",
                     f"{row['mc']['fit_s']:.2f} s, {row['mc']['fit_over_epoch']:.1f}x",
-                    _fit_cell(row.get("exact_separate_classes")),
                     f"{row['exact']['eigenvalues_s']:.2f} s",
                 ]
                 for name, r in reports
@@ -549,7 +566,6 @@ def render() -> str:
                         _met(row["exact"]["fit_over_epoch"], r["targets"]["exact"]),
                         _floor(row["exact"]),
                         f"{row['mc']['fit_s']:.2f} s, {row['mc']['fit_over_epoch']:.1f}x",
-                        _fit_cell(row.get("exact_separate_classes")),
                         _met(row["mc"]["fit_over_epoch"], r["targets"]["mc"]),
                         _floor(row["mc"]),
                         f"{row['exact']['eigenvalues_s']:.2f} s",
