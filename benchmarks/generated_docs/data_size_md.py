@@ -10,7 +10,6 @@ and the structure the learned runs chose per layer.
 from __future__ import annotations
 
 import json
-import re
 import statistics
 from pathlib import Path
 
@@ -22,18 +21,11 @@ from laplace_equivariance import summary
 DOCUMENT = ROOT / "docs" / "data_size.md"
 FOLDER = RESULTS / "data-size"
 FRAGMENTS = ROOT / "benchmarks" / "generated_docs" / "fragments" / "data_size"
-TABLE_MARKER = re.compile(r"^<!-- table: (\w+) -->$", re.M)
 
 
 def _fragment(name: str, **tables: str) -> str:
-    """The fragment ``NAME.md``, its ``<!-- table: KEY -->`` lines replaced by ``tables[KEY]``
-    and its figures rendered.
-
-    Raises:
-        KeyError: For a table marker that ``tables`` does not fill.
-    """
-    text = (FRAGMENTS / f"{name}.md").read_text()
-    return figures.render(TABLE_MARKER.sub(lambda m: tables[m.group(1)], text))
+    """The fragment ``data_size/NAME.md`` with ``tables`` at its markers, figures rendered."""
+    return figures.render_fragment(FRAGMENTS / f"{name}.md", **tables)
 
 
 def _runs() -> list[Path]:

@@ -86,6 +86,7 @@ import json
 import re
 import statistics
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from benchmarks.generated_docs.common import RESULTS
@@ -653,6 +654,25 @@ def _seed_row(row: summary.Row, seed: str | None) -> summary.Row:
         seeds = [r["settings"]["seed"] for r in row.results]
         raise ValueError(f"seed={seed} is not among the row's seeds {seeds}.")
     return summary.Row(runs)
+
+
+TABLE_MARKER = re.compile(r"^<!-- table: (\w+) -->$", re.M)
+"""A line of a fragment that the generator fills with a computed table or sentence."""
+
+
+def render_fragment(path: Path, **tables: str) -> str:
+    """A Markdown fragment, its ``<!-- table: KEY -->`` lines replaced by ``tables[KEY]`` and its
+    figures rendered.
+
+    Raises:
+        ValueError: For a table marker that ``tables`` does not fill, or a figure that cannot
+            be rendered.
+    """
+    text = path.read_text()
+    missing = sorted(set(TABLE_MARKER.findall(text)) - set(tables))
+    if missing:
+        raise ValueError(f"{path.name}: no content for its table markers {missing}.")
+    return render(TABLE_MARKER.sub(lambda m: tables[m.group(1)], text))
 
 
 def render(text: str) -> str:

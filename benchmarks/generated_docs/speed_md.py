@@ -1,6 +1,8 @@
 """docs/speed.md: the timing benchmarks' JSON files as tables, with their issues' targets.
 
-Each JSON names its command, device and thread count.
+Each section's title and what it measured are the Markdown fragment ``fragments/speed/NAME.md``
+(its figures placeholders of :mod:`benchmarks.generated_docs.figures`); the tables are computed
+here. Each JSON names its command, device and thread count.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 import json
 import statistics
 
+from benchmarks.generated_docs import figures
 from benchmarks.generated_docs.common import (
     RESULTS,
     ROOT,
@@ -17,18 +20,22 @@ from benchmarks.generated_docs.common import (
 )
 
 DOCUMENT = ROOT / "docs" / "speed.md"
+FRAGMENTS = ROOT / "benchmarks" / "generated_docs" / "fragments" / "speed"
 
 
 def _met(value: float, target: float) -> str:
     return "yes" if value <= target else "**no**"
 
 
-def _speed_section(title: str, reports: list[dict], about: str, table: str) -> str:
+def _speed_section(name: str, reports: list[dict], table: str, **inserts: str) -> str:
+    """The section of fragment ``speed/NAME.md`` (title and what was measured, its figures
+    rendered, ``inserts`` at its table markers), the reports' commands and machines, ``table``."""
     runs = [
         f"`{report.get('environment', report)['command']}` ({machine(report)})"
         for report in reports
     ]
-    return "\n".join([f"## {title}", "", about, "", "; ".join(runs), "", table])
+    text = figures.render_fragment(FRAGMENTS / f"{name}.md", **inserts).rstrip("\n")
+    return "\n".join([text, "", "; ".join(runs), "", table])
 
 
 def _count(n: int, noun: str) -> str:
@@ -66,19 +73,17 @@ def _before_after_section() -> str:
         }
         return " / ".join(f"{m} {statistics.median(v):.2f} s" for m, v in fits.items())
 
+    sentence = (
+        f"{len(reports)} runs with {_count(first['repeats'], 'fit')} after the warm-up, the "
+        f"older package at commit {before}; medians over the runs, before and after: exact GGN "
+        f"fit {median('before', 'exact')} and {median('after', 'exact')}; Monte-Carlo fit "
+        f"{median('before', 'mc')} and {median('after', 'mc')}."
+    )
     return _speed_section(
-        "The Kron fit before and after, alternating runs",
+        "before-after",
         [first],
-        f"The models of the section above at N = 512, run {len(reports)} times one after the "
-        f"other with {_count(first['repeats'], 'fit')} after the warm-up, alternating the "
-        f"package at commit {before} (from a worktree, `git worktree add WORKTREE {before}`, "
-        "run there as `python -m benchmarks.fit_over_epoch --n 512 --models "
-        f"{models} --repeats {first['repeats']} --out ...`) with the current one: the fits' "
-        "seconds compare across runs, the epoch on this shared machine moves by 20% between "
-        "runs and with it every ratio. Medians over the runs, before and after: exact GGN fit "
-        f"{median('before', 'exact')} and {median('after', 'exact')}; Monte-Carlo fit "
-        f"{median('before', 'mc')} and {median('after', 'mc')}.",
-        markdown_table(
+        runs=sentence,
+        table=markdown_table(
             ["run", "code", "model", "epoch", "exact GGN fit", "MC Fisher fit", "eigenvalues"],
             [
                 [
@@ -136,33 +141,9 @@ def _stock_cnn_section() -> str:
     ``cpu-xeon.json`` on another)."""
     every = [json.loads(p.read_text()) for p in sorted((RESULTS / "gpu_speed").glob("*.json"))]
     reports = [r for r in every if not _on_gpu(r)]
-    first = reports[0]
     return _speed_section(
-        "Relaxed layers against a stock CNN: epochs, fits, training runs, operators",
+        "stock-cnn",
         reports,
-        f"Batch {first['batch']}, N = {first['n']} random 3x32x32 inputs held on the device, "
-        f"{first['classes']} classes, alpha 10 (F-FC+CONV+GCONV alpha 2, Table 3's width), "
-        "float32, one process. The stock CNN is App. F.1's CONV network from stock layers "
-        "(zero-padded `nn.Conv2d`, polyphase subsampling) with laplace-torch's `AsdlGGN`; the "
-        "package's models use `EquivariantKFAC`. Epoch: forward, backward, SGD step over N "
-        f"(median of {first['repeats']} after a warm-up epoch, against the stock CNN's); fits: "
-        "`Laplace.fit` over the same N (median after a warm-up fit, in epochs; on a GPU the "
-        "exact GGN's class passes run batched by default, and apart in their own column); "
-        "training runs: "
-        "`marglik_training` for 10 epochs with fits every 5 from epoch 5 (20 hyperparameter "
-        "steps) against MAP training by the same function. Operators: top-level `aten::` "
-        f"operators of one training step and of one fit over one batch of "
-        f"{first['profile_batch']} (each costs host time and, on a GPU, kernel launches), and "
-        "the host reads among the fit's (`aten::_local_scalar_dense`, `aten::nonzero`: on a "
-        "GPU each waits for every queued kernel). Targets (issue 41): CONV's operators per "
-        "step <= 1.5x the stock CNN's; on the CPU at N = 512 exact fit <= 5 epochs, "
-        "Monte-Carlo fit <= 1.5; on a GPU at N = 4,096 CONV epoch <= 1.2x the stock CNN's, "
-        "F-FC+CONV exact fit <= 4 epochs, Monte-Carlo fit <= 1.5, Monte-Carlo training <= "
-        "1.5x MAP training. Each row names the commit of the package it ran and the machine: "
-        "the reports of one machine ran one after the other on the idle machine, an older "
-        "commit from its own worktree. On a GPU machine, `OUT=DIR bash "
-        "benchmarks/gpu_speed.sh` measures the CUDA rows, with epochs under `torch.compile`, in "
-        "about eight minutes.",
         markdown_table(
             [
                 "code",
@@ -273,32 +254,9 @@ def _gpu_section() -> str:
         for r in (json.loads(p.read_text()) for p in sorted((RESULTS / "gpu_speed").glob("*.json")))
         if _on_gpu(r)
     ]
-    first = reports[0]
     return _speed_section(
-        "The same on a GPU",
+        "gpu",
         reports,
-        f"As above on one GPU: batch {first['batch']}, N = {first['n']} (and "
-        f"{first['rows'][0]['small_n'][0]['n']}), median of {first['repeats']} after a warm-up. "
-        "`cuda-before.json` ran the code before the fit's passes were concatenated, "
-        "`cuda.json` the code after (`EquivariantKFAC` concatenates the loader's batches into "
-        "passes of up to 4,096 rows on a GPU, `laplace_equivariance/curvature/fit_passes.py`), "
-        "`cuda-host-eigenvalues.json` the code with the eigenvalues of block-diagonal factors "
-        "on the host by default (`EquivariantKFAC(host_eigenvalues=True)`), the loaders' batch "
-        "fetch and the row-gathering circular pad; "
-        "in brackets, the same fit batch by batch (`fit_batch_size=128`) in the same run, "
-        "and in square brackets, where measured, with the eigenvalues of the factors computed "
-        "by the GPU's eigensolver instead of the host's threads (`host_eigenvalues=False`); a "
-        "model missing from a report had not finished when its command's time limit stopped "
-        "it. The reports ran minutes apart on machines started afresh, and their epochs "
-        f"differ: the stock CNN's took {_epochs(reports, 'stock-cnn')}, CONV's "
-        f"{_epochs(reports, 'conv')}, so an epoch ratio is good to a third at best. Step: one "
-        "training step of batch "
-        f"{first['profile_batch']} under the profiler, its wall-clock and its kernels' device "
-        "time (\"at most\": a report that summed operators' device time with their kernels'): "
-        "the GPU idles most of a step, waiting for the host to launch the next kernel. "
-        "Targets missed are in bold (issue 41: CONV epoch <= 1.2x the stock CNN's; fits of "
-        "the package's models <= 4 (exact) and 1.5 (MC) epochs, at N = 512 twice those; MC "
-        "training <= 1.5x MAP).",
         markdown_table(
             [
                 "code",
@@ -351,27 +309,13 @@ def _compiled_section() -> str:
                 cells.append("-")
             rows.append([report["package_commit"], row["model"], run["mode"], *cells])
     return _speed_section(
-        "Under torch.compile",
+        "compiled",
         reports,
-        "The same models, fresh, their training step's forward and backward compiled "
-        "(`torch.compile(model, mode=...)`) against the same model's eager epoch in the same "
-        'call; training runs: `marglik_training(..., compile_kwargs={"mode": ...})` for the '
-        "same epochs as above, compilation included, against the eager runs above. "
-        "`reduce-overhead` replays each step's kernels as a CUDA graph, without the host "
-        "launching them one by one.",
         markdown_table(
             ["code", "model", "mode", "epoch: eager -> compiled", "training: eager -> compiled"],
             rows,
         ),
     )
-
-
-def _epochs(reports: list[dict], model: str) -> str:
-    """``model``'s epoch in each report that has it: ``"0.228 s and 0.212 s"``."""
-    seconds = [
-        f"{row['epoch_s']:.3f} s" for r in reports for row in r["rows"] if row["model"] == model
-    ]
-    return " and ".join(seconds)
 
 
 def _scale_section() -> str:
@@ -396,26 +340,11 @@ def _scale_section() -> str:
                     f"{row['epochs_1000_min'] / 60:.2f} h" if learned else "-",
                 ]
             )
-    first = reports[0]
     return _speed_section(
-        "Table 1 at 60,000 images on a GPU",
+        "scale",
         reports,
-        f"`marglik_training` with the paper's schedule on N = {first['n']:,} random inputs of "
-        f"Table 1's shape ({'x'.join(map(str, first['shape']))}), batch {first['batch']}, alpha "
-        f"{first['alpha']}, a shuffled loader over tensors on the device ({_loaders(reports)}), "
-        f"{first['epochs']} epochs timed one by one: an epoch is the last MAP epoch; a fit (on "
-        "all N examples, then 20 hyperparameter steps) is its epoch less the epoch before. "
-        "Extrapolated, not "
-        "run: 100 epochs (and for learned runs 1,000) with the paper's fits (after 10 epochs, "
-        "every 5), `E * epoch + fits * fit`. `cuda-map.json` ran the code before the fit's "
-        "passes were concatenated (its epochs do not involve a fit). MAP steps: eager, or "
-        "through `torch.compile` in the mode named (`--compile-mode`; the fits and "
-        "hyperparameter steps stay eager, and a compiled run's first epoch, which compiles, "
-        "is not among those timed). A report's rows ran one after another in one call; "
-        "a row missing from a report had not started when its command's time limit stopped "
-        "it. Targets (issue 41): a "
-        "learned run of 100 epochs <= 10 minutes, the 1,000-epoch schedule <= 1.5 hours.",
-        markdown_table(
+        loaders=_loaders(reports) + ".",
+        table=markdown_table(
             [
                 "code",
                 "model",
@@ -472,13 +401,8 @@ def render() -> str:
         )
     sections.append(
         _speed_section(
-            "Marginal-likelihood training against MAP training",
+            "marglik",
             reports,
-            "F-FC+CONV at alpha 4, 2,048 random 1x32x32 inputs, 10 classes, 10 epochs, the "
-            "marginal likelihood every 5 epochs from epoch 5 (20 steps) on the whole training "
-            "set, against MAP training of the same model in the same run. Targets: exact GGN "
-            "<= 2.2x MAP, Monte-Carlo Fisher <= 1.5x. The fit does not depend on its batch "
-            "size (tested), only its time does.",
             markdown_table(
                 [
                     "fit batch",
@@ -496,10 +420,8 @@ def render() -> str:
     conv, decomposition = r["conv"], r["f-fc+conv"]["decomposition"]
     sections.append(
         _speed_section(
-            "EquivariantKFAC fits",
+            "kfac",
             [r],
-            f"Batch {r['batch']}, N = {r['n']} random 3x32x32 inputs, 10 classes, alpha "
-            f"{r['alpha']}, float32.",
             markdown_table(
                 ["measurement", "value", "target", "met"],
                 [
@@ -530,19 +452,8 @@ def render() -> str:
     r = load_json("fit_over_epoch-cpu.json")
     sections.append(
         _speed_section(
-            "The Kron fit in training epochs",
+            "fit-over-epoch",
             [r],
-            f"Batch {r['batch']}, N random 3x32x32 inputs, 10 classes, alpha {r['alpha']}, "
-            f"float32: the median of {r['repeats']} training epochs over the N examples, and "
-            f"of {r['repeats']} EquivariantKFAC fits over them after a warm-up fit (each fit's "
-            "time in the JSON). The fit decomposes the factors into eigenvalues "
-            "(timed apart too) and leaves the eigenvectors to the first use that needs them "
-            "(the predictive; the marginal likelihood does not), timed on their own. "
-            "A fit's floor is its forward pass and its backward passes (classes - 1 for the "
-            "exact GGN, one for the Monte-Carlo Fisher) through the graph the fit records, "
-            "computing no curvature: what remains of the fit above it is the factors' products, "
-            "the eigenvalues and the hooks. "
-            "Targets: exact GGN <= 5 epochs, Monte-Carlo Fisher <= 2, already at N = 512.",
             markdown_table(
                 [
                     "model",
@@ -580,11 +491,8 @@ def render() -> str:
     r = load_json("layer_speed-cpu.json")
     sections.append(
         _speed_section(
-            "Forward and backward pass of the layers",
+            "layers",
             [r],
-            f"Table 2's models on a batch of {r['batch']} random {r['input']} inputs, median of "
-            "5 after a warm-up, each model in a fresh process. Target for F-FC+CONV: within 3x "
-            "of CONV.",
             markdown_table(
                 ["model", "parameters", "fwd+bwd", "ratio to CONV", "peak RSS"],
                 [
@@ -603,10 +511,8 @@ def render() -> str:
     r = load_json("class_backward_passes-cpu.json")
     sections.append(
         _speed_section(
-            "The exact GGN's per-class backward passes",
+            "class-passes",
             [r],
-            f"The {r['arguments']['classes']} per-class backward passes of one batch of "
-            f"{r['arguments']['batch']} (F-FC+CONV, alpha {r['arguments']['alpha']}).",
             markdown_table(
                 ["graph", "time"],
                 [
@@ -629,9 +535,8 @@ def render() -> str:
     r = load_json("conv_a_factor-cpu.json")
     sections.append(
         _speed_section(
-            "CONV's A factor: FFT cross-spectra against unfolded patches",
+            "conv-a-factor",
             [r],
-            "Every map size of the paper's network; the relative difference is in float32.",
             markdown_table(
                 ["map", "unfold", "FFT", "speed-up", "relative difference"],
                 [
@@ -650,10 +555,8 @@ def render() -> str:
     r = load_json("lengthscale_gradient-cpu.json")
     sections.append(
         _speed_section(
-            "Lengthscale gradients: total and partial derivative",
+            "lengthscale",
             [r],
-            "Gradient of the marginal likelihood in omega on one-layer float64 models, and the "
-            "cost of a hyperparameter step.",
             markdown_table(
                 ["case", "refit central difference", "total (autograd)", "partial"],
                 [
@@ -688,12 +591,8 @@ def render() -> str:
         one, two = r["world_size_1"], r["world_size_2"]
         sections.append(
             _speed_section(
-                "One process against two (torch.distributed, gloo)",
+                "distributed",
                 [r],
-                f"F-FC+CONV at alpha {r['arguments']['alpha']}, {r['arguments']['n']} random "
-                "1x32x32 inputs, global batches of 128, one thread per process; a "
-                f"marginal-likelihood step is a Laplace fit plus {r['arguments']['hypersteps']} "
-                "hyperparameter steps.",
                 markdown_table(
                     ["", "one process", "two processes", "speed-up"],
                     [
@@ -713,10 +612,5 @@ def render() -> str:
                 ),
             )
         )
-    header = (
-        "# Speed\n\nGenerated by `python -m benchmarks.results_tables` from the benchmarks' "
-        "JSON files under `benchmarks/results/`; do not edit by hand. Timings are ratios "
-        "measured in one run on an idle machine; on the 2-core CPU they move by 10-20% "
-        "between runs. Each section names the machine its figures come from.\n"
-    )
+    header = figures.render_fragment(FRAGMENTS / "header.md")
     return header + "\n" + "\n\n".join(sections) + "\n"

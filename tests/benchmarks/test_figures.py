@@ -354,3 +354,15 @@ def test_row_comparisons_refuse_a_malformed_spec_or_different_seeds():
     one_seed = "lr-0.01 conv map optimizer=sgd"  # a single run, seed 0
     with pytest.raises(ValueError, match="the rows' seeds differ"):
         figures.render(f"{{{{marglik_seed_diff {DIGIT_150} vs {one_seed}}}}}")
+
+
+def test_a_fragment_gets_its_tables_at_their_markers_and_its_figures(tmp_path):
+    fragment = tmp_path / "section.md"
+    fragment.write_text(
+        f"Learned at {{{{acc_range {DIGIT_150}}}}} %:\n<!-- table: runs -->\nafter it.\n"
+    )
+    rendered = figures.render_fragment(fragment, runs="| a |")
+    accuracy = figures.render(f"{{{{acc_range {DIGIT_150}}}}}")
+    assert rendered == f"Learned at {accuracy} %:\n| a |\nafter it.\n"
+    with pytest.raises(ValueError, match=r"section.md: no content for its table markers \['runs'\]"):
+        figures.render_fragment(fragment)
