@@ -364,5 +364,7 @@ def test_a_fragment_gets_its_tables_at_their_markers_and_its_figures(tmp_path):
     rendered = figures.render_fragment(fragment, runs="| a |")
     accuracy = figures.render(f"{{{{acc_range {DIGIT_150}}}}}")
     assert rendered == f"Learned at {accuracy} %:\n| a |\nafter it.\n"
-    with pytest.raises(ValueError, match=r"section.md: no content for its table markers \['runs'\]"):
+    with pytest.raises(
+        ValueError, match=r"section.md: no content for its table markers \['runs'\]"
+    ):
         figures.render_fragment(fragment)
