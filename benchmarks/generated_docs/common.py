@@ -31,7 +31,8 @@ def machine(report: dict) -> str:
     """A timing report's device, threads and torch version."""
     environment = report.get("environment", report)
     return (
-        f"{environment['device']}, {environment['cpu_threads']} threads, "
+        f"{environment['device']}, "
+        f"{environment.get('cpu_threads', environment.get('threads'))} threads, "
         f"torch {environment['torch']}"
     )
 

@@ -361,6 +361,36 @@ def _scale_section() -> str:
     )
 
 
+def _predictive_section() -> str:
+    """The GLM predictive's seconds and peak memory (``benchmarks.predictive_memory``)."""
+    reports = [
+        load_json(name)
+        for name in (
+            "predictive_memory-cpu-128.json",
+            "predictive_memory-cpu.json",
+            "predictive_memory-cpu-limit-1GiB.json",
+        )
+    ]
+    return _speed_section(
+        "predictive",
+        reports,
+        markdown_table(
+            ["images", "memory_limit", "examples a chunk", "call", "per image", "peak resident"],
+            [
+                [
+                    str(r["images"]),
+                    f"{r['memory_limit'] / 2**30:.0f} GiB",
+                    str(r["examples_per_chunk"]),
+                    f"{r['seconds']:.1f} s",
+                    f"{r['seconds_per_image']:.2f} s",
+                    f"{r['peak_resident_gib']:.1f} GiB",
+                ]
+                for r in reports
+            ],
+        ),
+    )
+
+
 def _loaders(reports: list[dict]) -> str:
     """How each scale report's loader fetched its batches, and one pass's seconds."""
     parts = []
@@ -508,6 +538,7 @@ def render() -> str:
             ),
         )
     )
+    sections.append(_predictive_section())
     r = load_json("class_backward_passes-cpu.json")
     sections.append(
         _speed_section(
