@@ -37,7 +37,13 @@ from typing import Any
 from laplace_equivariance import config, experiment, summary
 
 TASKS = ("quadrant-mnist-digit", "quadrant-mnist")
-"""Table 1's two tasks (Sec. 6.1): translation invariant, and not."""
+"""Table 1's two tasks (Sec. 6.1): translation invariant, and not (the default ``--tasks``)."""
+
+FASHION_TASKS = ("quadrant-fashion-item", "quadrant-fashion")
+"""The same two tasks on Fashion-MNIST items (``--data-dir`` with its IDX files, or Debian's
+``dataset-fashion-mnist``)."""
+
+ALL_TASKS = TASKS + FASHION_TASKS
 
 NETWORKS = {
     "learned": ("f-fc+conv", "marglik"),
@@ -148,7 +154,7 @@ def sweep_rows(runs: Sequence[Path]) -> list[dict[str, Any]]:
                 "epochs": s["epochs"],
             }
         )
-    return sorted(entries, key=lambda e: (TASKS.index(e["task"]), e["n"], e["network"]))
+    return sorted(entries, key=lambda e: (ALL_TASKS.index(e["task"]), e["n"], e["network"]))
 
 
 def verdicts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -159,7 +165,7 @@ def verdicts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     most the best MAP network's (by NLL) mean plus its standard deviation.
     """
     out = []
-    for task in TASKS:
+    for task in ALL_TASKS:
         for n in sorted({e["n"] for e in entries if e["task"] == task}):
             here = [e for e in entries if e["task"] == task and e["n"] == n]
             learned = [e for e in here if e["network"] == LEARNED]
@@ -212,7 +218,7 @@ def figure(entries: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    tasks = [t for t in TASKS if any(e["task"] == t for e in entries)]
+    tasks = [t for t in ALL_TASKS if any(e["task"] == t for e in entries)]
     fig, axes = plt.subplots(2, len(tasks), figsize=(5 * len(tasks), 7), squeeze=False)
     for column, task in enumerate(tasks):
         for network in sorted({e["network"] for e in entries if e["task"] == task}):
@@ -238,7 +244,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="folder of the run folders")
     parser.add_argument("--sizes", type=int, nargs="+", default=[500, 1000, 2000, 4000])
-    parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        choices=ALL_TASKS,
+        default=list(TASKS),
+        help=f"default: {' '.join(TASKS)}; the Fashion-MNIST ones need --data-dir (or Debian's "
+        "dataset-fashion-mnist)",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument(
         "--networks",

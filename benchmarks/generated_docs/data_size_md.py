@@ -20,6 +20,8 @@ from laplace_equivariance import summary
 
 DOCUMENT = ROOT / "docs" / "data_size.md"
 FOLDER = RESULTS / "data-size"
+FASHION = RESULTS / "data-size-fashion"
+"""The same sweep on Fashion-MNIST items (:data:`benchmarks.data_size.FASHION_TASKS`)."""
 FRAGMENTS = ROOT / "benchmarks" / "generated_docs" / "fragments" / "data_size"
 
 
@@ -28,8 +30,42 @@ def _fragment(name: str, **tables: str) -> str:
     return figures.render_fragment(FRAGMENTS / f"{name}.md", **tables)
 
 
-def _runs() -> list[Path]:
-    return sorted(p.parent for p in FOLDER.glob("*/results.json"))
+def _runs(folder: Path = FOLDER) -> list[Path]:
+    return sorted(p.parent for p in folder.glob("*/results.json"))
+
+
+def _learned(runs: list[Path]) -> list[Path]:
+    """The learned F-FC+CONV runs among ``runs``, by size and seed."""
+    loaded = {run: summary.load_run(run) for run in runs}
+    return sorted(
+        (
+            run
+            for run, r in loaded.items()
+            if r["settings"]["model"] == "f-fc+conv" and r["settings"]["method"] == "marglik"
+        ),
+        key=lambda run: (loaded[run]["n_train"], loaded[run]["settings"]["seed"]),
+    )
+
+
+def _fashion_section() -> list[str]:
+    """The sweep on Fashion-MNIST: its table, verdicts, missing rows and learned structure."""
+    runs = _runs(FASHION)
+    if not runs:
+        return []
+    entries = data_size.sweep_rows(runs)
+    return [
+        "",
+        _fragment("data-size-fashion"),
+        _circumstances(runs) + "\n",
+        data_size.table(entries) + "\n",
+        "The learned row against the best MAP row at each size (the same test as above):\n",
+        "\n".join(_verdict_sentences(entries)) or "No size has two seeds of both yet.",
+        "",
+        "Rows of the planned sweep with fewer than 3 seeds (seeds finished in brackets):\n",
+        "\n".join(_missing(entries, data_size.FASHION_TASKS)) or "None.",
+        "",
+        _structure(_learned(runs)),
+    ]
 
 
 def _circumstances(runs: list[Path]) -> str:
@@ -86,8 +122,8 @@ def _not_compared(entries: list[dict], task: str, n: int) -> str:
     return f"; not compared: {', '.join(absent)} (not run)" if absent else ""
 
 
-def _missing(entries: list[dict]) -> list[str]:
-    """Rows of the planned sweep (both tasks' default sizes and networks) with < 3 seeds."""
+def _missing(entries: list[dict], tasks: tuple[str, ...] = data_size.TASKS) -> list[str]:
+    """Rows of the planned sweep (``tasks`` at the default sizes and networks) with < 3 seeds."""
     have = {(e["task"], e["n"], e["network"]): len(e["seeds"]) for e in entries}
     labels = {
         name: data_size.label({"method": method, "model": model})
@@ -95,7 +131,7 @@ def _missing(entries: list[dict]) -> list[str]:
         if name in data_size.TABLE
     }
     missing = []
-    for task in data_size.TASKS:
+    for task in tasks:
         for n in (500, 1000, 2000, 4000):
             short = [
                 f"{label} ({have.get((task, n, label), 0)})"
@@ -258,18 +294,7 @@ def render() -> str:
     if not runs:
         return text + "\nNo run has finished yet.\n"
     entries = data_size.sweep_rows(runs)
-    learned = sorted(
-        (
-            run
-            for run in runs
-            if summary.load_run(run)["settings"]["model"] == "f-fc+conv"
-            and summary.load_run(run)["settings"]["method"] == "marglik"
-        ),
-        key=lambda run: (
-            summary.load_run(run)["n_train"],
-            summary.load_run(run)["settings"]["seed"],
-        ),
-    )
+    learned = _learned(runs)
     parts = [
         text,
         "## Results\n",
@@ -304,4 +329,5 @@ def render() -> str:
     cause = _cause_section()
     if cause:
         parts += ["", cause]
+    parts += _fashion_section()
     return "\n".join(parts) + "\n"

@@ -161,3 +161,42 @@ def test_the_seed_by_seed_table_reads_each_networks_runs_in_seed_order():
     assert cells == [
         f"{100 * r['test']['accuracy']:.1f} / {100 * r['train']['accuracy']:.1f}" for r in runs
     ]
+
+
+def test_the_fashion_tasks_are_judged_and_sorted_after_the_digit_tasks():
+    fashion = [
+        {**entry, "task": "quadrant-fashion"}
+        for entry in (
+            _entry("MAP CONV", [70.0, 72.0, 74.0], [0.9, 1.0, 1.1]),
+            _entry("learned F-FC+CONV", [73.0, 74.0, 75.0], [0.8] * 3),
+        )
+    ]
+    verdict = data_size.verdicts([*fashion, _entry("MAP CONV", [90.0, 92.0], [0.3, 0.3])])
+    assert [(v["task"], v["accuracy_holds"], v["nll_holds"]) for v in verdict] == [
+        ("quadrant-fashion", True, True)
+    ]
+    assert data_size.ALL_TASKS.index("quadrant-mnist") < data_size.ALL_TASKS.index(
+        "quadrant-fashion-item"
+    )
+
+
+def test_the_fashion_section_tabulates_its_own_folder(tmp_path, monkeypatch):
+    """Two committed digit runs relabelled as Fashion runs: the section's table, missing rows
+    and structure read the Fashion folder alone."""
+    for name in ("f-fc+conv-marglik", "conv-map"):
+        for seed in (0, 1):
+            source = RESULTS / "data-size" / f"quadrant-mnist-n500-{name}-seed{seed}"
+            results = json.loads((source / "results.json").read_text())
+            results["settings"]["dataset"] = "quadrant-fashion"
+            run = tmp_path / f"quadrant-fashion-n500-{name}-seed{seed}"
+            run.mkdir()
+            (run / "results.json").write_text(json.dumps(results))
+    monkeypatch.setattr(data_size_md, "FASHION", tmp_path)
+    section = "\n".join(data_size_md._fashion_section())
+    assert "## The same sweep on Fashion-MNIST items" in section
+    assert "| quadrant-fashion | 500 | learned F-FC+CONV | 2 |" in section
+    assert "- quadrant-fashion, N = 500: learned" in section
+    assert "- quadrant-fashion-item, N = 500: learned F-FC+CONV (0)" in section
+    assert section.count("| quadrant-fashion | 500 | 0 |") == 1
+    monkeypatch.setattr(data_size_md, "FASHION", tmp_path / "none")
+    assert data_size_md._fashion_section() == []
