@@ -120,6 +120,11 @@ def plan(args: argparse.Namespace) -> Iterator[tuple[Path, dict[str, Any]]]:
                             if method == "marglik"
                             else config.DEFAULTS["prior_prec_init"]
                         ),
+                        temperature=(
+                            args.temperature
+                            if method == "marglik"
+                            else config.DEFAULTS["temperature"]
+                        ),
                         **schedule(
                             n, args.steps, config.DEFAULTS["batch_size"], args.fits, args.held_share
                         ),
@@ -277,6 +282,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         dest="prior_prec_init",
         help="learned runs' initial prior precision (train's --prior-prec-init; MAP runs keep "
         "unit priors)",
+    )
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=config.DEFAULTS["temperature"],
+        help="learned runs' likelihood temperature (train's --temperature; MAP runs keep 1)",
     )
     parser.add_argument(
         "--restore-best",

@@ -69,6 +69,7 @@ MARGINAL_LIKELIHOOD_ONLY = (
     "prior_structure",
     "lr_hyp",
     "prior_prec_init",
+    "temperature",
     "marglik_subset",
     "stochastic",
     "mc_samples",
@@ -110,10 +111,11 @@ def _check_applicable(settings: dict[str, Any], given: set[str]) -> None:
             f"{flag(unused[0])} sets the {INVARIANT_WEIGHTS} network; --model "
             f"{settings['model']} does not have it: drop it."
         )
-    if invariant and "prior_prec_init" in given:
+    relaxed_only = [k for k in ("prior_prec_init", "temperature") if k in given]
+    if invariant and relaxed_only:
         raise SystemExit(
-            f"--prior-prec-init sets the relaxed networks' priors; the {INVARIANT_WEIGHTS} "
-            "network has its own (its --method): drop it."
+            f"{flag(relaxed_only[0])} sets the relaxed networks' priors and fits; the "
+            f"{INVARIANT_WEIGHTS} network has its own (its --method): drop it."
         )
     if "lengthscale_mode" in given and not any(
         kind.startswith("s-") for kind in settings["model"].split("+")
@@ -221,7 +223,7 @@ def check_settings(settings: dict[str, Any]) -> None:
             raise SystemExit(f"--{key.replace('_', '-')} must be at least 1, got {settings[key]}.")
     if settings["burnin"] < 0:
         raise SystemExit(f"--burnin must be at least 0, got {settings['burnin']}.")
-    for key in ("lr", "lr_hyp", "prior_prec_init"):
+    for key in ("lr", "lr_hyp", "prior_prec_init", "temperature"):
         if not settings[key] > 0:  # also NaN
             raise SystemExit(f"--{key.replace('_', '-')} must be above 0, got {settings[key]}.")
     invariant = settings["model"] == INVARIANT_WEIGHTS

@@ -232,6 +232,7 @@ def _train_relaxed(
         "lr_hyp": settings["lr_hyp"],
         "n_hypersteps": settings["hypersteps"],
         "prior_prec_init": settings["prior_prec_init"],
+        "temperature": settings.get("temperature", 1.0),
     }
     start = time.perf_counter()
     try:

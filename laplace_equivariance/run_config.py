@@ -164,6 +164,13 @@ class RunConfig:
         "(marglik_training's prior_prec_init)",
         type=float,
     )
+    temperature: float = _option(
+        1.0,
+        "likelihood temperature T of the marginal-likelihood fits and of the training loss's "
+        "prior term (marglik_training's temperature: the data count 1/T times; above 1 weighs "
+        "the prior more)",
+        type=float,
+    )
     batch_size: int = _option(128, "examples per step", type=int)
     burnin: int = _option(10, "epochs before the first marginal-likelihood step", type=int)
     marglik_frequency: int = _option(5, "epochs between marginal-likelihood fits", type=int)

@@ -205,7 +205,8 @@ class Row:
 
         ``"balanced"`` (``balance_factors``, learned runs), ``"equivariant start"`` or
         ``"held start"`` (``start``), ``"priors from 0.5"`` (``prior_prec_init`` other than
-        1, learned runs) and ``"fc frozen"`` (paths kept silent by
+        1, learned runs), ``"temperature 2"`` (``temperature`` other than 1, learned runs) and
+        ``"fc frozen"`` (paths kept silent by
         ``benchmarks/frozen_fc_start.py``, recorded as ``frozen_paths``).
         """
         s = LATER_OPTIONS | self.settings
@@ -213,6 +214,8 @@ class Row:
         named += [f"{s['start']} start"] if s["start"] in ("equivariant", "held") else []
         if s["method"] == "marglik" and s["prior_prec_init"] != 1.0:
             named.append(f"priors from {s['prior_prec_init']:g}")
+        if s["method"] == "marglik" and s["temperature"] != 1.0:
+            named.append(f"temperature {s['temperature']:g}")
         return named + [f"{path} frozen" for path in self.results[0].get("frozen_paths", ())]
 
     def method(self) -> str:
@@ -259,6 +262,7 @@ LATER_OPTIONS = {
     "start": "mixed",
     "compile_mode": None,
     "prior_prec_init": 1.0,
+    "temperature": 1.0,
 }
 """Options added after runs were committed, with the value those runs had."""
 

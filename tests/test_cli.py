@@ -161,6 +161,17 @@ def test_the_initial_prior_precision_reaches_the_trainer_and_names_the_row(tmp_p
     assert row.method() == "learned, held start, priors from 0.5"
 
 
+def test_the_temperature_reaches_the_trainer_and_names_the_row(tmp_path, monkeypatch):
+    out = tmp_path / "temperature"
+    args = ["train", "--model", "f-fc+conv", "--temperature", "2", "--out", str(out), *TINY]
+    passed = options_reaching_the_trainer(monkeypatch, args, "temperature")
+    assert passed == [{"temperature": 2.0}]
+    results = json.loads((out / "results.json").read_text())
+    assert results["settings"]["temperature"] == 2.0
+    (row,) = summary.rows([out])
+    assert row.method() == "learned, held start, temperature 2"
+
+
 def test_restore_best_evaluates_the_best_marglik_epoch(tmp_path, monkeypatch):
     out = tmp_path / "best"
     args = ["train", "--model", "f-fc+conv", "--restore-best", "--out", str(out), *TINY]
@@ -699,6 +710,12 @@ def test_top_level_help_names_every_command_and_version_prints_the_version(capsy
             "--prior-prec-init sets the relaxed networks' priors",
         ),
         (["--prior-prec-init", "0"], "--prior-prec-init must be above 0"),
+        (["--method", "map", "--temperature", "2"], "--temperature does not apply"),
+        (
+            ["--model", "invariant-weights", "--temperature", "2"],
+            "--temperature sets the relaxed networks' priors and fits",
+        ),
+        (["--temperature", "0"], "--temperature must be above 0"),
     ],
     ids=[
         "stochastic",
@@ -711,6 +728,9 @@ def test_top_level_help_names_every_command_and_version_prints_the_version(capsy
         "prior-prec-init-map",
         "prior-prec-init-invariant",
         "prior-prec-init-zero",
+        "temperature-map",
+        "temperature-invariant",
+        "temperature-zero",
     ],
 )
 def test_an_option_the_run_would_not_use_is_refused_before_anything_is_written(

@@ -136,6 +136,7 @@ def test_the_sweep_passes_its_fit_options_to_the_learned_runs_alone(tmp_path):
         held_share=0.5,
         restore_best=True,
         prior_prec_init=0.5,
+        temperature=2.0,
         out=tmp_path,
     )
     planned = [(folder.name, settings) for folder, settings in data_size.plan(args)]
@@ -143,6 +144,7 @@ def test_the_sweep_passes_its_fit_options_to_the_learned_runs_alone(tmp_path):
         learned = "marglik" in name
         assert settings["restore_best"] is learned
         assert settings["prior_prec_init"] == (0.5 if learned else 1.0)
+        assert settings["temperature"] == (2.0 if learned else 1.0)
     args.restore_best = False
     assert not any(settings["restore_best"] for _, settings in data_size.plan(args))
 
