@@ -53,8 +53,8 @@ NETWORKS = {
     "learned-conv": ("conv", "marglik"),
 }
 """``--networks`` name -> (model, method), in training order: learned first (the row the
-sweep is about), MAP FC last of the table's rows (on the CPU a step of it costs about four of
-the others'). ``learned-conv`` (CONV with priors learned the same way) is not a row of the
+sweep is about), MAP FC last of the table's rows (on the CPU by far the slowest:
+docs/data_size.md). ``learned-conv`` (CONV with priors learned the same way) is not a row of the
 table; it separates what learning the priors does from what the FC paths do."""
 
 TABLE = ("learned", "map-conv", "map-f-fc+conv", "map-fc")

@@ -172,7 +172,14 @@ def _structure(learned: list[Path]) -> str:
     return "\n".join([header, "|---|---|---|---|---|---|---|---|---|", *rows])
 
 
-VARIANTS = ("data-size-lr", "data-size-lr-held25", "data-size-held50", "data-size-restore-best")
+VARIANTS = (
+    "data-size-lr",
+    "data-size-lr-held25",
+    "data-size-held50",
+    "data-size-restore-best",
+    "data-size-temperature2",
+    "data-size-temperature05",
+)
 """Variants of the learned rows, each in its own folder (and fragment), judged against the
 sweep's MAP rows."""
 
