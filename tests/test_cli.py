@@ -150,26 +150,24 @@ def options_reaching_the_trainer(monkeypatch, args: list[str], *names: str) -> l
     return passed
 
 
-def test_the_initial_prior_precision_reaches_the_trainer_and_names_the_row(tmp_path, monkeypatch):
-    out = tmp_path / "prior"
-    args = ["train", "--model", "f-fc+conv", "--prior-prec-init", "0.5", "--out", str(out), *TINY]
-    passed = options_reaching_the_trainer(monkeypatch, args, "prior_prec_init")
-    assert passed == [{"prior_prec_init": 0.5}]
+@pytest.mark.parametrize(
+    "flag, key, value, variant",
+    [
+        ("--prior-prec-init", "prior_prec_init", 0.5, "priors from 0.5"),
+        ("--temperature", "temperature", 2.0, "temperature 2"),
+    ],
+    ids=["prior-prec-init", "temperature"],
+)
+def test_a_fit_option_reaches_the_trainer_and_names_the_row(
+    tmp_path, monkeypatch, flag, key, value, variant
+):
+    out = tmp_path / key
+    args = ["train", "--model", "f-fc+conv", flag, str(value), "--out", str(out), *TINY]
+    assert options_reaching_the_trainer(monkeypatch, args, key) == [{key: value}]
     results = json.loads((out / "results.json").read_text())
-    assert results["settings"]["prior_prec_init"] == 0.5
+    assert results["settings"][key] == value
     (row,) = summary.rows([out])
-    assert row.method() == "learned, held start, priors from 0.5"
-
-
-def test_the_temperature_reaches_the_trainer_and_names_the_row(tmp_path, monkeypatch):
-    out = tmp_path / "temperature"
-    args = ["train", "--model", "f-fc+conv", "--temperature", "2", "--out", str(out), *TINY]
-    passed = options_reaching_the_trainer(monkeypatch, args, "temperature")
-    assert passed == [{"temperature": 2.0}]
-    results = json.loads((out / "results.json").read_text())
-    assert results["settings"]["temperature"] == 2.0
-    (row,) = summary.rows([out])
-    assert row.method() == "learned, held start, temperature 2"
+    assert row.method() == f"learned, held start, {variant}"
 
 
 def test_restore_best_evaluates_the_best_marglik_epoch(tmp_path, monkeypatch):
