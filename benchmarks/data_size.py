@@ -125,6 +125,11 @@ def plan(args: argparse.Namespace) -> Iterator[tuple[Path, dict[str, Any]]]:
                             if method == "marglik"
                             else config.DEFAULTS["temperature"]
                         ),
+                        prior_structure=(
+                            args.prior_structure
+                            if method == "marglik"
+                            else config.DEFAULTS["prior_structure"]
+                        ),
                         **schedule(
                             n, args.steps, config.DEFAULTS["batch_size"], args.fits, args.held_share
                         ),
@@ -288,6 +293,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         type=float,
         default=config.DEFAULTS["temperature"],
         help="learned runs' likelihood temperature (train's --temperature; MAP runs keep 1)",
+    )
+    parser.add_argument(
+        "--prior-structure",
+        choices=["layerwise", "path", "scalar"],
+        default=config.DEFAULTS["prior_structure"],
+        dest="prior_structure",
+        help="learned runs' prior grouping (train's --prior-structure; MAP runs keep the default)",
     )
     parser.add_argument(
         "--restore-best",

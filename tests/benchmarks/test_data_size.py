@@ -137,6 +137,7 @@ def test_the_sweep_passes_its_fit_options_to_the_learned_runs_alone(tmp_path):
         restore_best=True,
         prior_prec_init=0.5,
         temperature=2.0,
+        prior_structure="path",
         out=tmp_path,
     )
     planned = [(folder.name, settings) for folder, settings in data_size.plan(args)]
@@ -145,6 +146,7 @@ def test_the_sweep_passes_its_fit_options_to_the_learned_runs_alone(tmp_path):
         assert settings["restore_best"] is learned
         assert settings["prior_prec_init"] == (0.5 if learned else 1.0)
         assert settings["temperature"] == (2.0 if learned else 1.0)
+        assert settings["prior_structure"] == ("path" if learned else "layerwise")
     args.restore_best = False
     assert not any(settings["restore_best"] for _, settings in data_size.plan(args))
 
