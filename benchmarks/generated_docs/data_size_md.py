@@ -179,6 +179,7 @@ VARIANTS = (
     "data-size-restore-best",
     "data-size-temperature2",
     "data-size-temperature05",
+    "data-size-path-prior",
 )
 """Variants of the learned rows, each in its own folder (and fragment), judged against the
 sweep's MAP rows."""
