@@ -241,12 +241,12 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
         initialiser's: ``KronLaplace`` reads ``type(la.H) is Kron`` as "not fitted yet" and
         falls back to the prior (``log_prob``, ``log_det_posterior_precision``,
         ``log_marginal_likelihood`` of an unfitted approximation). The factors are stride-0
-        views of one zero (:func:`~laplace_equivariance.curvature.kron.zero_factor`): no
-        memory and no fill, where dense zeros cost a write of every factor (for Table 1's
-        F-FC+CONV 96 MB, twice per fit: ``KronLaplace.__init__`` and ``fit`` both
-        initialise). The first batch's :class:`BlockDiagonalKron` added to it
-        (``BlockDiagonalKron.__radd__``, which Python prefers for a subclass) is the sum
-        itself, its tensors taken over rather than copied.
+        views of one 0-dim zero (:func:`~laplace_equivariance.curvature.kron.zero_factor`):
+        no memory and one fill (on a GPU one kernel) for all of them, where dense zeros cost
+        a write of every factor (for Table 1's F-FC+CONV 96 MB, twice per fit:
+        ``KronLaplace.__init__`` and ``fit`` both initialise). The first batch's
+        :class:`BlockDiagonalKron` added to it (``BlockDiagonalKron.__radd__``, which Python
+        prefers for a subclass) is the sum itself, its tensors taken over rather than copied.
 
         Also empties :attr:`projected_factors`: ``KronLaplace.fit`` calls it before its batches.
 
@@ -259,7 +259,7 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
         """
         self.projected_factors = {}
         self.examples_seen = 0
-        zeros = functools.partial(zero_factor, device=device, dtype=dtype)
+        zeros = functools.partial(zero_factor, zero=torch.zeros((), device=device, dtype=dtype))
         kfacs = []
         for p, name, module in self._parameter_groups():
             if not self._factored_weight(name, module) or p.ndim == 1:

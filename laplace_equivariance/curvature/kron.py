@@ -54,25 +54,39 @@ def densify(factor: torch.Tensor) -> torch.Tensor:
     return factor
 
 
-def zero_factor(*shape: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-    """A zero factor of ``shape`` that holds one element: a stride-0 view of a scalar zero.
+ZERO_FACTOR_MARK = "_laplace_equivariance_zero_factor"
+"""Attribute that :func:`zero_factor` sets on the tensors it makes (:func:`is_zero_start`)."""
 
-    Read-only in effect (an in-place write to it raises); :meth:`BlockDiagonalKron.__add__`
-    recognises a Kron of such factors (:func:`is_zero_start`) and adds nothing.
+
+def zero_factor(*shape: int, zero: torch.Tensor) -> torch.Tensor:
+    """A zero factor of ``shape`` that holds no memory of its own: a stride-0 view of ``zero``.
+
+    Read-only in effect (an in-place write to it raises: its elements share one memory
+    location); :meth:`BlockDiagonalKron.__add__` recognises a Kron of such factors
+    (:func:`is_zero_start`) and adds nothing. The tensor carries :data:`ZERO_FACTOR_MARK`.
+
+    Args:
+        shape: The factor's shape.
+        zero: A 0-dim zero of the factor's device and dtype, one for all factors of a Kron
+            (one allocation and one fill, on a GPU one kernel, for all of them).
     """
-    return torch.zeros((), device=device, dtype=dtype).expand(shape)
+    if zero.ndim:
+        raise ValueError(f"zero must be a 0-dim tensor (torch.zeros(())), got shape {zero.shape}.")
+    factor = zero.expand(shape)
+    setattr(factor, ZERO_FACTOR_MARK, True)
+    return factor
 
 
 def is_zero_start(kron: Kron) -> bool:
-    """Whether every factor of ``kron`` is a :func:`zero_factor` (stride 0, its value zero).
+    """Whether every factor of ``kron`` is a :func:`zero_factor`, read from their marks.
 
-    One host read for all factors (a GPU synchronisation), as the check it replaces in
-    :meth:`BlockDiagonalKron._rows_of`.
+    A marked factor is still zero (it cannot be written in place, and an operation on it
+    returns a new, unmarked tensor), so the check reads nothing from the device: no host read,
+    no GPU synchronisation per fit. A zero tensor made otherwise (``torch.zeros``, a stride-0
+    view of another zero) is not a zero start; the sum with it is computed.
     """
     factors = _flat(kron.kfacs)
-    if not factors or any(f.numel() == 0 or any(f.stride()) for f in factors):
-        return False
-    return not torch.stack([f[(0,) * f.ndim] for f in factors]).any().item()
+    return bool(factors) and all(getattr(f, ZERO_FACTOR_MARK, False) for f in factors)
 
 
 def _flat(kfacs: list[list[torch.Tensor]]) -> list[torch.Tensor]:

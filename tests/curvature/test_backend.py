@@ -331,8 +331,11 @@ def test_factors_are_allocated_block_diagonal_from_construction_and_refits_work(
     names = [n for n, _ in model.named_parameters()]
     assert type(la.H) is Kron  # laplace-torch's mark of an unfitted approximation
     assert dict(zip(names, la.H.kfacs, strict=True))["layer1.fc.input_map.weight"][1].ndim == 3
-    # allocated, not filled: every factor one zero (the first batch's factors replace them)
-    assert all(f.untyped_storage().nbytes() == f.element_size() for g in la.H.kfacs for f in g)
+    # allocated, not filled: every factor a view of one zero (the first batch's factors
+    # replace them): one allocation and one fill for all
+    factors = [f for g in la.H.kfacs for f in g]
+    assert all(f.untyped_storage().nbytes() == f.element_size() for f in factors)
+    assert len({f.untyped_storage().data_ptr() for f in factors}) == 1
     loader = DataLoader(TensorDataset(*data(4, (1, 32, 32))), batch_size=2)
     la.fit(loader)
     assert isinstance(la.H_facs, BlockDiagonalKron)

@@ -13,6 +13,7 @@ from laplace_equivariance.curvature.kron import (
     is_zero_start,
     zero_factor,
 )
+from tests.host_reads import host_reads
 
 
 def spd(*shape):
@@ -103,9 +104,8 @@ def test_in_place_addition_accumulates_into_the_same_tensors(pair):
 
 def zero_start(blocks: BlockDiagonalKron) -> Kron:
     """``init_kron``'s Kron for the structure of ``blocks``."""
-    return Kron(
-        [[zero_factor(*f.shape, device=f.device, dtype=f.dtype) for f in g] for g in blocks.kfacs]
-    )
+    zero = torch.zeros((), dtype=blocks.kfacs[0][0].dtype)
+    return Kron([[zero_factor(*f.shape, zero=zero) for f in g] for g in blocks.kfacs])
 
 
 def test_zero_factors_hold_one_element_and_refuse_writes(pair):
@@ -115,6 +115,11 @@ def test_zero_factors_hold_one_element_and_refuse_writes(pair):
         assert not factor.any()
     with pytest.raises(RuntimeError):
         start.kfacs[0][1].add_(1.0)
+
+
+def test_a_zero_factor_is_a_view_of_a_0_dim_zero():
+    with pytest.raises(ValueError, match="0-dim"):
+        zero_factor(3, 3, zero=torch.zeros(1))
 
 
 def test_a_batch_added_to_the_zero_start_is_the_sum_itself(pair):
@@ -136,12 +141,21 @@ def test_a_batch_added_to_the_zero_start_is_the_sum_itself(pair):
     [
         [[torch.zeros(3, 3)]],  # dense zeros: a real tensor
         [[torch.ones(()).expand(3, 3)]],  # stride 0, but not zero
-        [[zero_factor(3, 3, device=torch.device("cpu"), dtype=torch.float32), torch.zeros(2, 2)]],
+        [[torch.zeros(()).expand(3, 3)]],  # a stride-0 zero not made by zero_factor
+        [[zero_factor(3, 3, zero=torch.zeros(())), torch.zeros(2, 2)]],
+        [[zero_factor(3, 3, zero=torch.zeros(())) + 1]],
     ],
-    ids=["dense-zeros", "stride-0-ones", "one-dense-factor"],
+    ids=["dense-zeros", "stride-0-ones", "stride-0-zeros", "one-dense-factor", "derived"],
 )
-def test_only_stride_0_zeros_are_a_zero_start(factors):
+def test_only_zero_factors_are_a_zero_start(factors):
     assert not is_zero_start(Kron(factors))
+
+
+def test_the_zero_start_is_recognised_without_a_host_read(pair):
+    """On a GPU a host read waits for every queued kernel: the check reads the marks only."""
+    start = zero_start(pair[0])
+    assert host_reads(lambda: is_zero_start(start)) == 0
+    assert is_zero_start(start)
 
 
 def test_a_sum_with_other_zero_kron_is_a_new_tensor(pair):
