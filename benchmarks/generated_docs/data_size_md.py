@@ -180,6 +180,7 @@ VARIANTS = (
     "data-size-temperature2",
     "data-size-temperature05",
     "data-size-path-prior",
+    "data-size-fits60",
 )
 """Variants of the learned rows, each in its own folder (and fragment), judged against the
 sweep's MAP rows."""

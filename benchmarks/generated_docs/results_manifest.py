@@ -25,6 +25,7 @@ from benchmarks.generated_docs.results_sections import (
     started,
     started_equivariant,
 )
+from benchmarks.generated_docs.rotation_section import RotationSplitSection
 
 
 def table1_claims(item_task: str, pair_task: str, item: str = "digit") -> list[Claim]:
@@ -816,6 +817,15 @@ SECTIONS = [
         "docs/figures/table3-20ep-structure.png",
         STRUCTURE_ABOUT.replace("the CONV path has the rest", "CONV and GCONV have the rest"),
         STRUCTURE_CONCLUSION_TABLE3,
+    ),
+    RotationSplitSection(
+        "Table 3 at 60 epochs: GCONV on rotated against upright digits, layer by layer",
+        "table3-mnist-60ep-held",
+        "python -m benchmarks.paper_tables table3 --dataset D --models f-fc+conv+gconv --methods "
+        "marglik --alpha 2 --epochs 60 --burnin 6 --marglik-subset 1000 --start held --seeds 0 1 2 "
+        "--threads 1 --out benchmarks/results/table3-mnist-60ep-held (D = mnist, rotated-mnist, "
+        "translated-mnist)",
+        fragment("table3-rotation-split-60-about"),
     ),
     InvariantWeightsSection(
         "Invariant weights: the rotation learned on real digits, three seeds",

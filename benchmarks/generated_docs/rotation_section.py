@@ -1,0 +1,200 @@
+"""Table 3's rotation test: GCONV's share on rotated against upright digits, layer by layer.
+
+Issue 44's target for Table 3: learned F-FC+CONV+GCONV gives its GCONV paths a larger share of
+the relative effective parameters (App. D) on rotated digits than on upright ones in most
+layers, in every seed; and on translated digits the FC paths stay near zero. The section reads
+the learned runs of one folder (``paper_tables table3`` writes them, one per data set and
+seed), pairs the upright and the rotated run of each seed, and says where the target holds.
+
+Whether the structure has settled is read from the runs' ``fits`` (one entry per
+marginal-likelihood fit): at a fit the share of a path is estimated from its tensors' prior
+precisions and squared norms, :math:`\\gamma_t \\approx \\delta_t \\|\\theta_t\\|^2` (MacKay's
+fixed point, which the evidence's optimum satisfies; the final symmetry report uses the
+curvature's eigenvalues instead), normalised by the path's parameter count and relative to
+the layer's other paths as in App. D. A run has settled when no layer's GCONV share moved by
+more than :data:`SETTLED_POINTS` over its last :data:`SETTLED_FITS` fits.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.generated_docs import common
+from laplace_equivariance import summary
+
+UPRIGHT, TRANSLATED, ROTATED, PARTIAL = (
+    "mnist",
+    "translated-mnist",
+    "rotated-mnist",
+    "partially-rotated-mnist",
+)
+DATASETS = (UPRIGHT, TRANSLATED, PARTIAL, ROTATED)
+"""Table 3's data sets in the order of the columns (least to most rotated)."""
+
+SETTLED_FITS = 3
+"""Fits over which a settled run's shares stay flat."""
+
+SETTLED_POINTS = 5.0
+"""Largest move (percentage points) of a layer's share over the last fits of a settled run."""
+
+FC_NEAR_ZERO = 0.01
+"""An FC share below this (1 %, the threshold at which docs call a path off) is near zero."""
+
+
+def layer_shares(symmetry: dict[str, Any], path: str) -> list[float]:
+    """``path``'s relative effective parameters per relaxed layer of one run (0 if absent)."""
+    return [row["paths"].get(path, {}).get("relative", 0.0) for row in symmetry["layers"]]
+
+
+def fit_shares(result: dict[str, Any], fit: dict[str, Any], path: str) -> list[float]:
+    r"""``path``'s share per relaxed layer at one fit, from :math:`\delta_t \|\theta_t\|^2`.
+
+    Args:
+        result: A run's results.json (its ``symmetry`` gives the layers, paths and parameter
+            counts).
+        fit: One entry of its ``fits`` (``prior_precision`` and ``squared_norm`` per tensor).
+        path: The path whose share is returned.
+    """
+    counts = {
+        row["layer"]: {p: entry["parameters"] for p, entry in row["paths"].items()}
+        for row in result["symmetry"]["layers"]
+    }
+    effective: dict[str, dict[str, float]] = {layer: {} for layer in counts}
+    for tensor, precision in fit["prior_precision"].items():
+        layer, tensor_path = tensor.split(".")[:2]
+        if tensor_path in counts.get(layer, {}):
+            gamma = precision * fit["squared_norm"][tensor]
+            effective[layer][tensor_path] = effective[layer].get(tensor_path, 0.0) + gamma
+    shares = []
+    for layer, paths in counts.items():
+        normalised = {p: effective[layer].get(p, 0.0) / paths[p] for p in paths}
+        total = sum(normalised.values())
+        shares.append(normalised.get(path, 0.0) / total if total > 0 else 0.0)
+    return shares
+
+
+def last_fits_move(result: dict[str, Any], path: str, fits: int = SETTLED_FITS) -> float:
+    """Largest move of a layer's ``path`` share over the run's last ``fits`` fits, in points."""
+    trace = [fit_shares(result, fit, path) for fit in result["fits"][-fits:]]
+    return 100 * max(max(column) - min(column) for column in zip(*trace, strict=True))
+
+
+@dataclass(frozen=True)
+class RotationSplitSection:
+    """The learned F-FC+CONV+GCONV runs of ``folder``: GCONV per layer on each data set."""
+
+    title: str
+    folder: str
+    command: str
+    about: str
+    model: str = "f-fc+conv+gconv"
+
+    def run_folders(self) -> list[Path]:
+        """The folder's learned runs of :attr:`model` (their ``--out`` folders)."""
+        return [
+            path.parent
+            for path in sorted((common.RESULTS / self.folder).rglob("results.json"))
+            if (settings := json.loads(path.read_text())["settings"])["method"] == "marglik"
+            and settings["model"] == self.model
+        ]
+
+    def render(self) -> str:
+        folders = self.run_folders()
+        runs: dict[str, dict[int, dict[str, Any]]] = {}
+        for folder in folders:
+            result = json.loads((folder / "results.json").read_text())
+            runs.setdefault(result["settings"]["dataset"], {})[result["settings"]["seed"]] = result
+        datasets = [d for d in DATASETS if d in runs]
+        lines = [f"## {self.title}", "", self.about, "", f"`{self.command}`", ""]
+        if not datasets:
+            return "\n".join([*lines, "No learned run yet."])
+        lines += [summary.markdown(folders), ""]
+        lines += [*self._share_table(runs, datasets), "", *self._verdicts(runs)]
+        lines += ["", *self._settled(runs, datasets)]
+        return "\n".join(lines)
+
+    @staticmethod
+    def _share_table(runs, datasets: list[str]) -> list[str]:
+        """Per layer, GCONV's share (%) on each data set, seed after seed."""
+        seeds = {d: sorted(runs[d]) for d in datasets}
+        shares = {
+            d: [layer_shares(runs[d][s]["symmetry"], "gconv") for s in seeds[d]] for d in datasets
+        }
+        layers = [
+            row["layer"] for row in next(iter(runs[datasets[0]].values()))["symmetry"]["layers"]
+        ]
+        header = ["layer", *(f"{d}, seeds {', '.join(map(str, seeds[d]))}" for d in datasets)]
+        rows = []
+        for k, layer in enumerate(layers):
+            cells = [" / ".join(f"{100 * run[k]:.0f}" for run in shares[d]) for d in datasets]
+            rows.append([layer, *cells])
+        return [
+            "GCONV's share of each layer's relative effective parameters, % (seed by seed):",
+            "",
+            common.markdown_table(header, rows),
+        ]
+
+    @staticmethod
+    def _verdicts(runs) -> list[str]:
+        """The target per seed: rotated above upright in most layers; FC off when translated."""
+        lines = []
+        paired = sorted(set(runs.get(UPRIGHT, {})) & set(runs.get(ROTATED, {})))
+        holds = []
+        for seed in paired:
+            upright = layer_shares(runs[UPRIGHT][seed]["symmetry"], "gconv")
+            rotated = layer_shares(runs[ROTATED][seed]["symmetry"], "gconv")
+            above = [k + 1 for k, (u, r) in enumerate(zip(upright, rotated, strict=True)) if r > u]
+            holds.append(len(above) > len(upright) / 2)
+            lines.append(
+                f"- seed {seed}: GCONV's share higher on rotated than on upright digits in "
+                f"{len(above)} of {len(upright)} layers ({', '.join(map(str, above)) or 'none'}); "
+                f"mean over layers {100 * statistics.fmean(rotated):.0f} % against "
+                f"{100 * statistics.fmean(upright):.0f} %"
+            )
+        if paired:
+            verdict = "holds" if all(holds) else "fails"
+            lines.append(
+                f"- GCONV higher on rotated digits in most layers, in every seed "
+                f"({len(paired)} seeds): {verdict}"
+            )
+        else:
+            lines.append("- GCONV on rotated against upright digits: no seed has both runs yet")
+        translated = runs.get(TRANSLATED, {})
+        if translated:
+            largest = {
+                s: max(layer_shares(r["symmetry"], "fc")) for s, r in sorted(translated.items())
+            }
+            near_zero = all(v < FC_NEAR_ZERO for v in largest.values())
+            per_seed = ", ".join(f"seed {s}: {100 * v:.2f} %" for s, v in largest.items())
+            lines.append(
+                f"- FC near zero (under {100 * FC_NEAR_ZERO:.0f} % in every layer) on translated "
+                f"digits: {'holds' if near_zero else 'fails'} (largest FC share {per_seed})"
+            )
+        return lines
+
+    @staticmethod
+    def _settled(runs, datasets: list[str]) -> list[str]:
+        """Per run, how far GCONV's share moved over the last fits."""
+        rows = []
+        for dataset in datasets:
+            for seed, result in sorted(runs[dataset].items()):
+                fits = result.get("fits", [])[-SETTLED_FITS:]
+                if len(fits) < SETTLED_FITS:
+                    rows.append([dataset, str(seed), f"{len(fits)} fits", "-", "-"])
+                    continue
+                move = last_fits_move(result, "gconv")
+                epochs = ", ".join(str(fit["epoch"]) for fit in fits)
+                settled = "yes" if move <= SETTLED_POINTS else "no"
+                rows.append([dataset, str(seed), epochs, f"{move:.1f}", settled])
+        header = ["data", "seed", "last fits (epochs)", "largest move, points", "settled"]
+        return [
+            f"Settled? The largest move of a layer's GCONV share over each run's last "
+            f"{SETTLED_FITS} fits, estimated from the fits' prior precisions and squared norms "
+            f"(settled: at most {SETTLED_POINTS:.0f} points):",
+            "",
+            common.markdown_table(header, rows),
+        ]

@@ -1,0 +1,102 @@
+"""Table 3's rotation section: GCONV's shares compared layer by layer, settledness from the fits."""
+
+import copy
+import json
+
+import pytest
+
+from benchmarks.generated_docs import common, rotation_section
+from benchmarks.generated_docs.rotation_section import (
+    RotationSplitSection,
+    fit_shares,
+    last_fits_move,
+)
+
+TEMPLATE = common.RESULTS / "table3-mnist-20ep" / "rotated-mnist-f-fc+conv+gconv-marglik-seed0"
+
+
+def _run(dataset: str, seed: int, gconv: list[float], fc: float = 0.001) -> dict:
+    """A learned Table 3 run whose layers give GCONV ``gconv[k]`` and FC ``fc``, CONV the rest."""
+    result = json.loads((TEMPLATE / "results.json").read_text())
+    result["settings"] |= {"dataset": dataset, "seed": seed}
+    for row, share in zip(result["symmetry"]["layers"], gconv, strict=True):
+        row["paths"]["gconv"]["relative"] = share
+        row["paths"]["fc"]["relative"] = fc
+        row["paths"]["conv"]["relative"] = 1 - share - fc
+    return result
+
+
+def _write(root, results: list[dict]) -> None:
+    for result in results:
+        s = result["settings"]
+        folder = root / "t3" / f"{s['dataset']}-f-fc+conv+gconv-marglik-seed{s['seed']}"
+        folder.mkdir(parents=True)
+        (folder / "results.json").write_text(json.dumps(result))
+
+
+@pytest.fixture
+def section(tmp_path, monkeypatch):
+    monkeypatch.setattr(common, "RESULTS", tmp_path)
+    return tmp_path, RotationSplitSection("T", "t3", "cmd", "about")
+
+
+UPRIGHT = [0.5] * 8
+MOSTLY_ABOVE = [0.6] * 5 + [0.4] * 3
+
+
+def test_rotation_target_holds_only_when_every_seed_has_most_layers_above(section):
+    root, rotation = section
+    _write(root, [_run("mnist", s, UPRIGHT) for s in (0, 1)])
+    _write(root, [_run("rotated-mnist", 0, MOSTLY_ABOVE), _run("rotated-mnist", 1, MOSTLY_ABOVE)])
+    text = rotation.render()
+    assert "seed 0: GCONV's share higher on rotated than on upright digits in 5 of 8" in text
+    assert "in every seed (2 seeds): holds" in text
+
+    # a seed with only 4 of 8 layers above (not most) breaks the target
+    (root / "t3" / "rotated-mnist-f-fc+conv+gconv-marglik-seed1" / "results.json").write_text(
+        json.dumps(_run("rotated-mnist", 1, [0.6] * 4 + [0.4] * 4))
+    )
+    text = rotation.render()
+    assert "seed 1: GCONV's share higher on rotated than on upright digits in 4 of 8" in text
+    assert "in every seed (2 seeds): fails" in text
+
+
+def test_translated_fc_is_judged_by_its_largest_layer(section):
+    root, rotation = section
+    _write(root, [_run("translated-mnist", 0, UPRIGHT, fc=0.002)])
+    assert "on translated digits: holds" in rotation.render()
+    _write(root, [_run("translated-mnist", 1, UPRIGHT, fc=0.03)])
+    text = rotation.render()
+    assert "on translated digits: fails" in text
+    assert "seed 1: 3.00 %" in text
+    assert "no seed has both runs yet" in text
+
+
+def test_an_empty_folder_renders_without_runs(section):
+    assert "No learned run yet." in section[1].render()
+
+
+def test_fit_shares_normalise_precision_times_squared_norm_per_parameter():
+    result = json.loads((TEMPLATE / "results.json").read_text())
+    fit = copy.deepcopy(result["fits"][-1])
+    layer1 = {n: p for n, p in result["symmetry"]["layers"][0]["paths"].items()}
+    for name in fit["prior_precision"]:
+        fit["prior_precision"][name] = 1.0
+        fit["squared_norm"][name] = 0.0
+    # one effective parameter per parameter of GCONV, half of one per CONV parameter, no FC
+    fit["squared_norm"]["layer1.gconv.weight"] = float(layer1["gconv"]["parameters"])
+    fit["squared_norm"]["layer1.conv.weight"] = layer1["conv"]["parameters"] / 2
+    assert fit_shares(result, fit, "gconv")[0] == pytest.approx(2 / 3)
+    assert fit_shares(result, fit, "conv")[0] == pytest.approx(1 / 3)
+    assert fit_shares(result, fit, "fc")[0] == 0.0
+
+
+def test_last_fits_move_is_the_largest_change_of_any_layer():
+    result = json.loads((TEMPLATE / "results.json").read_text())
+    assert last_fits_move(result, "gconv") >= 0
+    frozen = copy.deepcopy(result)
+    frozen["fits"] = [copy.deepcopy(result["fits"][-1]) for _ in range(3)]
+    assert last_fits_move(frozen, "gconv") == 0
+    moved = copy.deepcopy(frozen)
+    moved["fits"][-1]["prior_precision"]["layer3.gconv.weight"] *= 10
+    assert last_fits_move(moved, "gconv") > rotation_section.SETTLED_POINTS
