@@ -5,11 +5,10 @@ from __future__ import annotations
 import functools
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 from torch.nn import functional as F
 
-from laplace_equivariance.layers.init import he_uniform_
-from laplace_equivariance.layers.shapes import check_input_shape, check_odd_kernel, pair
+from laplace_equivariance.layers.filter_layer import FilterLayer2d
 
 __all__ = ["CircularConv2d", "circular_conv2d", "circular_pad"]
 
@@ -104,7 +103,7 @@ def circular_conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Te
     return F.conv2d(circular_pad(x, weight.shape[-1]), weight, bias)
 
 
-class CircularConv2d(nn.Module):
+class CircularConv2d(FilterLayer2d):
     r"""Convolution with circular padding (CONV, paper Eq. 3).
 
     .. math::
@@ -136,27 +135,6 @@ class CircularConv2d(nn.Module):
         ValueError: If ``kernel_size`` is even.
     """
 
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: int,
-        size: int | tuple[int, int],
-        bias: bool = True,
-    ) -> None:
-        super().__init__()
-        check_odd_kernel(kernel_size, type(self).__name__)
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.kernel_size = kernel_size
-        self.size = pair(size)
-        self.weight = nn.Parameter(torch.empty(out_channels, in_channels, kernel_size, kernel_size))
-        he_uniform_(self.weight, in_channels * kernel_size**2)
-        if bias:
-            self.bias = nn.Parameter(torch.zeros(out_channels))
-        else:
-            self.register_parameter("bias", None)
-
     def forward(self, x: Tensor) -> Tensor:
         """Pad circularly by ``S // 2`` and convolve.
 
@@ -166,13 +144,12 @@ class CircularConv2d(nn.Module):
         Returns:
             Output of shape ``(N, C', X, Y)``.
         """
-        check_input_shape(x, (self.in_channels, *self.size), type(self).__name__)
+        self.check_input(x)
         return circular_conv2d(x, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         """Sizes shown in the module's repr."""
         return (
-            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-            f"grid={self.size[0]}x{self.size[1]}, circular padding={self.kernel_size // 2}, "
+            f"{super().extra_repr()}, circular padding={self.kernel_size // 2}, "
             f"bias={self.bias is not None}"
         )

@@ -25,8 +25,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from laplace_equivariance.layers.conv import circular_pad
-from laplace_equivariance.layers.init import he_uniform_
-from laplace_equivariance.layers.shapes import check_input_shape, check_odd_kernel, pair
+from laplace_equivariance.layers.filter_layer import FilterLayer2d
 
 __all__ = [
     "N_ROTATIONS",
@@ -68,7 +67,7 @@ def rotate_p4(x: torch.Tensor, k: int = 1) -> torch.Tensor:
     return rotated.reshape(x.shape)
 
 
-class P4LiftingConv2d(nn.Module):
+class P4LiftingConv2d(FilterLayer2d):
     r"""Lifting convolution from the plane to p4, circular padding (App. A, Eq. 22).
 
     .. math::
@@ -94,29 +93,6 @@ class P4LiftingConv2d(nn.Module):
 
     groups = 1
 
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: int,
-        size: int | tuple[int, int],
-        bias: bool = True,
-    ) -> None:
-        super().__init__()
-        check_odd_kernel(kernel_size, type(self).__name__)
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.kernel_size = kernel_size
-        self.size = pair(size)
-        self.weight = nn.Parameter(torch.empty(out_channels, in_channels, kernel_size, kernel_size))
-        he_uniform_(self.weight, in_channels * kernel_size**2)
-        self.bias = nn.Parameter(torch.zeros(out_channels)) if bias else None
-
-    @property
-    def in_features_shape(self) -> tuple[int, int, int]:
-        """The shape of one input example, ``(C, X, Y)``."""
-        return (self.in_channels, *self.size)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Correlate with the four rotated filters.
 
@@ -126,7 +102,7 @@ class P4LiftingConv2d(nn.Module):
         Returns:
             p4 feature map of shape ``(N, 4 * C', X, Y)``.
         """
-        check_input_shape(x, self.in_features_shape, type(self).__name__)
+        self.check_input(x)
         bias = self.bias.repeat(N_ROTATIONS) if self.bias is not None else None
         return F.conv2d(
             circular_pad(x, self.kernel_size),
@@ -137,10 +113,7 @@ class P4LiftingConv2d(nn.Module):
 
     def extra_repr(self) -> str:
         """Sizes shown in the module's repr."""
-        return (
-            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-            f"grid={self.size[0]}x{self.size[1]}, rotations={N_ROTATIONS}"
-        )
+        return f"{super().extra_repr()}, rotations={N_ROTATIONS}"
 
 
 class P4PointwiseConv2d(P4LiftingConv2d):

@@ -31,8 +31,9 @@ from laplace_equivariance.layers.factored import (
     FactoredLinear2d,
     FactoredOutputMap,
 )
+from laplace_equivariance.layers.filter_layer import FilterLayer2d
 from laplace_equivariance.layers.init import he_uniform_, unit_uniform_
-from laplace_equivariance.layers.shapes import check_input_shape, check_odd_kernel, pair
+from laplace_equivariance.layers.shapes import pair
 
 __all__ = [
     "AnchorBasis",
@@ -330,7 +331,7 @@ class SparseFactoredLinear2d(FactoredLinear2d):
     output_map_type = SparseFactoredOutputMap
 
 
-class SparseCircularConv2d(nn.Module):
+class SparseCircularConv2d(FilterLayer2d):
     r"""Sparse circular convolution (S-CONV, paper Eq. 6).
 
     The ``S x S`` filter is :math:`\bar s(c', c, \bar p) = \sum_j u(c', c, j)\phi_j(\bar p)` with
@@ -366,16 +367,11 @@ class SparseCircularConv2d(nn.Module):
         bias: bool = True,
         **basis_options,
     ) -> None:
-        super().__init__()
-        check_odd_kernel(kernel_size, type(self).__name__)
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.kernel_size = kernel_size
-        self.size = pair(size)
+        self.init_geometry(in_channels, out_channels, kernel_size, size)
         self.basis = AnchorBasis(kernel_size, **basis_options)
         self.weight = nn.Parameter(torch.empty(out_channels, in_channels, self.basis.n_anchors))
         he_uniform_(self.weight, in_channels * kernel_size**2)
-        self.bias = nn.Parameter(torch.zeros(out_channels)) if bias else None
+        self.add_bias(bias)
 
     def induced_weight(self, phi: torch.Tensor | None = None) -> torch.Tensor:
         """The induced filter of shape ``(C', C, S, S)``, recomputed on every call.
@@ -396,12 +392,5 @@ class SparseCircularConv2d(nn.Module):
         Returns:
             Output of shape ``(N, C', X, Y)``.
         """
-        check_input_shape(x, (self.in_channels, *self.size), type(self).__name__)
+        self.check_input(x)
         return circular_conv2d(x, self.induced_weight(), self.bias)
-
-    def extra_repr(self) -> str:
-        """Sizes shown in the module's repr."""
-        return (
-            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-            f"grid={self.size[0]}x{self.size[1]}"
-        )
