@@ -50,6 +50,23 @@ def layer_shares(symmetry: dict[str, Any], path: str) -> list[float]:
     return [row["paths"].get(path, {}).get("relative", 0.0) for row in symmetry["layers"]]
 
 
+def effective_shares(result: dict[str, Any], path: str) -> list[float]:
+    """``path``'s share of each layer's relative effective parameters (App. D), one run."""
+    return layer_shares(result["symmetry"], path)
+
+
+def output_shares(result: dict[str, Any], path: str) -> list[float]:
+    """``path``'s share of each layer's output energy on training images, one run."""
+    return [row["paths"].get(path, 0.0) for row in result["path_outputs"]]
+
+
+MEASURES = {
+    "relative effective parameters": effective_shares,
+    "output energy": output_shares,
+}
+"""The two ways a layer's share of a path is read from a run: the target's (App. D) first."""
+
+
 def fit_shares(result: dict[str, Any], fit: dict[str, Any], path: str) -> list[float]:
     r"""``path``'s share per relaxed layer at one fit, from :math:`\delta_t \|\theta_t\|^2`.
 
@@ -113,17 +130,18 @@ class RotationSplitSection:
         if not datasets:
             return "\n".join([*lines, "No learned run yet."])
         lines += [summary.markdown(folders), ""]
-        lines += [*self._share_table(runs, datasets), "", *self._verdicts(runs)]
-        lines += ["", *self._settled(runs, datasets)]
+        for measure, read in MEASURES.items():
+            lines += [*self._share_table(runs, datasets, measure, read), ""]
+            lines += [*self._rotation_verdicts(runs, measure, read), ""]
+        lines += [*self._translation_verdict(runs), "", *self._growth(runs), ""]
+        lines += self._settled(runs, datasets)
         return "\n".join(lines)
 
     @staticmethod
-    def _share_table(runs, datasets: list[str]) -> list[str]:
-        """Per layer, GCONV's share (%) on each data set, seed after seed."""
+    def _share_table(runs, datasets: list[str], measure: str, read) -> list[str]:
+        """Per layer, GCONV's share (%) by ``measure`` on each data set, seed after seed."""
         seeds = {d: sorted(runs[d]) for d in datasets}
-        shares = {
-            d: [layer_shares(runs[d][s]["symmetry"], "gconv") for s in seeds[d]] for d in datasets
-        }
+        shares = {d: [read(runs[d][s], "gconv") for s in seeds[d]] for d in datasets}
         layers = [
             row["layer"] for row in next(iter(runs[datasets[0]].values()))["symmetry"]["layers"]
         ]
@@ -133,48 +151,79 @@ class RotationSplitSection:
             cells = [" / ".join(f"{100 * run[k]:.0f}" for run in shares[d]) for d in datasets]
             rows.append([layer, *cells])
         return [
-            "GCONV's share of each layer's relative effective parameters, % (seed by seed):",
+            f"GCONV's share of each layer's {measure}, % (seed by seed):",
             "",
             common.markdown_table(header, rows),
         ]
 
     @staticmethod
-    def _verdicts(runs) -> list[str]:
-        """The target per seed: rotated above upright in most layers; FC off when translated."""
-        lines = []
+    def _rotation_verdicts(runs, measure: str, read) -> list[str]:
+        """Per seed, the layers where GCONV's share is higher on rotated than on upright digits."""
         paired = sorted(set(runs.get(UPRIGHT, {})) & set(runs.get(ROTATED, {})))
-        holds = []
+        if not paired:
+            return [f"- GCONV's {measure} on rotated against upright digits: no seed has both runs"]
+        lines, holds = [], []
         for seed in paired:
-            upright = layer_shares(runs[UPRIGHT][seed]["symmetry"], "gconv")
-            rotated = layer_shares(runs[ROTATED][seed]["symmetry"], "gconv")
+            upright = read(runs[UPRIGHT][seed], "gconv")
+            rotated = read(runs[ROTATED][seed], "gconv")
             above = [k + 1 for k, (u, r) in enumerate(zip(upright, rotated, strict=True)) if r > u]
             holds.append(len(above) > len(upright) / 2)
             lines.append(
-                f"- seed {seed}: GCONV's share higher on rotated than on upright digits in "
-                f"{len(above)} of {len(upright)} layers ({', '.join(map(str, above)) or 'none'}); "
-                f"mean over layers {100 * statistics.fmean(rotated):.0f} % against "
+                f"- seed {seed}: GCONV's share of the {measure} higher on rotated than on upright "
+                f"digits in {len(above)} of {len(upright)} layers "
+                f"({', '.join(map(str, above)) or 'none'}); mean over layers "
+                f"{100 * statistics.fmean(rotated):.0f} % against "
                 f"{100 * statistics.fmean(upright):.0f} %"
             )
-        if paired:
-            verdict = "holds" if all(holds) else "fails"
-            lines.append(
-                f"- GCONV higher on rotated digits in most layers, in every seed "
-                f"({len(paired)} seeds): {verdict}"
-            )
-        else:
-            lines.append("- GCONV on rotated against upright digits: no seed has both runs yet")
-        translated = runs.get(TRANSLATED, {})
-        if translated:
-            largest = {
-                s: max(layer_shares(r["symmetry"], "fc")) for s, r in sorted(translated.items())
-            }
-            near_zero = all(v < FC_NEAR_ZERO for v in largest.values())
-            per_seed = ", ".join(f"seed {s}: {100 * v:.2f} %" for s, v in largest.items())
-            lines.append(
-                f"- FC near zero (under {100 * FC_NEAR_ZERO:.0f} % in every layer) on translated "
-                f"digits: {'holds' if near_zero else 'fails'} (largest FC share {per_seed})"
-            )
+        verdict = "holds" if all(holds) else "fails"
+        lines.append(
+            f"- GCONV's share of the {measure} higher on rotated digits in most layers, in every "
+            f"seed ({len(paired)} seeds): {verdict}"
+        )
         return lines
+
+    @staticmethod
+    def _translation_verdict(runs) -> list[str]:
+        """Whether FC's relative effective parameters stay under 1 % on translated digits."""
+        translated = runs.get(TRANSLATED, {})
+        if not translated:
+            return ["- FC on translated digits: no run yet"]
+        largest = {s: max(effective_shares(r, "fc")) for s, r in sorted(translated.items())}
+        near_zero = all(v < FC_NEAR_ZERO for v in largest.values())
+        per_seed = ", ".join(f"seed {s}: {100 * v:.2f} %" for s, v in largest.items())
+        return [
+            f"- FC near zero (under {100 * FC_NEAR_ZERO:.0f} % of the relative effective "
+            f"parameters in every layer) on translated digits: "
+            f"{'holds' if near_zero else 'fails'} (largest FC share {per_seed})"
+        ]
+
+    @staticmethod
+    def _growth(runs) -> list[str]:
+        """Per layer and path, effective parameters on rotated over upright digits (same seed)."""
+        paired = sorted(set(runs.get(UPRIGHT, {})) & set(runs.get(ROTATED, {})))
+        if not paired:
+            return []
+        upright_layers = [runs[UPRIGHT][s]["symmetry"]["layers"] for s in paired]
+        rotated_layers = [runs[ROTATED][s]["symmetry"]["layers"] for s in paired]
+        paths = list(upright_layers[0][0]["paths"])
+        rows = []
+        for k, row in enumerate(upright_layers[0]):
+            cells = []
+            for path in paths:
+                ratios = [
+                    r[k]["paths"][path]["effective"] / u[k]["paths"][path]["effective"]
+                    for u, r in zip(upright_layers, rotated_layers, strict=True)
+                ]
+                cells.append(" / ".join(f"{ratio:.1f}" for ratio in ratios))
+            rows.append([row["layer"], *cells])
+        return [
+            "Each path's effective parameters on rotated digits over those on upright digits, "
+            f"seed by seed ({', '.join(map(str, paired))}): a path's share of the relative "
+            "effective parameters rises only where its effective parameters grow more than the "
+            "other paths':",
+            "",
+            common.markdown_table(["layer", *paths], rows),
+        ]
 
     @staticmethod
     def _settled(runs, datasets: list[str]) -> list[str]:

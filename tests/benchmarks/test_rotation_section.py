@@ -49,16 +49,17 @@ def test_rotation_target_holds_only_when_every_seed_has_most_layers_above(sectio
     _write(root, [_run("mnist", s, UPRIGHT) for s in (0, 1)])
     _write(root, [_run("rotated-mnist", 0, MOSTLY_ABOVE), _run("rotated-mnist", 1, MOSTLY_ABOVE)])
     text = rotation.render()
-    assert "seed 0: GCONV's share higher on rotated than on upright digits in 5 of 8" in text
-    assert "in every seed (2 seeds): holds" in text
+    effective = "GCONV's share of the relative effective parameters higher on rotated"
+    assert f"seed 0: {effective} than on upright digits in 5 of 8" in text
+    assert f"{effective} digits in most layers, in every seed (2 seeds): holds" in text
 
     # a seed with only 4 of 8 layers above (not most) breaks the target
     (root / "t3" / "rotated-mnist-f-fc+conv+gconv-marglik-seed1" / "results.json").write_text(
         json.dumps(_run("rotated-mnist", 1, [0.6] * 4 + [0.4] * 4))
     )
     text = rotation.render()
-    assert "seed 1: GCONV's share higher on rotated than on upright digits in 4 of 8" in text
-    assert "in every seed (2 seeds): fails" in text
+    assert f"seed 1: {effective} than on upright digits in 4 of 8" in text
+    assert f"{effective} digits in most layers, in every seed (2 seeds): fails" in text
 
 
 def test_translated_fc_is_judged_by_its_largest_layer(section):
@@ -69,7 +70,22 @@ def test_translated_fc_is_judged_by_its_largest_layer(section):
     text = rotation.render()
     assert "on translated digits: fails" in text
     assert "seed 1: 3.00 %" in text
-    assert "no seed has both runs yet" in text
+    assert "on rotated against upright digits: no seed has both runs" in text
+
+
+def test_output_energy_is_judged_on_its_own_and_growth_is_per_path(section):
+    root, rotation = section
+    upright, rotated = _run("mnist", 0, UPRIGHT), _run("rotated-mnist", 0, UPRIGHT)
+    for row in rotated["path_outputs"]:
+        row["paths"]["gconv"] += 0.1  # every layer's GCONV output share higher when rotated
+    for row in rotated["symmetry"]["layers"]:
+        row["paths"]["conv"]["effective"] = 3 * row["paths"]["conv"]["effective"]
+    _write(root, [upright, rotated])
+    text = rotation.render()
+    output = "GCONV's share of the output energy higher on rotated digits in most layers"
+    assert f"{output}, in every seed (1 seeds): holds" in text
+    growth = text.split("effective parameters grow more than the other paths':")[1]
+    assert "| layer1 | 1.0 | 3.0 | 1.0 |" in growth
 
 
 def test_an_empty_folder_renders_without_runs(section):
