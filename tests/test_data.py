@@ -75,6 +75,7 @@ def test_translation_moves_content_by_at_most_eight_pixels_with_zero_fill():
         ("translated-mnist", 10),
         ("rotated-mnist", 10),
         ("partially-rotated-mnist", 10),
+        ("quarter-turn-mnist", 10),
     ],
 )
 def test_offline_mnist_variants(name, classes):
@@ -168,6 +169,24 @@ def test_partial_rotation_stays_within_a_quarter_turn_either_way():
         for name, data in (("partial", partial), ("full", full))
     }
     assert 0 < distance["partial"] < distance["full"]
+
+
+def test_quarter_turns_are_exact_rotations_of_the_upright_digits():
+    from laplace_equivariance.data import load_dataset
+
+    turned = load_dataset("quarter-turn-mnist", n_train=64, n_test=8)
+    plain = load_dataset("mnist", n_train=64, n_test=8)
+    assert torch.equal(turned.y_train, plain.y_train)
+    turns = []
+    for x, upright in zip(turned.x_train, plain.x_train, strict=True):
+        # exactly one quarter turn (no resampling) maps the upright image onto the turned one
+        matches = [k for k in range(4) if torch.equal(torch.rot90(upright, k, (-2, -1)), x)]
+        assert len(matches) == 1
+        turns.append(matches[0])
+    assert set(turns) == {0, 1, 2, 3}
+    assert any(
+        not torch.equal(x, upright) for x, upright in zip(turned.x_test, plain.x_test, strict=True)
+    )
 
 
 def test_known_truth_tasks_are_built_as_documented():
