@@ -849,7 +849,7 @@ SECTIONS = [
         "python -m benchmarks.paper_tables table3 --dataset D --models f-fc+conv+gconv --methods "
         "marglik --alpha 2 --epochs 60 --burnin 6 --marglik-subset 1000 --start held --seeds 0 1 2 "
         "--threads 1 --out benchmarks/results/table3-mnist-60ep-held (D = mnist, rotated-mnist, "
-        "translated-mnist)",
+        "translated-mnist, quarter-turn-mnist)",
         fragment("table3-rotation-split-60-about"),
     ),
     InvariantWeightsSection(

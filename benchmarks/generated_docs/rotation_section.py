@@ -26,14 +26,19 @@ from typing import Any
 from benchmarks.generated_docs import common
 from laplace_equivariance import summary
 
-UPRIGHT, TRANSLATED, ROTATED, PARTIAL = (
+UPRIGHT, TRANSLATED, ROTATED, PARTIAL, QUARTER = (
     "mnist",
     "translated-mnist",
     "rotated-mnist",
     "partially-rotated-mnist",
+    "quarter-turn-mnist",
 )
-DATASETS = (UPRIGHT, TRANSLATED, PARTIAL, ROTATED)
-"""Table 3's data sets in the order of the columns (least to most rotated)."""
+DATASETS = (UPRIGHT, TRANSLATED, PARTIAL, ROTATED, QUARTER)
+"""Table 3's data sets in the order of the columns (least to most rotated), then the known
+truth for GCONV: digits turned by multiples of 90 degrees, exactly the p4 layers' rotations."""
+
+TURNED = {ROTATED: "rotated", QUARTER: "quarter-turned"}
+"""The turned data sets compared with the upright digits: the target's, then the known truth."""
 
 SETTLED_FITS = 3
 """Fits over which a settled run's shares stay flat."""
@@ -132,8 +137,13 @@ class RotationSplitSection:
         lines += [summary.markdown(folders), ""]
         for measure, read in MEASURES.items():
             lines += [*self._share_table(runs, datasets, measure, read), ""]
-            lines += [*self._rotation_verdicts(runs, measure, read), ""]
-        lines += [*self._translation_verdict(runs), "", *self._growth(runs), ""]
+            for turned in TURNED:
+                lines += self._rotation_verdicts(runs, turned, measure, read)
+            lines.append("")
+        lines += [*self._translation_verdict(runs), ""]
+        for turned in TURNED:
+            growth = self._growth(runs, turned)
+            lines += [*growth, ""] if growth else []
         lines += self._settled(runs, datasets)
         return "\n".join(lines)
 
@@ -157,28 +167,31 @@ class RotationSplitSection:
         ]
 
     @staticmethod
-    def _rotation_verdicts(runs, measure: str, read) -> list[str]:
-        """Per seed, the layers where GCONV's share is higher on rotated than on upright digits."""
-        paired = sorted(set(runs.get(UPRIGHT, {})) & set(runs.get(ROTATED, {})))
+    def _rotation_verdicts(runs, turned: str, measure: str, read) -> list[str]:
+        """Per seed, the layers where GCONV's share is higher on ``turned`` than upright digits."""
+        adjective = TURNED[turned]
+        paired = sorted(set(runs.get(UPRIGHT, {})) & set(runs.get(turned, {})))
         if not paired:
-            return [f"- GCONV's {measure} on rotated against upright digits: no seed has both runs"]
+            return [
+                f"- GCONV's {measure} on {adjective} against upright digits: no seed has both runs"
+            ]
         lines, holds = [], []
         for seed in paired:
             upright = read(runs[UPRIGHT][seed], "gconv")
-            rotated = read(runs[ROTATED][seed], "gconv")
+            rotated = read(runs[turned][seed], "gconv")
             above = [k + 1 for k, (u, r) in enumerate(zip(upright, rotated, strict=True)) if r > u]
             holds.append(len(above) > len(upright) / 2)
             lines.append(
-                f"- seed {seed}: GCONV's share of the {measure} higher on rotated than on upright "
-                f"digits in {len(above)} of {len(upright)} layers "
+                f"- seed {seed}: GCONV's share of the {measure} higher on {adjective} than on "
+                f"upright digits in {len(above)} of {len(upright)} layers "
                 f"({', '.join(map(str, above)) or 'none'}); mean over layers "
                 f"{100 * statistics.fmean(rotated):.0f} % against "
                 f"{100 * statistics.fmean(upright):.0f} %"
             )
         verdict = "holds" if all(holds) else "fails"
         lines.append(
-            f"- GCONV's share of the {measure} higher on rotated digits in most layers, in every "
-            f"seed ({len(paired)} seeds): {verdict}"
+            f"- GCONV's share of the {measure} higher on {adjective} digits in most layers, in "
+            f"every seed ({len(paired)} seeds): {verdict}"
         )
         return lines
 
@@ -198,13 +211,13 @@ class RotationSplitSection:
         ]
 
     @staticmethod
-    def _growth(runs) -> list[str]:
-        """Per layer and path, effective parameters on rotated over upright digits (same seed)."""
-        paired = sorted(set(runs.get(UPRIGHT, {})) & set(runs.get(ROTATED, {})))
+    def _growth(runs, turned: str) -> list[str]:
+        """Per layer and path, effective parameters on ``turned`` over upright digits."""
+        paired = sorted(set(runs.get(UPRIGHT, {})) & set(runs.get(turned, {})))
         if not paired:
             return []
         upright_layers = [runs[UPRIGHT][s]["symmetry"]["layers"] for s in paired]
-        rotated_layers = [runs[ROTATED][s]["symmetry"]["layers"] for s in paired]
+        rotated_layers = [runs[turned][s]["symmetry"]["layers"] for s in paired]
         paths = list(upright_layers[0][0]["paths"])
         rows = []
         for k, row in enumerate(upright_layers[0]):
@@ -217,7 +230,8 @@ class RotationSplitSection:
                 cells.append(" / ".join(f"{ratio:.1f}" for ratio in ratios))
             rows.append([row["layer"], *cells])
         return [
-            "Each path's effective parameters on rotated digits over those on upright digits, "
+            f"Each path's effective parameters on {TURNED[turned]} digits over those on upright "
+            "digits, "
             f"seed by seed ({', '.join(map(str, paired))}): a path's share of the relative "
             "effective parameters rises only where its effective parameters grow more than the "
             "other paths':",
