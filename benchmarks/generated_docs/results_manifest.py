@@ -860,6 +860,7 @@ SECTIONS = [
         "--threads 1 --out benchmarks/results/table3-mnist-60ep-held (D = mnist, rotated-mnist, "
         "translated-mnist, quarter-turn-mnist)",
         fragment("table3-rotation-split-60-about"),
+        fragment("table3-rotation-split-60-conclusion"),
     ),
     InvariantWeightsSection(
         "Invariant weights: the rotation learned on real digits, three seeds",

@@ -113,6 +113,7 @@ class RotationSplitSection:
     folder: str
     command: str
     about: str
+    conclusion: str = ""
     model: str = "f-fc+conv+gconv"
 
     def run_folders(self) -> list[Path]:
@@ -145,6 +146,8 @@ class RotationSplitSection:
             growth = self._growth(runs, turned)
             lines += [*growth, ""] if growth else []
         lines += self._settled(runs, datasets)
+        if self.conclusion:
+            lines += ["", self.conclusion]
         return "\n".join(lines)
 
     @staticmethod
