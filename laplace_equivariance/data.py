@@ -261,7 +261,15 @@ def quarter_turn_images(images: torch.Tensor, seed: int = 0) -> torch.Tensor:
     Returns:
         The turned images, same shape: image ``n`` is ``rot90(images[n], k_n)``,
         ``k_n`` uniform in ``{0, 1, 2, 3}``.
+
+    Raises:
+        ValueError: If the images are not square (a quarter turn would change their shape).
     """
+    if images.dim() < 2 or images.shape[-1] != images.shape[-2]:
+        raise ValueError(
+            f"Quarter turns need square images (..., H, H), got {tuple(images.shape)}: "
+            "resize or crop them first."
+        )
     generator = torch.Generator().manual_seed(seed)
     turns = torch.randint(0, 4, (len(images),), generator=generator)
     turned = images.clone()

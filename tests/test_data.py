@@ -189,6 +189,13 @@ def test_quarter_turns_are_exact_rotations_of_the_upright_digits():
     )
 
 
+def test_quarter_turns_refuse_images_that_are_not_square():
+    from laplace_equivariance.data import quarter_turn_images
+
+    with pytest.raises(ValueError, match=r"square images .* got \(2, 1, 4, 6\)"):
+        quarter_turn_images(torch.zeros(2, 1, 4, 6))
+
+
 def test_known_truth_tasks_are_built_as_documented():
     """Shifted digits: labels are digits, each canvas a circular shift of an 8x8 digit;
     quadrant-of-digit: labels 0-3, the digit inside that quadrant; bad requests raise."""
