@@ -6,6 +6,7 @@ or under ``torchrun``; evaluation and the path measures rebuild a trained run.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -30,7 +31,7 @@ from laplace_equivariance.config import (
     check_settings,
     default_start,
 )
-from laplace_equivariance.data import load_dataset
+from laplace_equivariance.data import ImageData, load_dataset
 from laplace_equivariance.diagnostics import path_output_shares, plot_symmetry, symmetry_report
 from laplace_equivariance.invariance import (
     INVARIANCES,
@@ -43,6 +44,7 @@ from laplace_equivariance.marglik import (
     paper_schedule,
 )
 from laplace_equivariance.run_config import RunConfig
+from laplace_equivariance.run_lock import run_lock
 from laplace_equivariance.runs import (
     FIT_TRACE_FILE,
     _checkpoint_epoch,
@@ -304,9 +306,11 @@ def train(
     """Train as ``settings`` say and write the run's files to ``out``.
 
     Steps: check the settings (:func:`check_settings`), load the data (both before anything
-    is created), prepare the folder (:func:`prepare_out`: resume only the same run), build
-    the model, train, evaluate, write the files. Under ``torchrun --nproc-per-node W`` the ranks
-    train one model together (:mod:`laplace_equivariance.distributed`) and rank 0 writes.
+    is created), lock the folder (:func:`~laplace_equivariance.run_lock.run_lock`: one
+    writer per folder), prepare it (:func:`prepare_out`: resume only the same run), build the
+    model, train, evaluate, write the files, unlock. Under ``torchrun --nproc-per-node W`` the
+    ranks train one model together (:mod:`laplace_equivariance.distributed`) and rank 0
+    locks and writes.
 
     Args:
         settings: The run's :class:`~laplace_equivariance.run_config.RunConfig`, or its dict
@@ -319,7 +323,8 @@ def train(
 
     Raises:
         SystemExit: For settings that cannot give a valid run, or an ``out`` that holds
-            another run or cannot be written (one line each, naming what to do).
+            another run, is in use by another process or cannot be written (one line each,
+            naming what to do).
     """
     if isinstance(settings, RunConfig):
         settings = settings.settings()
@@ -346,6 +351,17 @@ def train(
             f"--marglik-subset {settings['marglik_subset']} is more than the {n_train} training "
             f"examples: give at most {n_train}, or leave it out to fit on all of them."
         )
+    # one writer per folder: rank 0 writes the run's files
+    lock = run_lock(out) if distributed.rank() == 0 else contextlib.nullcontext()
+    with lock:
+        return _train_in(settings, data, out, overwrite, world)
+
+
+def _train_in(
+    settings: dict[str, Any], data: ImageData, out: Path, overwrite: bool, world: int
+) -> dict[str, Any] | None:
+    """:func:`train`'s steps from preparing ``out`` on, while this process holds its lock."""
+    invariant = settings["model"] == INVARIANT_WEIGHTS
     resumes_from = prepare_out(settings, out, overwrite)
     if resumes_from == settings["epochs"] and (out / "results.json").exists():
         if distributed.rank() != 0:

@@ -51,3 +51,28 @@ def test_circular_shift_by_one_pixel_gives_a_shifted_subsampled_map(device):
 def test_odd_size_raises():
     with pytest.raises(ValueError, match="even H and W"):
         PolyphaseSubsample2d()(torch.randn(1, 1, 5, 4))
+
+
+def test_torch_func_jacobians_and_forward_mode_equal_the_strided_slices():
+    """``vmap`` of ``jacrev`` (the predictive's Jacobians) and ``jvp`` through the module
+    equal the same transforms of the definition by slices."""
+    pool = PolyphaseSubsample2d()
+    x = torch.randn(4, 2, 4, 4, dtype=torch.float64)
+
+    def by_slices(example):
+        components = [example[..., i::2, j::2] for i in (0, 1) for j in (0, 1)]
+        norms = torch.stack([c.square().sum() for c in components])
+        return components[int(norms.argmax())]
+
+    def per_example(example):
+        return pool(example[None])[0]
+
+    jacobians = torch.func.vmap(torch.func.jacrev(per_example))(x)
+    expected = torch.stack([torch.autograd.functional.jacobian(by_slices, e) for e in x])
+    assert torch.equal(jacobians, expected)
+    tangent = torch.randn_like(x)
+    _, forward = torch.func.jvp(pool, (x,), (tangent,))
+    _, expected_forward = torch.func.jvp(
+        lambda t: torch.stack([by_slices(e) for e in t]), (x,), (tangent,)
+    )
+    assert torch.equal(forward, expected_forward)
