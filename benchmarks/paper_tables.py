@@ -18,7 +18,8 @@ once per seed, seed after seed. The script prints ``laplace-equivariance report`
 runs, ``--markdown`` their mean ± std over seeds, and ``--compare DIR`` each run beside the
 committed runs of the same experiment under ``DIR`` (``make demo`` compares with
 ``benchmarks/results/table1-20ep``). Budgets are options (``--alpha --epochs --subset
---test-subset --marglik-subset --burnin --lr``, and ``--start`` for the relaxed models;
+--test-subset --marglik-subset --burnin --lr``, ``--start`` for the relaxed models and
+``--temperature`` for the learned ones;
 defaults: the paper's alpha, 20 epochs, Adam at
 lr 0.003 because the paper's 0.01 trains small budgets worse, marginal likelihood on 1,000
 training examples every 5 epochs after 5 (the paper: after 10), 20 steps each);
@@ -113,6 +114,13 @@ def main() -> None:
         help="where the relaxed models' training starts (train --start; its default when "
         "not given); given, it adds '-<start>-start' to their run folders",
     )
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=1.0,
+        help="the learned runs' likelihood temperature (train --temperature); other than 1 it "
+        "adds '-temperature<T>' to their run folders (MAP runs keep 1)",
+    )
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--data-dir", dest="data_dir")
     parser.add_argument("--out", type=Path, default=Path("runs/tables"))
@@ -172,9 +180,14 @@ def main() -> None:
             chosen = args.start is not None and config.is_relaxed(model)
             if chosen:
                 settings["start"] = args.start
+            warmed = method == "marglik" and args.temperature != 1.0
+            if warmed:
+                settings["temperature"] = args.temperature
             name = f"{dataset}-{model}-{method}"
             if chosen:
                 name += f"-{args.start}-start"
+            if warmed:
+                name += f"-temperature{args.temperature:g}"
             if args.lengthscale_mode != "learned":
                 name += f"-lengthscale-{args.lengthscale_mode}"
             if args.kfac_approx != "expand":

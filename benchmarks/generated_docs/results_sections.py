@@ -54,19 +54,26 @@ class Claim:
     worse_start: str = "mixed"
     burnin: int | None = None
     """The learned rows' burn-in, where a section holds rows of several."""
+    better_variants: tuple[str, ...] = ()
+    """The ``better`` row's variants besides its start (``summary.Row.variants``, e.g.
+    ``("temperature 2",)``); the ``worse`` row has none."""
 
     def verdict(self, rows: list[summary.Row]) -> str:
         """The claim checked on ``rows``."""
-        a = self.row(rows, self.better, self.better_start)
+        a = self.row(rows, self.better, self.better_start, self.better_variants)
         b = self.row(rows, self.worse, self.worse_start)
         if a is None or b is None:
             return "not run"
         return judge(a.accuracy(), b.accuracy(), "points", self.not_below)
 
     def row(
-        self, rows: list[summary.Row], model_method: tuple[str, str], start: str
+        self,
+        rows: list[summary.Row],
+        model_method: tuple[str, str],
+        start: str,
+        variants: tuple[str, ...] = (),
     ) -> summary.Row | None:
-        """The row of ``model_method`` trained from ``start`` with no other variant.
+        """The row of ``model_method`` trained from ``start`` with ``variants`` and no other.
 
         Raises:
             ValueError: If several rows fit (give ``burnin``).
@@ -74,7 +81,8 @@ class Claim:
         found = []
         for r in rows:
             s = summary.LATER_OPTIONS | r.settings
-            plain = r.variants() == ([f"{start} start"] if start != "mixed" else [])
+            named = [f"{start} start"] if start != "mixed" else []
+            plain = r.variants() == [*named, *variants]
             learned = s["method"] == "marglik"
             if (
                 (s["dataset"], s["model"], s["method"], s["start"])

@@ -33,3 +33,22 @@ def test_paper_tables_starts_only_the_relaxed_models_equivariant(tmp_path, monke
     assert started["settings"]["start"] == "equivariant"
     conv = json.loads((tmp_path / folders[0] / "results.json").read_text())
     assert conv["settings"]["start"] == "mixed"
+
+
+def test_paper_tables_warms_only_the_learned_runs(tmp_path, monkeypatch):
+    """``--temperature 2`` reaches the learned run (its own run folder), not the MAP run,
+    which ``train`` would refuse with a temperature."""
+    argv = ["paper_tables", "table1", "--models", "f-fc+conv", "--methods", "map", "marglik"]
+    argv += ["--dataset", "quadrant-mnist", "--alpha", "1", "--subset", "64"]
+    argv += ["--test-subset", "32", "--epochs", "5", "--burnin", "0", "--marglik-subset", "64"]
+    monkeypatch.setattr("sys.argv", [*argv, "--temperature", "2", "--out", str(tmp_path)])
+    paper_tables.main()
+    folders = sorted(p.name for p in tmp_path.iterdir())
+    assert folders == [
+        "quadrant-mnist-f-fc+conv-map-seed0",
+        "quadrant-mnist-f-fc+conv-marglik-temperature2-seed0",
+    ]
+    learned = json.loads((tmp_path / folders[1] / "results.json").read_text())
+    assert learned["settings"]["temperature"] == 2.0
+    map_run = json.loads((tmp_path / folders[0] / "results.json").read_text())
+    assert map_run["settings"]["temperature"] == 1.0

@@ -35,9 +35,12 @@ def test_each_document_has_its_own_module():
 class Row:
     """What a claim reads of a summary row."""
 
-    def __init__(self, model, method, accuracies, start="mixed", burnin=10, balanced=False):
+    def __init__(
+        self, model, method, accuracies, start="mixed", burnin=10, balanced=False, temperature=1
+    ):
         self.settings = {"dataset": "d", "model": model, "method": method, "start": start}
         self.settings |= {"burnin": burnin, "balance_factors": balanced}
+        self.temperature = temperature
         self._accuracies = accuracies
 
     def accuracy(self):
@@ -46,7 +49,8 @@ class Row:
     def variants(self):
         named = ["balanced"] if self.settings["balance_factors"] else []
         start = self.settings["start"]
-        return named + ([f"{start} start"] if start != "mixed" else [])
+        named += [f"{start} start"] if start != "mixed" else []
+        return named + ([f"temperature {self.temperature:g}"] if self.temperature != 1 else [])
 
 
 def test_claims_are_judged_by_the_seed_spread():
@@ -132,6 +136,26 @@ def test_claims_compare_rows_by_start_and_refuse_to_guess_between_burn_ins():
         claim.verdict([held, equivariant, short])
     on_ten = dataclasses.replace(claim, burnin=10)
     assert on_ten.verdict([held, equivariant, short]).startswith("reproduced")
+
+
+def test_claims_of_a_variant_compare_its_rows_with_the_plain_rows_of_the_other_side():
+    claim = results_sections.Claim(
+        "warm learned not below MAP",
+        "d",
+        ("f-fc+conv", "marglik"),
+        ("f-fc+conv", "map"),
+        not_below=True,
+        better_start="held",
+        better_variants=("temperature 2",),
+    )
+    plain = Row("f-fc+conv", "marglik", [70.0, 71.0, 72.0], start="held")
+    warm = Row("f-fc+conv", "marglik", [90.0, 91.0, 92.0], start="held", temperature=2)
+    map_row = Row("f-fc+conv", "map", [85.0, 86.0, 87.0])
+    warm_map = Row("f-fc+conv", "map", [10.0, 11.0, 12.0], temperature=2)
+    assert claim.verdict([plain, warm, map_row, warm_map]).startswith("reproduced")
+    assert claim.verdict([plain, map_row]) == "not run"
+    unvaried = dataclasses.replace(claim, better_variants=())
+    assert unvaried.verdict([plain, warm, map_row]).startswith("**not reproduced")
 
 
 def test_learned_claims_started_equivariant_judge_the_equivariant_rows():
