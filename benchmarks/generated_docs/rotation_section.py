@@ -37,8 +37,9 @@ DATASETS = (UPRIGHT, TRANSLATED, PARTIAL, ROTATED, QUARTER)
 """Table 3's data sets in the order of the columns (least to most rotated), then the known
 truth for GCONV: digits turned by multiples of 90 degrees, exactly the p4 layers' rotations."""
 
-TURNED = {ROTATED: "rotated", QUARTER: "quarter-turned"}
-"""The turned data sets compared with the upright digits: the target's, then the known truth."""
+TURNED = {PARTIAL: "partially rotated", ROTATED: "rotated", QUARTER: "quarter-turned"}
+"""The turned data sets compared with the upright digits: the target's two (by at most 90 and
+by at most 180 degrees), then the known truth."""
 
 SETTLED_FITS = 3
 """Fits over which a settled run's shares stay flat."""

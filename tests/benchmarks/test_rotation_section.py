@@ -62,14 +62,18 @@ def test_rotation_target_holds_only_when_every_seed_has_most_layers_above(sectio
     assert f"{effective} digits in most layers, in every seed (2 seeds): fails" in text
 
 
-def test_quarter_turned_digits_are_judged_against_the_upright_ones_apart(section):
+@pytest.mark.parametrize(
+    ("dataset", "adjective"),
+    [("quarter-turn-mnist", "quarter-turned"), ("partially-rotated-mnist", "partially rotated")],
+)
+def test_other_turned_digits_are_judged_against_the_upright_ones_apart(section, dataset, adjective):
     root, rotation = section
-    _write(root, [_run("mnist", 0, UPRIGHT), _run("quarter-turn-mnist", 0, MOSTLY_ABOVE)])
+    _write(root, [_run("mnist", 0, UPRIGHT), _run(dataset, 0, MOSTLY_ABOVE)])
     text = rotation.render()
-    quarter = "GCONV's share of the relative effective parameters higher on quarter-turned"
-    assert f"{quarter} digits in most layers, in every seed (1 seeds): holds" in text
+    turned = f"GCONV's share of the relative effective parameters higher on {adjective}"
+    assert f"{turned} digits in most layers, in every seed (1 seeds): holds" in text
     assert "relative effective parameters on rotated against upright digits: no seed" in text
-    assert "on quarter-turned digits over those on upright digits" in text
+    assert f"on {adjective} digits over those on upright digits" in text
 
 
 def test_translated_fc_is_judged_by_its_largest_layer(section):
