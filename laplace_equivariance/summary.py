@@ -116,6 +116,19 @@ class Row:
             r["neg_log_marglik"][-1] / r["n_train"] for r in self.results if r["neg_log_marglik"]
         ]
 
+    def evidence_cell(self) -> str:
+        """``-log p(D) / N`` as mean ± std; a tempered row's says so.
+
+        At likelihood temperature ``T`` the fits maximise the evidence of the likelihood
+        raised to ``1 / T``: its value is not comparable with an untempered row's, so the
+        cell reads e.g. ``"1.21 ± 0.22 (at T = 2)"``.
+        """
+        cell = mean_std(self.neg_log_marglik_per_example(), digits=2)
+        temperature = (LATER_OPTIONS | self.settings)["temperature"]
+        if temperature != 1.0 and self.settings["method"] == "marglik":
+            return f"{cell} (at T = {temperature:g})"
+        return cell
+
     def evaluated(self) -> str:
         """Which epoch the figures are of: ``"last (20)"`` or ``"best marglik (5, 10, 20)"``."""
         epochs = sorted({r.get("evaluated_epoch") for r in self.results}, key=str)
@@ -237,7 +250,7 @@ class Row:
             mean_std(self.accuracy("test")),
             mean_std(self.nll(), digits=2),
             mean_std(self.accuracy("train")),
-            mean_std(self.neg_log_marglik_per_example(), digits=2),
+            self.evidence_cell(),
             self.evaluated(),
             self.budget(),
             self.machine(),

@@ -191,3 +191,12 @@ def test_a_run_named_twice_or_copied_is_refused(tmp_path, capsys):
         summary.markdown([run, copy])
     with pytest.raises(SystemExit, match="same seed"):
         cli.main(["report", "--markdown", str(run), str(copy)])
+
+
+def test_a_tempered_rows_evidence_says_its_temperature(tmp_path):
+    runs = [write_run(tmp_path / "t", 0, 0.8, temperature=2.0), write_run(tmp_path / "p", 0, 0.8)]
+    lines = summary.markdown(runs).splitlines()[2:]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    evidence = {row[2]: row[7] for row in rows}
+    assert evidence["learned, temperature 2"] == "1.00 ± - (at T = 2)"
+    assert evidence["learned"] == "1.00 ± -"
