@@ -65,7 +65,14 @@ def _fashion_section() -> list[str]:
         "\n".join(_missing(entries, data_size.FASHION_TASKS)) or "None.",
         "",
         _structure(_learned(runs)),
+        *_fashion_ablation(),
     ]
+
+
+def _fashion_ablation() -> list[str]:
+    """What the Fashion sweep's learned networks compute without their FC terms."""
+    table = _ablation_by_size("fashion-sweep")
+    return ["", _fragment("fashion-ablation", ablation=table)] if table else []
 
 
 def _circumstances(runs: list[Path]) -> str:
@@ -188,10 +195,26 @@ sweep's MAP rows."""
 ABLATION = RESULTS / "path-ablation"
 
 
+ABLATION_OF_SWEEPS = ("fashion-sweep",)
+"""``path-ablation`` files of a whole sweep's learned runs, summarised by task and size
+(:func:`_ablation_by_size`) rather than run by run."""
+
+
+def _train_test(accuracies: dict[str, float] | None) -> str:
+    """``"train / test"`` accuracies in percent, ``"-"`` where not measured."""
+    if accuracies is None:
+        return "-"
+    return f"{100 * accuracies['train']:.1f} / {100 * accuracies['test']:.1f}"
+
+
 def _ablation_table() -> str:
-    """One row per run of every ``path-ablation`` file: accuracies with the FC term removed."""
+    """One row per run of every ``path-ablation`` file but the sweeps': accuracies with the FC
+    term removed, and with noise of its size added (the control; ``-`` in files measured
+    before it existed)."""
     rows = []
     for file in sorted(ABLATION.glob("*.json")):
+        if file.stem in ABLATION_OF_SWEEPS:
+            continue
         for run in json.loads(file.read_text())["runs"]:
             settings = run["settings"]
             held = settings["burnin"] / settings["epochs"]
@@ -202,6 +225,7 @@ def _ablation_table() -> str:
                 f"{100 * run['accuracy']['train']:.1f} / {100 * run['accuracy']['test']:.1f} | "
                 f"{100 * run['removed_everywhere']['train']:.1f} / "
                 f"{100 * run['removed_everywhere']['test']:.1f} | "
+                f"{_train_test(run.get('noise_of_path_size_everywhere'))} | "
                 f"{worst['layer']}: {100 * worst['removed']['train']:.1f} / "
                 f"{100 * worst['removed']['test']:.1f} | "
                 f"{100 * max(s['train'] for s in shares):.2f} / "
@@ -209,10 +233,49 @@ def _ablation_table() -> str:
             )
     header = (
         "| file | N | held | seed | train / test acc % | FC removed everywhere | "
+        "control: noise of the FC terms' size added everywhere | "
         "FC removed from the layer that costs most test accuracy | largest FC output share %, "
         "train / test images |"
     )
-    return "\n".join([header, "|---|---|---|---|---|---|---|---|", *rows])
+    return "\n".join([header, "|---|---|---|---|---|---|---|---|---|", *rows])
+
+
+def _ablation_by_size(name: str) -> str:
+    """The learned runs of one sweep's ``path-ablation`` file by task and size: test
+    accuracy as trained, with the FC terms removed from every layer, and with noise of their
+    size added instead (mean ± std over the seeds), and the layer whose FC term alone costs
+    most test accuracy (mean over the seeds)."""
+    file = ABLATION / f"{name}.json"
+    if not file.exists():
+        return ""
+    groups: dict[tuple[str, int], list[dict]] = {}
+    for run in json.loads(file.read_text())["runs"]:
+        settings = run["settings"]
+        groups.setdefault((settings["dataset"], settings["subset"]), []).append(run)
+    rows = []
+    for (task, n), runs in sorted(groups.items()):
+        layers = [layer["layer"] for layer in runs[0]["layers"]]
+        cost = [
+            statistics.fmean(
+                r["accuracy"]["test"] - r["layers"][k]["removed"]["test"] for r in runs
+            )
+            for k in range(len(layers))
+        ]
+        worst = max(range(len(layers)), key=cost.__getitem__)
+
+        def test(key: str, runs: list[dict] = runs) -> str:
+            return summary.mean_std([r[key]["test"] for r in runs], scale=100)
+
+        rows.append(
+            f"| {task} | {n:,} | {len(runs)} | {test('accuracy')} | {test('removed_everywhere')} "
+            f"| {test('noise_of_path_size_everywhere')} | {layers[worst]}: "
+            f"{100 * cost[worst]:.1f} |"
+        )
+    header = (
+        "| task | N | seeds | test acc % | FC removed everywhere | control: noise of the FC "
+        "terms' size added everywhere | the layer whose FC term costs most: points lost |"
+    )
+    return "\n".join([header, "|---|---|---|---|---|---|---|", *rows])
 
 
 def _conv_effective(networks: dict[str, tuple[str, str]]) -> str:
