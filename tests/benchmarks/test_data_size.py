@@ -93,7 +93,11 @@ def test_a_tiny_sweep_trains_every_network_and_tabulates_it(tmp_path, capsys):
 
 def test_the_ablation_table_states_each_runs_accuracies_without_the_fc_paths():
     table = data_size_md._ablation_table().splitlines()
-    files = sorted(data_size_md.ABLATION.glob("*.json"))
+    files = [
+        f
+        for f in sorted(data_size_md.ABLATION.glob("*.json"))
+        if f.stem not in data_size_md.ABLATION_OF_SWEEPS
+    ]
     runs = [(f.stem, r) for f in files for r in json.loads(f.read_text())["runs"]]
     assert len(table) == 2 + len(runs) and len(runs) >= 6
     for line, (stem, run) in zip(table[2:], runs, strict=True):
@@ -101,8 +105,41 @@ def test_the_ablation_table_states_each_runs_accuracies_without_the_fc_paths():
         assert cells[0] == stem and cells[3] == str(run["settings"]["seed"])
         everywhere = run["removed_everywhere"]
         assert cells[5] == f"{100 * everywhere['train']:.1f} / {100 * everywhere['test']:.1f}"
+        control = run.get("noise_of_path_size_everywhere")
+        assert cells[6] == (
+            f"{100 * control['train']:.1f} / {100 * control['test']:.1f}" if control else "-"
+        )
         worst = min(run["layers"], key=lambda layer: layer["removed"]["test"])
-        assert cells[6].startswith(f"{worst['layer']}: ")
+        assert cells[7].startswith(f"{worst['layer']}: ")
+
+
+def test_a_sweeps_ablation_is_summarised_by_task_and_size(tmp_path, monkeypatch):
+    """Two seeds of one size: means and sample stds of the test accuracies, and the layer
+    whose FC term costs most on average (layer b: 0.2 and 0.0 points against a's 0.1 and
+    0.05)."""
+
+    def run(seed, test, removed, noised, per_layer):
+        return {
+            "settings": {"dataset": "quadrant-fashion-item", "subset": 500, "seed": seed},
+            "accuracy": {"train": 1.0, "test": test},
+            "removed_everywhere": {"train": 1.0, "test": removed},
+            "noise_of_path_size_everywhere": {"train": 1.0, "test": noised},
+            "layers": [
+                {"layer": name, "removed": {"train": 1.0, "test": value}}
+                for name, value in zip(("a", "b"), per_layer, strict=True)
+            ],
+        }
+
+    runs = [run(0, 0.8, 0.5, 0.7, (0.7, 0.6)), run(1, 0.6, 0.3, 0.5, (0.55, 0.6))]
+    (tmp_path / "fashion-sweep.json").write_text(json.dumps({"runs": runs}))
+    monkeypatch.setattr(data_size_md, "ABLATION", tmp_path)
+    table = data_size_md._ablation_by_size("fashion-sweep").splitlines()
+    assert len(table) == 3
+    assert table[2] == (
+        "| quadrant-fashion-item | 500 | 2 | 70.0 ± 14.1 | 40.0 ± 14.1 | 60.0 ± 14.1 | b: 10.0 |"
+    )
+    assert data_size_md._ablation_table().count("\n") == 1  # the sweep's file is not run by run
+    assert data_size_md._ablation_by_size("missing") == ""
 
 
 def test_the_conv_effective_parameters_average_each_networks_seeds():
