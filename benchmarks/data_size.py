@@ -167,18 +167,19 @@ def sweep_rows(runs: Sequence[Path]) -> list[dict[str, Any]]:
     return sorted(entries, key=lambda e: (ALL_TASKS.index(e["task"]), e["n"], e["network"]))
 
 
-def verdicts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """For each (task, size) with a learned row and MAP rows of >= 2 seeds each: the issue's test.
+def verdicts(entries: list[dict[str, Any]], candidate: str = LEARNED) -> list[dict[str, Any]]:
+    """For each (task, size) with a ``candidate`` row and MAP rows of >= 2 seeds each: the
+    issue's test.
 
-    The learned network passes at a size if its mean test accuracy is at least the best MAP
-    network's mean minus that network's standard deviation over seeds, and its mean NLL at
-    most the best MAP network's (by NLL) mean plus its standard deviation.
+    The candidate (the learned network by default) passes at a size if its mean test accuracy
+    is at least the best MAP network's mean minus that network's standard deviation over seeds,
+    and its mean NLL at most the best MAP network's (by NLL) mean plus its standard deviation.
     """
     out = []
     for task in ALL_TASKS:
         for n in sorted({e["n"] for e in entries if e["task"] == task}):
             here = [e for e in entries if e["task"] == task and e["n"] == n]
-            learned = [e for e in here if e["network"] == LEARNED]
+            learned = [e for e in here if e["network"] == candidate]
             fixed = [e for e in here if e["network"].startswith("MAP") and len(e["seeds"]) > 1]
             if not learned or len(learned[0]["seeds"]) < 2 or not fixed:
                 continue

@@ -13,7 +13,7 @@ import json
 import statistics
 from pathlib import Path
 
-from benchmarks import data_size
+from benchmarks import data_size, evidence_selection
 from benchmarks.generated_docs import figures
 from benchmarks.generated_docs.common import RESULTS, ROOT
 from laplace_equivariance import summary
@@ -92,17 +92,20 @@ def _circumstances(runs: list[Path]) -> str:
     )
 
 
-def _verdict_sentences(entries: list[dict]) -> list[str]:
-    """One sentence per (task, size) with >= 2 seeds of the learned and of a MAP row."""
+def _verdict_sentences(
+    entries: list[dict], candidate: str = data_size.LEARNED, name: str = "learned"
+) -> list[str]:
+    """One sentence per (task, size) with >= 2 seeds of the ``candidate`` and of a MAP row,
+    the candidate called ``name``."""
     by_key = {(e["task"], e["n"], e["network"]): e for e in entries}
     sentences = []
-    for v in data_size.verdicts(entries):
-        learned = by_key[(v["task"], v["n"], data_size.LEARNED)]
+    for v in data_size.verdicts(entries, candidate):
+        learned = by_key[(v["task"], v["n"], candidate)]
         best = by_key[(v["task"], v["n"], v["best_accuracy"])]
         best_nll = by_key[(v["task"], v["n"], v["best_nll"])]
         gap = statistics.fmean(learned["accuracy"]) - statistics.fmean(best["accuracy"])
         sentences.append(
-            f"- {v['task']}, N = {v['n']:,}: learned {summary.mean_std(learned['accuracy'])} % "
+            f"- {v['task']}, N = {v['n']:,}: {name} {summary.mean_std(learned['accuracy'])} % "
             f"against {v['best_accuracy']} {summary.mean_std(best['accuracy'])} % "
             f"({gap:+.1f} points): accuracy "
             f"{'within the spread or above' if v['accuracy_holds'] else 'below the spread'}; "
@@ -359,6 +362,24 @@ def _cause_section() -> str:
     )
 
 
+def _evidence_section(runs: list[Path], fixed: list[dict]) -> list[str]:
+    """Learned CONV against learned F-FC+CONV by their evidence, and the chosen runs judged
+    against the sweep's MAP rows (``fixed``)."""
+    paired = evidence_selection.pairs(runs)
+    if not paired:
+        return []
+    chosen = evidence_selection.selected_rows(paired)
+    verdicts = _verdict_sentences(fixed + chosen, evidence_selection.SELECTED, "chosen")
+    return [
+        "",
+        _fragment(
+            "evidence-selection",
+            evidence=evidence_selection.evidence_table(paired),
+            verdicts="\n".join(verdicts) or "No size has two seeds of both yet.",
+        ),
+    ]
+
+
 def render() -> str:
     """The whole of docs/data_size.md."""
     runs = _runs()
@@ -401,5 +422,6 @@ def render() -> str:
     cause = _cause_section()
     if cause:
         parts += ["", cause]
+    parts += _evidence_section(runs, fixed)
     parts += _fashion_section()
     return "\n".join(parts) + "\n"
