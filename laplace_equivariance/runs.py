@@ -62,10 +62,13 @@ def prepare_out(settings: dict[str, Any], out: Path, overwrite: bool = False) ->
     A folder with a run's files resumes (from ``checkpoint.pt``) only if its
     :data:`RUN_RECORD` has the same package version and the same settings, except
     :data:`NOT_RESULT_SETTINGS`; ``overwrite`` deletes the run's files and starts afresh. A
-    record alone (a run stopped before its first epoch ended) is replaced.
+    record alone (a run stopped before its first epoch ended) is replaced. A finished run kept
+    as its ``results.json`` alone (as the repository commits runs: without :data:`RUN_RECORD`
+    and checkpoint) is checked against the settings ``results.json`` records, and is finished.
 
     Returns:
-        The last epoch the checkpoint holds when the run resumes, else None.
+        The last epoch the checkpoint holds when the run resumes (the run's ``epochs`` for a
+        finished run kept as its ``results.json``), else None.
 
     Raises:
         SystemExit: If ``out`` holds another run (naming the settings that differ), files of a
@@ -78,14 +81,19 @@ def prepare_out(settings: dict[str, Any], out: Path, overwrite: bool = False) ->
         for name in present:
             (out / name).unlink()
         present = []
+    finished = False
     if present and present != [RUN_RECORD] and not overwrite:
-        if not record_path.exists():
-            raise SystemExit(
-                f"--out {out} holds files of a run ({', '.join(present)}) with no record of "
-                f"its settings ({RUN_RECORD}): pass --overwrite to start afresh there, or "
-                "another --out."
-            )
-        recorded = json.loads(record_path.read_text())
+        if record_path.exists():
+            recorded = json.loads(record_path.read_text())
+        else:
+            recorded = _record_of_finished_run(out, present)
+            if recorded is None:
+                raise SystemExit(
+                    f"--out {out} holds files of a run ({', '.join(present)}) with no record of "
+                    f"its settings ({RUN_RECORD}): pass --overwrite to start afresh there, or "
+                    "another --out."
+                )
+            finished = True
         differences = _differences(recorded["settings"], settings)
         if recorded.get("package") != __version__:
             differences.insert(0, f"package: {recorded.get('package')!r} -> {__version__!r}")
@@ -103,7 +111,31 @@ def prepare_out(settings: dict[str, Any], out: Path, overwrite: bool = False) ->
     except OSError as error:
         raise SystemExit(f"--out {out}: cannot write there ({error.strerror}).") from None
     distributed.barrier()
-    return _checkpoint_epoch(out / "checkpoint.pt")
+    return settings["epochs"] if finished else _checkpoint_epoch(out / "checkpoint.pt")
+
+
+def _record_of_finished_run(out: Path, present: list[str]) -> dict[str, Any] | None:
+    """The :data:`RUN_RECORD` of a finished run that ``out`` keeps as its ``results.json``.
+
+    The repository commits a run's ``results.json`` (with its fit trace and path outputs) but
+    not its record or checkpoint, so a sweep resumed on a fresh clone meets its finished runs in
+    that form. ``results.json`` records the settings, package version and processes the record
+    would hold.
+
+    Returns:
+        The record read from ``results.json``, or None if ``out`` holds a checkpoint, a model
+        or no ``results.json``, or its ``results.json`` records no settings or version.
+    """
+    if "results.json" not in present or {RUN_RECORD, "checkpoint.pt", "model.pt"} & set(present):
+        return None
+    results = json.loads((out / "results.json").read_text())
+    if "settings" not in results or "laplace_equivariance" not in results.get("versions", {}):
+        return None
+    return {
+        "package": results["versions"]["laplace_equivariance"],
+        "settings": results["settings"],
+        "world_size": results.get("world_size", 1),
+    }
 
 
 def _check_same_circumstances(recorded: dict[str, Any], record: dict[str, Any], out: Path) -> None:

@@ -424,6 +424,24 @@ def test_a_folder_with_run_files_but_no_record_is_refused(tmp_path):
         main(["train", "--out", str(out), *TINY])
 
 
+def test_a_finished_run_kept_as_its_results_alone_is_finished_or_refused(tmp_path, capsys):
+    """Issue: a sweep resumed on a fresh clone stopped at the first committed run (the
+    repository keeps results.json, not run.json or the checkpoint)."""
+    out = tmp_path / "committed"
+    base = ["train", "--model", "conv", "--method", "map", "--out", str(out), *TINY]
+    assert main(base) == 0
+    before = (out / "results.json").read_text()
+    for name in ("run.json", "checkpoint.pt", "model.pt"):
+        (out / name).unlink()
+    assert main(base) == 0
+    assert "is finished (epoch 2 of 2): nothing to do" in capsys.readouterr().out
+    assert (out / "results.json").read_text() == before
+    (out / "run.json").unlink()
+    with pytest.raises(SystemExit, match=r"holds another run.*seed: 0 -> 1"):
+        main([*base, "--seed", "1"])
+    assert (out / "results.json").read_text() == before
+
+
 def test_a_corrupt_checkpoint_is_one_line_naming_it(tmp_path):
     out = tmp_path / "corrupt"
     argv = ["train", "--model", "conv", "--method", "map", "--out", str(out), *TINY]
