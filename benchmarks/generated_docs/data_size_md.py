@@ -66,6 +66,11 @@ def _fashion_section() -> list[str]:
         "",
         _structure(_learned(runs)),
         *_fashion_ablation(),
+        *_evidence_section(
+            runs,
+            [e for e in entries if e["network"].startswith("MAP")],
+            "fashion-evidence-selection",
+        ),
     ]
 
 
@@ -362,9 +367,11 @@ def _cause_section() -> str:
     )
 
 
-def _evidence_section(runs: list[Path], fixed: list[dict]) -> list[str]:
+def _evidence_section(
+    runs: list[Path], fixed: list[dict], fragment: str = "evidence-selection"
+) -> list[str]:
     """Learned CONV against learned F-FC+CONV by their evidence, and the chosen runs judged
-    against the sweep's MAP rows (``fixed``)."""
+    against the sweep's MAP rows (``fixed``), in the fragment ``data_size/FRAGMENT.md``."""
     paired = evidence_selection.pairs(runs)
     if not paired:
         return []
@@ -373,7 +380,7 @@ def _evidence_section(runs: list[Path], fixed: list[dict]) -> list[str]:
     return [
         "",
         _fragment(
-            "evidence-selection",
+            fragment,
             evidence=evidence_selection.evidence_table(paired),
             verdicts="\n".join(verdicts) or "No size has two seeds of both yet.",
         ),

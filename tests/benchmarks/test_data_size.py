@@ -221,17 +221,23 @@ def test_the_fashion_tasks_are_judged_and_sorted_after_the_digit_tasks():
     )
 
 
-def test_the_fashion_section_tabulates_its_own_folder(tmp_path, monkeypatch):
-    """Two committed digit runs relabelled as Fashion runs: the section's table, missing rows
-    and structure read the Fashion folder alone."""
-    for name in ("f-fc+conv-marglik", "conv-map"):
+def _as_fashion_runs(folder, names):
+    """Seeds 0 and 1 of the committed digit runs ``names`` relabelled as Fashion runs."""
+    for name in names:
         for seed in (0, 1):
             source = RESULTS / "data-size" / f"quadrant-mnist-n500-{name}-seed{seed}"
             results = json.loads((source / "results.json").read_text())
             results["settings"]["dataset"] = "quadrant-fashion"
-            run = tmp_path / f"quadrant-fashion-n500-{name}-seed{seed}"
+            run = folder / f"quadrant-fashion-n500-{name}-seed{seed}"
             run.mkdir()
             (run / "results.json").write_text(json.dumps(results))
+
+
+def test_the_fashion_section_tabulates_its_own_folder(tmp_path, monkeypatch):
+    """Two committed digit runs relabelled as Fashion runs: the section's table, missing rows
+    and structure read the Fashion folder alone; the evidence's choice appears with learned
+    CONV runs beside the learned F-FC+CONV ones."""
+    _as_fashion_runs(tmp_path, ("f-fc+conv-marglik", "conv-map"))
     monkeypatch.setattr(data_size_md, "FASHION", tmp_path)
     section = "\n".join(data_size_md._fashion_section())
     assert "## The same sweep on Fashion-MNIST items" in section
@@ -239,5 +245,11 @@ def test_the_fashion_section_tabulates_its_own_folder(tmp_path, monkeypatch):
     assert "- quadrant-fashion, N = 500: learned" in section
     assert "- quadrant-fashion-item, N = 500: learned F-FC+CONV (0)" in section
     assert section.count("| quadrant-fashion | 500 | 0 |") == 1
+    assert "What the evidence prefers on Fashion-MNIST" not in section
+    _as_fashion_runs(tmp_path, ("conv-marglik",))
+    section = "\n".join(data_size_md._fashion_section())
+    assert "### What the evidence prefers on Fashion-MNIST items" in section
+    assert "| quadrant-fashion | 500 | 2 | " in section
+    assert "- quadrant-fashion, N = 500: chosen" in section
     monkeypatch.setattr(data_size_md, "FASHION", tmp_path / "none")
     assert data_size_md._fashion_section() == []
