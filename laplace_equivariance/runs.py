@@ -62,13 +62,14 @@ def prepare_out(settings: dict[str, Any], out: Path, overwrite: bool = False) ->
     A folder with a run's files resumes (from ``checkpoint.pt``) only if its
     :data:`RUN_RECORD` has the same package version and the same settings, except
     :data:`NOT_RESULT_SETTINGS`; ``overwrite`` deletes the run's files and starts afresh. A
-    record alone (a run stopped before its first epoch ended) is replaced. A finished run kept
-    as its ``results.json`` alone (as the repository commits runs: without :data:`RUN_RECORD`
-    and checkpoint) is checked against the settings ``results.json`` records, and is finished.
+    record alone (a run stopped before its first epoch ended) is replaced. A ``results.json``
+    without a checkpoint is a finished run (``results.json`` is written last; the repository
+    commits it without the record and checkpoint, and ``invariant-weights`` runs keep no
+    checkpoint); without a record it is checked against the settings ``results.json`` records.
 
     Returns:
         The last epoch the checkpoint holds when the run resumes (the run's ``epochs`` for a
-        finished run kept as its ``results.json``), else None.
+        finished run without a checkpoint), else None.
 
     Raises:
         SystemExit: If ``out`` holds another run (naming the settings that differ), files of a
@@ -81,7 +82,6 @@ def prepare_out(settings: dict[str, Any], out: Path, overwrite: bool = False) ->
         for name in present:
             (out / name).unlink()
         present = []
-    finished = False
     if present and present != [RUN_RECORD] and not overwrite:
         if record_path.exists():
             recorded = json.loads(record_path.read_text())
@@ -93,7 +93,6 @@ def prepare_out(settings: dict[str, Any], out: Path, overwrite: bool = False) ->
                     f"its settings ({RUN_RECORD}): pass --overwrite to start afresh there, or "
                     "another --out."
                 )
-            finished = True
         differences = _differences(recorded["settings"], settings)
         if recorded.get("package") != __version__:
             differences.insert(0, f"package: {recorded.get('package')!r} -> {__version__!r}")
@@ -111,7 +110,9 @@ def prepare_out(settings: dict[str, Any], out: Path, overwrite: bool = False) ->
     except OSError as error:
         raise SystemExit(f"--out {out}: cannot write there ({error.strerror}).") from None
     distributed.barrier()
-    return settings["epochs"] if finished else _checkpoint_epoch(out / "checkpoint.pt")
+    if (out / "results.json").exists() and not (out / "checkpoint.pt").exists():
+        return settings["epochs"]
+    return _checkpoint_epoch(out / "checkpoint.pt")
 
 
 def _record_of_finished_run(out: Path, present: list[str]) -> dict[str, Any] | None:

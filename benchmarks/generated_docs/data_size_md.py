@@ -16,6 +16,7 @@ from pathlib import Path
 from benchmarks import data_size, evidence_selection
 from benchmarks.generated_docs import figures
 from benchmarks.generated_docs.common import RESULTS, ROOT
+from benchmarks.generated_docs.results_sections import EvidenceSplitSection
 from laplace_equivariance import summary
 
 DOCUMENT = ROOT / "docs" / "data_size.md"
@@ -23,6 +24,20 @@ FOLDER = RESULTS / "data-size"
 FASHION = RESULTS / "data-size-fashion"
 """The same sweep on Fashion-MNIST items (:data:`benchmarks.data_size.FASHION_TASKS`)."""
 FRAGMENTS = ROOT / "benchmarks" / "generated_docs" / "fragments" / "data_size"
+EVIDENCE_SPLITS = {
+    "digit-500": "The digit task at 500 digits: where the evidence goes",
+    "quadrant-500": "The (digit, quadrant) task at 500 images: where the evidence goes",
+}
+"""``benchmarks/results/evidence-split/NAME.json`` files of the sweep's learned CONV and learned
+F-FC+CONV runs, retrained with their ``model.pt``, and their sections' titles; each section's
+conclusion is the fragment ``data_size/evidence-split-NAME.md``."""
+EVIDENCE_SPLIT_COMMAND = (
+    "python -m benchmarks.data_size --out RUNS --tasks quadrant-mnist quadrant-mnist-digit "
+    "--sizes 500 --networks learned learned-conv --threads 1; python -m benchmarks.evidence_split "
+    "RUNS/quadrant-mnist-n500-*-marglik-seed* --out "
+    "benchmarks/results/evidence-split/quadrant-500.json (and RUNS/quadrant-mnist-digit-n500-* "
+    "into digit-500.json)"
+)
 
 
 def _fragment(name: str, **tables: str) -> str:
@@ -387,6 +402,25 @@ def _evidence_section(
     ]
 
 
+def _evidence_split_sections() -> list[str]:
+    """Each of :data:`EVIDENCE_SPLITS` whose file is committed: its runs' evidence split into
+    the data term and each path's prior and Occam terms."""
+    parts = []
+    for name, title in EVIDENCE_SPLITS.items():
+        file = f"evidence-split/{name}.json"
+        if not (RESULTS / file).exists():
+            continue
+        section = EvidenceSplitSection(
+            title,
+            file,
+            EVIDENCE_SPLIT_COMMAND,
+            _fragment("evidence-split-about"),
+            _fragment(f"evidence-split-{name}"),
+        )
+        parts += ["", section.render()]
+    return parts
+
+
 def render() -> str:
     """The whole of docs/data_size.md."""
     runs = _runs()
@@ -430,5 +464,6 @@ def render() -> str:
     if cause:
         parts += ["", cause]
     parts += _evidence_section(runs, fixed)
+    parts += _evidence_split_sections()
     parts += _fashion_section()
     return "\n".join(parts) + "\n"
