@@ -359,6 +359,10 @@ def test_invariant_weights_model_trains_from_the_command_line(tmp_path, method):
     assert 0 <= results["test"]["accuracy"] <= 1
     assert "rotation" in report([out])
     assert main(["evaluate", str(out)]) == 0
+    # it keeps no checkpoint: called again it is finished, not trained again
+    before = (out / "results.json").read_text()
+    assert main(argv) == 0
+    assert (out / "results.json").read_text() == before
 
 
 def test_invariant_weights_rejects_the_relaxed_models_methods(tmp_path):
