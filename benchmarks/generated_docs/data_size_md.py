@@ -240,11 +240,15 @@ def _ablation_table() -> str:
             continue
         for run in json.loads(file.read_text())["runs"]:
             settings = run["settings"]
-            held = settings["burnin"] / settings["epochs"]
+            training = (
+                "MAP"
+                if settings["method"] == "map"
+                else f"learned, held {settings['burnin'] / settings['epochs']:.0%}"
+            )
             worst = min(run["layers"], key=lambda layer: layer["removed"]["test"])
             shares = [layer["output_share"] for layer in run["layers"]]
             rows.append(
-                f"| {file.stem} | {settings['subset']:,} | {held:.0%} | {settings['seed']} | "
+                f"| {file.stem} | {settings['subset']:,} | {training} | {settings['seed']} | "
                 f"{100 * run['accuracy']['train']:.1f} / {100 * run['accuracy']['test']:.1f} | "
                 f"{100 * run['removed_everywhere']['train']:.1f} / "
                 f"{100 * run['removed_everywhere']['test']:.1f} | "
@@ -255,7 +259,7 @@ def _ablation_table() -> str:
                 f"{100 * max(s['test'] for s in shares):.2f} |"
             )
     header = (
-        "| file | N | held | seed | train / test acc % | FC removed everywhere | "
+        "| file | N | training | seed | train / test acc % | FC removed everywhere | "
         "control: noise of the FC terms' size added everywhere | "
         "FC removed from the layer that costs most test accuracy | largest FC output share %, "
         "train / test images |"

@@ -103,6 +103,12 @@ def test_the_ablation_table_states_each_runs_accuracies_without_the_fc_paths():
     for line, (stem, run) in zip(table[2:], runs, strict=True):
         cells = [c.strip() for c in line.strip("|").split("|")]
         assert cells[0] == stem and cells[3] == str(run["settings"]["seed"])
+        settings = run["settings"]
+        assert cells[2] == (
+            "MAP"
+            if settings["method"] == "map"
+            else f"learned, held {settings['burnin'] / settings['epochs']:.0%}"
+        )
         everywhere = run["removed_everywhere"]
         assert cells[5] == f"{100 * everywhere['train']:.1f} / {100 * everywhere['test']:.1f}"
         control = run.get("noise_of_path_size_everywhere")
@@ -253,3 +259,16 @@ def test_the_fashion_section_tabulates_its_own_folder(tmp_path, monkeypatch):
     assert "- quadrant-fashion, N = 500: chosen" in section
     monkeypatch.setattr(data_size_md, "FASHION", tmp_path / "none")
     assert data_size_md._fashion_section() == []
+
+
+def test_the_evidence_splits_of_the_sweeps_runs_are_rendered_with_their_conclusions(monkeypatch):
+    """The committed splits at 500 images: one section each, learned CONV beside learned
+    F-FC+CONV; a split not committed is left out."""
+    sections = "\n".join(data_size_md._evidence_split_sections())
+    for title in data_size_md.EVIDENCE_SPLITS.values():
+        assert f"## {title}" in sections
+    assert sections.count("| learned CONV | ") == 2
+    assert sections.count("| learned F-FC+CONV, started held | ") == 2
+    assert "{{" not in sections
+    monkeypatch.setitem(data_size_md.EVIDENCE_SPLITS, "not-committed", "Never measured")
+    assert "Never measured" not in "\n".join(data_size_md._evidence_split_sections())
