@@ -24,13 +24,6 @@ FOLDER = RESULTS / "data-size"
 FASHION = RESULTS / "data-size-fashion"
 """The same sweep on Fashion-MNIST items (:data:`benchmarks.data_size.FASHION_TASKS`)."""
 FRAGMENTS = ROOT / "benchmarks" / "generated_docs" / "fragments" / "data_size"
-EVIDENCE_SPLITS = {
-    "digit-500": "The digit task at 500 digits: where the evidence goes",
-    "quadrant-500": "The (digit, quadrant) task at 500 images: where the evidence goes",
-}
-"""``benchmarks/results/evidence-split/NAME.json`` files of the sweep's learned CONV and learned
-F-FC+CONV runs, retrained with their ``model.pt``, and their sections' titles; each section's
-conclusion is the fragment ``data_size/evidence-split-NAME.md``."""
 EVIDENCE_SPLIT_COMMAND = (
     "python -m benchmarks.data_size --out RUNS --tasks quadrant-mnist quadrant-mnist-digit "
     "--sizes 500 --networks learned learned-conv --threads 1; python -m benchmarks.evidence_split "
@@ -38,6 +31,35 @@ EVIDENCE_SPLIT_COMMAND = (
     "benchmarks/results/evidence-split/quadrant-500.json (and RUNS/quadrant-mnist-digit-n500-* "
     "into digit-500.json)"
 )
+FASHION_EVIDENCE_SPLIT_COMMAND = (
+    "python -m benchmarks.data_size --out RUNS --tasks quadrant-fashion --sizes 500 --networks "
+    "learned learned-conv --data-dir .data/fashion-mnist --threads 1; python -m "
+    "benchmarks.evidence_split RUNS/*-marglik-seed* --out "
+    "benchmarks/results/evidence-split/fashion-quadrant-500.json"
+)
+EVIDENCE_SPLITS = {
+    "digit-500": (
+        "The digit task at 500 digits: where the evidence goes",
+        "evidence-split-about",
+        EVIDENCE_SPLIT_COMMAND,
+    ),
+    "quadrant-500": (
+        "The (digit, quadrant) task at 500 images: where the evidence goes",
+        "evidence-split-about",
+        EVIDENCE_SPLIT_COMMAND,
+    ),
+    "fashion-quadrant-500": (
+        "Fashion-MNIST's (item, quadrant) task at 500 items: where the evidence goes",
+        "fashion-evidence-split-about",
+        FASHION_EVIDENCE_SPLIT_COMMAND,
+    ),
+}
+"""``benchmarks/results/evidence-split/NAME.json`` files of learned CONV and learned F-FC+CONV
+runs of the sweeps' settings, retrained with their ``model.pt``: each one's title, the fragment
+that says what it measures and the command; its conclusion is the fragment
+``data_size/evidence-split-NAME.md``."""
+MNIST_EVIDENCE_SPLITS = ("digit-500", "quadrant-500")
+FASHION_EVIDENCE_SPLITS = ("fashion-quadrant-500",)
 
 
 def _fragment(name: str, **tables: str) -> str:
@@ -86,6 +108,7 @@ def _fashion_section() -> list[str]:
             [e for e in entries if e["network"].startswith("MAP")],
             "fashion-evidence-selection",
         ),
+        *_evidence_split_sections(FASHION_EVIDENCE_SPLITS),
     ]
 
 
@@ -406,20 +429,17 @@ def _evidence_section(
     ]
 
 
-def _evidence_split_sections() -> list[str]:
-    """Each of :data:`EVIDENCE_SPLITS` whose file is committed: its runs' evidence split into
-    the data term and each path's prior and Occam terms."""
+def _evidence_split_sections(names: tuple[str, ...]) -> list[str]:
+    """Each of the :data:`EVIDENCE_SPLITS` ``names`` whose file is committed: its runs' evidence
+    split into the data term and each path's prior and Occam terms."""
     parts = []
-    for name, title in EVIDENCE_SPLITS.items():
+    for name in names:
+        title, about, command = EVIDENCE_SPLITS[name]
         file = f"evidence-split/{name}.json"
         if not (RESULTS / file).exists():
             continue
         section = EvidenceSplitSection(
-            title,
-            file,
-            EVIDENCE_SPLIT_COMMAND,
-            _fragment("evidence-split-about"),
-            _fragment(f"evidence-split-{name}"),
+            title, file, command, _fragment(about), _fragment(f"evidence-split-{name}")
         )
         parts += ["", section.render()]
     return parts
@@ -468,6 +488,6 @@ def render() -> str:
     if cause:
         parts += ["", cause]
     parts += _evidence_section(runs, fixed)
-    parts += _evidence_split_sections()
+    parts += _evidence_split_sections(MNIST_EVIDENCE_SPLITS)
     parts += _fashion_section()
     return "\n".join(parts) + "\n"
