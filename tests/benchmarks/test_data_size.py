@@ -251,7 +251,7 @@ def test_the_fashion_section_tabulates_its_own_folder(tmp_path, monkeypatch):
     assert "- quadrant-fashion, N = 500: learned" in section
     assert "- quadrant-fashion-item, N = 500: learned F-FC+CONV (0)" in section
     assert section.count("| quadrant-fashion | 500 | 0 |") == 1
-    assert "What the evidence prefers on Fashion-MNIST" not in section
+    assert "### What the evidence prefers on Fashion-MNIST items" not in section
     _as_fashion_runs(tmp_path, ("conv-marglik",))
     section = "\n".join(data_size_md._fashion_section())
     assert "### What the evidence prefers on Fashion-MNIST items" in section
