@@ -6,9 +6,10 @@ exactly into
     -log p(D) = -log p(D | theta) + sum_t (delta_t ||theta_t||^2 / 2 + o_t),
 
 one prior term and one Occam term ``o_t`` (:func:`laplace_equivariance.occam_terms`) per
-parameter tensor ``t``. This script fits the KFAC Laplace approximation of each run on its
-training set, as the run did, and writes the data term and, per layer and path, the sums of
-the prior terms, the Occam terms and MacKay's ``gamma``; tensors outside every relaxed layer
+parameter tensor ``t``. This script fits the KFAC Laplace approximation of each run as the
+run fitted its marginal likelihood (on its ``--marglik-subset`` examples, at its temperature
+times the subset's share), and writes the data term and, per layer and path, the sums of the
+prior terms, the Occam terms and MacKay's ``gamma``; tensors outside every relaxed layer
 (the head) are summed under ``outside``. Comparing two runs of the same data (learned CONV
 against learned F-FC+CONV, say) says which part of the network pays for a gap in evidence: a
 path that is off in the evidence pays neither term.
@@ -36,7 +37,9 @@ from laplace_equivariance.priors import parameter_paths
 from laplace_equivariance.runs import load_trained
 
 
-def split(model: torch.nn.Module, loader: DataLoader, precisions: torch.Tensor) -> dict[str, Any]:
+def split(
+    model: torch.nn.Module, loader: DataLoader, precisions: torch.Tensor, temperature: float = 1.0
+) -> dict[str, Any]:
     """The evidence of ``model`` at ``precisions`` (one per tensor), split by layer and path.
 
     Returns:
@@ -45,7 +48,7 @@ def split(model: torch.nn.Module, loader: DataLoader, precisions: torch.Tensor) 
         ``data`` plus every ``prior`` and ``occam`` equals ``neg_log_marglik``.
     """
     start = time.perf_counter()
-    la = fitted_laplace(model, loader, precisions)
+    la = fitted_laplace(model, loader, precisions, temperature)
     gammas, occams = effective_parameters(la), occam_terms(la)
     layers: dict[str, dict[str, dict[str, float]]] = {}
     outside = {"prior": 0.0, "occam": 0.0, "gamma": 0.0, "parameters": 0}
@@ -72,8 +75,10 @@ def split(model: torch.nn.Module, loader: DataLoader, precisions: torch.Tensor) 
 
 
 def measure(run: Path) -> dict[str, Any]:
-    """The evidence split of one trained run at its learned precisions (without the paths it
-    kept frozen, as it was fitted)."""
+    """The evidence split of one trained run at its learned precisions, fitted as the run's
+    marginal likelihood was: on its first ``marglik_subset`` training examples (all without
+    one; ``examples`` says how many) at its temperature times ``examples / N`` (the estimate
+    for all ``N``), without the paths it kept frozen."""
     model, data = load_trained(run)
     results = json.loads((run / "results.json").read_text())
     for module in model.modules():  # paths a run kept frozen stay outside its Laplace fit
@@ -81,12 +86,17 @@ def measure(run: Path) -> dict[str, Any]:
             for name in set(results.get("frozen_paths", ())) & set(module.path_names):
                 module.path(name).requires_grad_(False)
     precisions = torch.tensor(learned_precisions(model, results))
-    loader = DataLoader(TensorDataset(data.x_train, data.y_train), batch_size=128)
+    settings = results["settings"]
+    examples = settings.get("marglik_subset") or len(data.x_train)
+    x, y = data.x_train[:examples], data.y_train[:examples]
+    loader = DataLoader(TensorDataset(x, y), batch_size=128)
+    temperature = settings.get("temperature", 1.0) * examples / len(data.x_train)
     return {
         "run": str(run),
-        "settings": results["settings"],
+        "settings": settings,
         "frozen_paths": results.get("frozen_paths", []),
-        **split(model, loader, precisions),
+        "examples": examples,
+        **split(model, loader, precisions, temperature),
     }
 
 

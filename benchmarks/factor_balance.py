@@ -51,8 +51,14 @@ def learned_precisions(model: torch.nn.Module, results: dict[str, Any]) -> list[
     return precisions
 
 
-def fitted_laplace(model: torch.nn.Module, loader: DataLoader, precisions: torch.Tensor) -> Laplace:
-    """The KFAC Laplace approximation of a learned run (one precision per tensor), fitted."""
+def fitted_laplace(
+    model: torch.nn.Module, loader: DataLoader, precisions: torch.Tensor, temperature: float = 1.0
+) -> Laplace:
+    """The KFAC Laplace approximation of a learned run (one precision per tensor), fitted.
+
+    ``temperature``: laplace-torch's; a run whose evidence was fitted on ``n`` of its ``N``
+    examples used its own temperature times ``n / N`` (:mod:`laplace_equivariance.marglik`).
+    """
     la = Laplace(
         model,
         "classification",
@@ -60,6 +66,7 @@ def fitted_laplace(model: torch.nn.Module, loader: DataLoader, precisions: torch
         hessian_structure="kron",
         backend=EquivariantKFAC,
         prior_precision=precisions.clone(),
+        temperature=temperature,
     )
     la.fit(loader)
     return la

@@ -1,12 +1,16 @@
 """``benchmarks/evidence_split.py``: a run's evidence split into the data term and each path's
 prior and Occam terms."""
 
+import json
+
 import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from benchmarks import evidence_split
 from laplace_equivariance import models
+from laplace_equivariance.cli import main
+from tests.benchmarks.conftest import TINY
 
 
 def test_terms_add_up_to_the_evidence_and_every_tensor_is_counted_once():
@@ -24,3 +28,16 @@ def test_terms_add_up_to_the_evidence_and_every_tensor_is_counted_once():
     assert total == pytest.approx(split["neg_log_marglik"], rel=1e-10)
     assert sum(t["parameters"] for t in [*paths, split["outside"]]) == sum(sizes)
     assert all(0 <= t["gamma"] <= t["parameters"] for t in paths)
+
+
+def test_a_run_is_split_on_the_examples_its_evidence_was_fitted_on(tmp_path):
+    """64 training images, the evidence fitted on the first 32 at temperature 32 / 64: the
+    split's evidence is the run's last recorded one (50 hypersteps: the precisions settled), not
+    that of the 32 images alone or of all 64."""
+    out = tmp_path / "run"
+    argv = ["train", "--dataset", "quadrant-mnist", "--model", "f-fc+conv", "--out", str(out)]
+    assert main([*argv, *TINY, "--marglik-subset", "32", "--hypersteps", "50"]) == 0
+    row = evidence_split.measure(out)
+    results = json.loads((out / "results.json").read_text())
+    assert row["examples"] == 32
+    assert row["neg_log_marglik"] == pytest.approx(results["neg_log_marglik"][-1], rel=1e-3)
