@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader
 
 from benchmarks import measured_runs
-from benchmarks.factor_balance import fitted_laplace, learned_precisions
+from benchmarks.factor_balance import evidence_data, fitted_laplace, learned_precisions
 from laplace_equivariance import effective_parameters, occam_terms
 from laplace_equivariance.layers import RelaxedLayer
 from laplace_equivariance.priors import parameter_paths
@@ -86,16 +86,12 @@ def measure(run: Path) -> dict[str, Any]:
             for name in set(results.get("frozen_paths", ())) & set(module.path_names):
                 module.path(name).requires_grad_(False)
     precisions = torch.tensor(learned_precisions(model, results))
-    settings = results["settings"]
-    examples = settings.get("marglik_subset") or len(data.x_train)
-    x, y = data.x_train[:examples], data.y_train[:examples]
-    loader = DataLoader(TensorDataset(x, y), batch_size=128)
-    temperature = settings.get("temperature", 1.0) * examples / len(data.x_train)
+    loader, temperature = evidence_data(results, data.x_train, data.y_train)
     return {
         "run": str(run),
-        "settings": settings,
+        "settings": results["settings"],
         "frozen_paths": results.get("frozen_paths", []),
-        "examples": examples,
+        "examples": len(loader.dataset),
         **split(model, loader, precisions, temperature),
     }
 

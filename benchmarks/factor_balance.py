@@ -72,15 +72,27 @@ def fitted_laplace(
     return la
 
 
+def evidence_data(
+    results: dict[str, Any], x: torch.Tensor, y: torch.Tensor
+) -> tuple[DataLoader, float]:
+    """What a run's own evidence was fitted on: the first ``marglik_subset`` of its ``N``
+    training examples ``x, y`` (all without one), batched, and the temperature, its own times
+    ``n / N`` (the estimate for all ``N``, as :mod:`laplace_equivariance.marglik` fits it)."""
+    settings = results["settings"]
+    n = settings.get("marglik_subset") or len(x)
+    temperature = settings.get("temperature", 1.0) * n / len(x)
+    return DataLoader(TensorDataset(x[:n], y[:n]), batch_size=128), temperature
+
+
 def evidence(
-    model: torch.nn.Module, loader: DataLoader, precisions: torch.Tensor
+    model: torch.nn.Module, loader: DataLoader, precisions: torch.Tensor, temperature: float = 1.0
 ) -> dict[str, Any]:
     """The log marginal likelihood, and per layer and path gamma and the prior term.
 
     Also the marginal likelihood's gradient in each of the path's tensors' log precision.
     """
     start = time.perf_counter()
-    la = fitted_laplace(model, loader, precisions)
+    la = fitted_laplace(model, loader, precisions, temperature)
     gammas = effective_parameters(la)
     squares = [p.detach().square().sum().item() for p in model.parameters()]
     layers: dict[str, dict[str, dict[str, Any]]] = {}
@@ -117,8 +129,8 @@ def measure(run: Path) -> dict[str, Any]:
     model, data = load_trained(run)
     results = json.loads((run / "results.json").read_text())
     precisions = torch.tensor(learned_precisions(model, results))
-    loader = DataLoader(TensorDataset(data.x_train, data.y_train), batch_size=128)
-    before = evidence(model, loader, precisions)
+    loader, temperature = evidence_data(results, data.x_train, data.y_train)
+    before = evidence(model, loader, precisions, temperature)
     probe = data.x_train[:256]
     with torch.no_grad():
         outputs = model(probe)
@@ -128,7 +140,7 @@ def measure(run: Path) -> dict[str, Any]:
         "run": run.name,
         "settings": results["settings"],
         "before": before,
-        "after": evidence(model, loader, precisions),
+        "after": evidence(model, loader, precisions, temperature),
         "max_output_change": change,
     }
 
