@@ -44,15 +44,19 @@ RUN_FILES = (
 def _differences(recorded: dict[str, Any], settings: dict[str, Any]) -> list[str]:
     """``"key: old -> new"`` for every result-changing setting that differs.
 
-    A setting the record lacks (a run made before the option existed) reads ``"absent (the
-    run predates the option)"``.
+    A setting the record lacks (a run made before the option existed) had the value that
+    :data:`~laplace_equivariance.summary.LATER_OPTIONS` names: the same as that value, it does
+    not differ; otherwise (or not named there) it reads ``"absent (the run predates the
+    option)"``.
     """
     keys = sorted((set(recorded) | set(settings)) - set(NOT_RESULT_SETTINGS))
     absent = "absent (the run predates the option)"
+    missing = object()
+    had = {key: recorded.get(key, summary.LATER_OPTIONS.get(key, missing)) for key in keys}
     return [
         f"{key}: {repr(recorded[key]) if key in recorded else absent} -> {settings.get(key)!r}"
         for key in keys
-        if key not in recorded or recorded[key] != settings.get(key)
+        if had[key] is missing or had[key] != settings.get(key)
     ]
 
 
