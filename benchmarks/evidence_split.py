@@ -30,7 +30,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from benchmarks import measured_runs
-from benchmarks.factor_balance import evidence_data, fitted_laplace, learned_precisions
+from benchmarks.measured_runs import evidence_data, fitted_laplace, learned_precisions
 from laplace_equivariance import effective_parameters, occam_terms
 from laplace_equivariance.layers import RelaxedLayer
 from laplace_equivariance.priors import parameter_paths

@@ -38,7 +38,7 @@ import torch
 from torch.func import functional_call, jacrev, vmap
 from torch.utils.data import DataLoader, TensorDataset
 
-from benchmarks.factor_balance import fitted_laplace, learned_precisions
+from benchmarks.measured_runs import fitted_laplace, learned_precisions
 from laplace_equivariance.experiment import device_name
 from laplace_equivariance.runs import load_trained
 

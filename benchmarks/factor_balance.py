@@ -4,7 +4,7 @@ Every F-FC channel pair computes with the product of its two factors only, so re
 by ``s`` and ``1 / s`` keeps the network's function; at a mode of the posterior (Eq. 9) each
 pair's two prior terms are equal (:meth:`FactoredLinear2d.balance_`). This script takes a
 trained learned run (its ``model.pt`` and learned precisions), fits the KFAC Laplace
-approximation on its training set as the run did, and reports per layer and path MacKay's
+approximation as the run fitted its evidence, and reports per layer and path MacKay's
 effective parameters ``gamma``, the prior term ``sum delta ||theta||^2`` and the marginal
 likelihood's gradient in each tensor's log precision ``(gamma - delta ||theta||^2) / 2``;
 then balances every pair under the learned precisions (the function changes by rounding
@@ -23,65 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from laplace import Laplace
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader
 
 from benchmarks import measured_runs
-from laplace_equivariance import EquivariantKFAC, effective_parameters
+from benchmarks.measured_runs import evidence_data, fitted_laplace, learned_precisions
+from laplace_equivariance import effective_parameters
 from laplace_equivariance.layers import FactoredLinear2d
 from laplace_equivariance.priors import parameter_paths
 from laplace_equivariance.runs import load_trained
-
-
-def learned_precisions(model: torch.nn.Module, results: dict[str, Any]) -> list[float]:
-    """One prior precision per trainable tensor, from a run's symmetry report.
-
-    In ``model.parameters()`` order.
-    """
-    layers = {row["layer"]: row["paths"] for row in results["symmetry"]["layers"]}
-    seen: dict[tuple[str, str], int] = {}
-    precisions = []
-    for name, where in parameter_paths(model).items():
-        if where is None:
-            precisions.append(results["symmetry"]["outside"][name]["prior_precision"])
-            continue
-        index = seen.get(where, 0)
-        seen[where] = index + 1
-        precisions.append(layers[where[0]][where[1]]["prior_precision"][index])
-    return precisions
-
-
-def fitted_laplace(
-    model: torch.nn.Module, loader: DataLoader, precisions: torch.Tensor, temperature: float = 1.0
-) -> Laplace:
-    """The KFAC Laplace approximation of a learned run (one precision per tensor), fitted.
-
-    ``temperature``: laplace-torch's; a run whose evidence was fitted on ``n`` of its ``N``
-    examples used its own temperature times ``n / N`` (:mod:`laplace_equivariance.marglik`).
-    """
-    la = Laplace(
-        model,
-        "classification",
-        subset_of_weights="all",
-        hessian_structure="kron",
-        backend=EquivariantKFAC,
-        prior_precision=precisions.clone(),
-        temperature=temperature,
-    )
-    la.fit(loader)
-    return la
-
-
-def evidence_data(
-    results: dict[str, Any], x: torch.Tensor, y: torch.Tensor
-) -> tuple[DataLoader, float]:
-    """What a run's own evidence was fitted on: the first ``marglik_subset`` of its ``N``
-    training examples ``x, y`` (all without one), batched, and the temperature, its own times
-    ``n / N`` (the estimate for all ``N``, as :mod:`laplace_equivariance.marglik` fits it)."""
-    settings = results["settings"]
-    n = settings.get("marglik_subset") or len(x)
-    temperature = settings.get("temperature", 1.0) * n / len(x)
-    return DataLoader(TensorDataset(x[:n], y[:n]), batch_size=128), temperature
 
 
 def evidence(

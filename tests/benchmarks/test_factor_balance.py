@@ -5,27 +5,6 @@ import torch
 from benchmarks import factor_balance
 from laplace_equivariance import models
 from laplace_equivariance.layers import FactoredLinear2d
-from laplace_equivariance.priors import parameter_paths
-
-
-def _report(model: torch.nn.Module) -> dict:
-    """A symmetry report's precisions: tensor k of the model gets precision k + 1."""
-    layers: dict[str, dict] = {}
-    outside = {}
-    for k, (name, where) in enumerate(parameter_paths(model).items()):
-        if where is None:
-            outside[name] = {"prior_precision": k + 1.0}
-            continue
-        paths = layers.setdefault(where[0], {})
-        paths.setdefault(where[1], {"prior_precision": []})["prior_precision"].append(k + 1.0)
-    rows = [{"layer": layer, "paths": paths} for layer, paths in layers.items()]
-    return {"symmetry": {"layers": rows, "outside": outside}}
-
-
-def test_learned_precisions_come_back_in_parameter_order():
-    model = models.build("f-fc+conv", (1, 32, 32), 3, alpha=1)
-    precisions = factor_balance.learned_precisions(model, _report(model))
-    assert precisions == [k + 1.0 for k in range(len(list(model.parameters())))]
 
 
 def test_balancing_under_precisions_equalises_each_pairs_prior_terms():
