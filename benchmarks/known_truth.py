@@ -16,6 +16,18 @@ norm); ``--start equivariant`` silences the FC paths at the start
 holds them until the first marginal-likelihood fit (``marglik_training``'s
 ``held_until_fit``); ``--model conv --method map`` and ``--model f-fc --method map`` are the
 baselines.
+
+The rotation tasks (``--tasks turned-digits turn-of-digit``) ask the same of rotations:
+``--model f-fc+conv+gconv`` learns whether its CONV paths (which relax the quarter turns of
+its GCONV paths) are needed. Its starts silence the paths outside ``--kept-paths`` (default:
+the model's equivariant paths, GCONV here); ``--kept-paths conv gconv`` starts it translation
+equivariant only, as before version 0.4.0. Each run also records the fraction of test
+predictions unchanged by quarter turns and, for a relaxed model, each path's share of its
+layer's output on the test images::
+
+    python -m benchmarks.known_truth --tasks turned-digits turn-of-digit \
+        --model f-fc+conv+gconv --prior-structure layerwise --start held --seeds 0 1 2 \
+        --out benchmarks/results/known-truth-rotation/held
 """
 
 from __future__ import annotations
@@ -37,8 +49,12 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from benchmarks.generated_docs.common import write_between_markers
 from laplace_equivariance import EquivariantKFAC, __version__, marglik_training, models
-from laplace_equivariance.data import KNOWN_TRUTH_TASKS, known_truth_task
-from laplace_equivariance.diagnostics import symmetry_report
+from laplace_equivariance.data import (
+    KNOWN_TRUTH_ROTATION_TASKS,
+    KNOWN_TRUTH_TASKS,
+    known_truth_task,
+)
+from laplace_equivariance.diagnostics import path_output_shares, symmetry_report
 from laplace_equivariance.layers import FactoredLinear2d
 from laplace_equivariance.layers.init import he_uniform_, unit_uniform_
 from laplace_equivariance.priors import PriorGroups, parameter_paths
@@ -49,6 +65,10 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "known-truth"
 DOCUMENT = ROOT / "benchmarks" / "generated_docs" / "fragments" / "learned_structure.md"
 """The narrative of docs/learned_structure.md; its tables are written here, between markers."""
+ROTATION_RESULTS = ROOT / "benchmarks" / "results" / "known-truth-rotation"
+"""Runs of the rotation tasks, one folder per setting (:data:`ROTATION_ORDER`)."""
+ROTATION_ORDER = ("map-conv", "map-gconv", "map-f-fc+conv+gconv", "held-translation", "held")
+"""Rotation result folders, in the table's order (settings in each run's JSON)."""
 FIXED = ROOT / "benchmarks" / "results" / "known-truth-fixed-weights"
 """Exact-GGN runs whose fixed-weight comparison of the curvatures the docs tabulate."""
 TABLE_ORDER = (
@@ -222,6 +242,18 @@ def shift_consistency(model: torch.nn.Module, x: torch.Tensor, seed: int) -> flo
     return float(same) / (INVARIANCE_SHIFTS * len(x))
 
 
+def turn_consistency(model: torch.nn.Module, x: torch.Tensor) -> float:
+    """Fraction of (image, quarter turn by 90, 180 or 270 degrees) pairs whose predicted class
+    is unchanged: 1 for a network invariant to quarter turns."""
+    with torch.no_grad():
+        reference = model(x).argmax(-1)
+        same = sum(
+            (model(torch.rot90(x, k, dims=(-2, -1))).argmax(-1) == reference).sum()
+            for k in (1, 2, 3)
+        )
+    return float(same) / (3 * len(x))
+
+
 def run(args: argparse.Namespace, task: str, seed: int) -> dict[str, Any]:
     """Train one model on one task with one seed; return its results."""
     torch.manual_seed(seed)
@@ -236,8 +268,10 @@ def run(args: argparse.Namespace, task: str, seed: int) -> dict[str, Any]:
     )
     if args.f_fc_init == "unbalanced":
         unbalance_(model)
+    kept_paths = None
     if args.start in ("equivariant", "held"):
-        model.start_equivariant_()
+        kept_paths = list(args.kept_paths or model.equivariant_paths)
+        model.start_equivariant_(kept_paths)
     loader = DataLoader(
         TensorDataset(data.x_train, data.y_train), batch_size=args.batch_size, shuffle=True
     )
@@ -272,7 +306,7 @@ def run(args: argparse.Namespace, task: str, seed: int) -> dict[str, Any]:
         marglik_frequency=args.marglik_frequency,
         kfac_approx="expand" if exact else args.kfac_approx,
         restore_best=False,
-        held_until_fit=model.fc_type_parameters() if args.start == "held" else (),
+        held_until_fit=model.non_equivariant_parameters(kept_paths) if args.start == "held" else (),
     )
     seconds = time.perf_counter() - start
     model.eval()
@@ -287,11 +321,13 @@ def run(args: argparse.Namespace, task: str, seed: int) -> dict[str, Any]:
             k: v
             for k, v in vars(args).items()
             if k not in ("seeds", "tasks", "out", "table", "check", "compare")
-        },
+        }
+        | {"kept_paths": kept_paths},
         "evaluated_epoch": args.epochs,
         "test_accuracy": (logits.argmax(-1) == data.y_test).float().mean().item(),
         "test_nll": F.cross_entropy(logits, data.y_test).item(),
         "shift_consistency": shift_consistency(model, x_test, seed),
+        "turn_consistency": turn_consistency(model, x_test),
         "n_train": len(data.y_train),
         "n_test": len(data.y_test),
         "final_neg_log_marglik": margliks[-1] if margliks else None,
@@ -303,6 +339,9 @@ def run(args: argparse.Namespace, task: str, seed: int) -> dict[str, Any]:
         "package": __version__,
         "layers": [],
     }
+    if len(model.layer_types) > 1:
+        with torch.no_grad():
+            result["output_shares"] = path_output_shares(model, x_test)
     if learned and exact:
         result["layers"] = full_path_shares(la)
         result["fixed_weight_fc_shares"] = {
@@ -425,33 +464,101 @@ def fixed_weight_table(folders: list[Path]) -> str:
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
+def _seed_by_seed(runs: list[dict[str, Any]], largest: Any) -> str:
+    """``largest(run)`` of each run (seed order), three decimals, joined by " / "."""
+    return " / ".join(f"{largest(run):.3f}" for run in runs)
+
+
+def rotation_table(folders: list[Path]) -> str:
+    """The rotation tasks' table: one row per (folder, task), seeds pooled.
+
+    Columns: the setting (the folder's name), the paths its start kept, the task, seeds, test
+    accuracy and turn-consistent predictions (%, mean ± std), and seed by seed the CONV
+    paths' largest relative effective parameters over the layers (learned runs) and their
+    largest share of a layer's output energy on the test images (relaxed runs); last the
+    largest FC relative effective parameters of any layer and seed.
+    """
+    lines = [
+        "| setting | start keeps | task | seeds | test accuracy (%) | turn-consistent (%) "
+        "| CONV share, largest over layers, seed by seed | CONV output share, largest over "
+        "layers, seed by seed | FC share, largest |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for folder in folders:
+        for task in KNOWN_TRUTH_ROTATION_TASKS:
+            runs = _runs(folder, task)
+            if not runs:
+                continue
+            learned = bool(runs[0]["layers"])
+            kept = runs[0]["settings"].get("kept_paths")
+            conv, output, fc = "(MAP)", "-", "-"
+            if learned:
+                conv = _seed_by_seed(runs, lambda r: max(x["conv_relative"] for x in r["layers"]))
+                fc = f"{max(x['fc_relative'] for r in runs for x in r['layers']):.3f}"
+            if "output_shares" in runs[0]:
+                output = _seed_by_seed(
+                    runs, lambda r: max(x["paths"]["conv"] for x in r["output_shares"])
+                )
+            lines.append(
+                f"| {folder.name} | {' + '.join(kept) if kept else '-'} | {task} | {len(runs)} "
+                f"| {_mean_std([r['test_accuracy'] for r in runs], 100)} "
+                f"| {_mean_std([r['turn_consistency'] for r in runs], 100)} "
+                f"| {conv} | {output} | {fc} |"
+            )
+    return "\n".join(lines)
+
+
 def write_table(folders: list[Path], document: Path, check: bool) -> None:
-    """Put the tables between the document's ``<!-- known-truth -->`` markers (or check them)."""
+    """Put the tables between the document's ``<!-- known-truth -->`` markers, and the
+    rotation tasks' table (of :data:`ROTATION_RESULTS`) between its
+    ``<!-- known-truth-rotation -->`` markers (or check them)."""
     tables = "\n\n".join(
         part
         for part in (table(folders), precision_table(folders), fixed_weight_table([FIXED]))
         if part
     )
-    markers = ("<!-- known-truth begin -->", "<!-- known-truth end -->")
     command = "python -m benchmarks.known_truth --table"
+    markers = ("<!-- known-truth begin -->", "<!-- known-truth end -->")
     write_between_markers(document, markers, tables, check, command)
+    rotation = [ROTATION_RESULTS / name for name in ROTATION_ORDER]
+    markers = ("<!-- known-truth-rotation begin -->", "<!-- known-truth-rotation end -->")
+    write_between_markers(
+        document, markers, rotation_table([f for f in rotation if f.is_dir()]), check, command
+    )
 
 
 TRUTH_TESTS = {
     "shifted-digits": (
+        "fc",
         "FC off where the input is larger than the filter (layers 1-3 under 0.1)",
         lambda shares: max(shares[:3]) < 0.1,
     ),
     "quadrant-of-digit": (
+        "fc",
         "FC kept where position matters (some layer above 0.5)",
         lambda shares: max(shares) > 0.5,
     ),
+    "turned-digits": (
+        "conv",
+        "CONV off in every layer (under 0.1)",
+        lambda shares: max(shares) < 0.1,
+    ),
+    "turn-of-digit": (
+        "conv",
+        "CONV kept where the turn matters (some layer above 0.1)",
+        lambda shares: max(shares) > 0.1,
+    ),
 }
-"""The structure each digit task's truth asks for, as the slow tests check it (defaults)."""
+"""Task -> (the path whose relative effective parameters are tested, the structure the
+task's truth asks for, its test). The digit tasks' tests are the slow tests' defaults; the
+rotation tasks' take the suite's boundary between off and on (0.1) for the CONV paths."""
+TRUTH_PAIRS = (("shifted-digits", "quadrant-of-digit"), ("turned-digits", "turn-of-digit"))
+"""Pairs of tasks whose truths differ in one path: a structure follows the truth when it
+passes both tests."""
 
 
 def compare(results: list[dict[str, Any]], reference: Path) -> str:
-    """Each run's FC share per layer beside the committed seeds', and whether it is the truth.
+    """Each run's shares per layer beside the committed seeds', and whether it is the truth.
 
     Args:
         results: Runs of this script (``run``'s results).
@@ -459,28 +566,31 @@ def compare(results: list[dict[str, Any]], reference: Path) -> str:
             seed), e.g. ``benchmarks/results/known-truth/balanced-adam``.
 
     Returns:
-        Lines for the console: per run, its shares, the committed mean ± std per layer and
-        the task's test; last, whether the learned structure differs by task as the truth does.
+        Lines for the console: per run, the tested path's shares, the committed mean ± std per
+        layer and the task's test; last, for each pair of :data:`TRUTH_PAIRS` run, whether
+        the learned structure differs by task as the truth does.
     """
     lines, verdicts = [], {}
     for result in results:
-        task, shares = result["task"], [row["fc_relative"] for row in result["layers"]]
+        task = result["task"]
+        path, what, test = TRUTH_TESTS.get(task, ("fc", "(no known structure)", lambda _: True))
+        shares = [row[f"{path}_relative"] for row in result["layers"]]
         committed = _runs(reference, task)
         spread = [
-            _mean_std([r["layers"][i]["fc_relative"] for r in committed], digits=3)
+            _mean_std([r["layers"][i][f"{path}_relative"] for r in committed], digits=3)
             for i in range(len(shares))
         ]
-        what, test = TRUTH_TESTS.get(task, ("(no known structure)", lambda _: True))
         verdicts[task] = test(shares)
         lines.append(f"{task}, seed {result['seed']}: test accuracy {result['test_accuracy']:.3f}")
         for i, (share, band) in enumerate(zip(shares, spread, strict=True)):
-            lines.append(f"  layer {i + 1}: FC share {share:.3f}   committed {band}")
+            lines.append(f"  layer {i + 1}: {path.upper()} share {share:.3f}   committed {band}")
         lines.append(f"  {what}: {'yes' if verdicts[task] else 'NO'}")
-    if set(TRUTH_TESTS) <= set(verdicts):
-        lines.append(
-            "The learned structure differs by task as the truth does: "
-            + ("yes" if all(verdicts[t] for t in TRUTH_TESTS) else "NO")
-        )
+    for pair in TRUTH_PAIRS:
+        if set(pair) <= set(verdicts):
+            lines.append(
+                "The learned structure differs by task as the truth does: "
+                + ("yes" if all(verdicts[t] for t in pair) else "NO")
+            )
     return "\n".join(lines)
 
 
@@ -533,6 +643,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="equivariant: FC paths silenced at the start (RelaxedNet.start_equivariant_); "
         "held: silenced and held until the first marginal-likelihood fit",
     )
+    parser.add_argument(
+        "--kept-paths",
+        nargs="+",
+        choices=["conv", "gconv"],
+        dest="kept_paths",
+        help="the paths the equivariant and held starts keep (default: the model's "
+        "equivariant paths, gconv in a model with GCONV paths, else conv; conv gconv: an "
+        "F-FC+CONV+GCONV network started translation equivariant only, as before 0.4.0)",
+    )
     parser.add_argument("--threads", type=int, default=1, help="(1)")
     parser.add_argument("--out", type=Path, help="folder for one JSON per run")
     parser.add_argument(
@@ -564,11 +683,14 @@ def main(argv: list[str] | None = None) -> None:
             path = args.out / f"{task}-seed{seed}.json"
             path.write_text(json.dumps(result, indent=1))
             shares = " ".join(
-                f"{row['layer']}:{row.get('fc_relative', math.nan):.3f}" for row in result["layers"]
+                f"{row['layer']}:{row.get('fc_relative', math.nan):.3f}"
+                + (f"/{row['conv_relative']:.3f}" if "gconv_relative" in row else "")
+                for row in result["layers"]
             )
             print(
                 f"{task} seed {seed}: test {result['test_accuracy']:.3f}, shift-consistent "
-                f"{result['shift_consistency']:.3f}, FC shares {shares} "
+                f"{result['shift_consistency']:.3f}, turn-consistent "
+                f"{result['turn_consistency']:.3f}, FC(/CONV) shares {shares} "
                 f"({result['seconds']:.0f} s)",
                 flush=True,
             )

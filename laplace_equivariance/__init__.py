@@ -53,7 +53,7 @@ from laplace_equivariance.marglik import (
 from laplace_equivariance.models import RelaxedNet, build, count_parameters
 from laplace_equivariance.priors import PriorGroups, PriorStructure
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 __all__ = [
     "CheckpointError",

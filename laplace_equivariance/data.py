@@ -38,6 +38,7 @@ from torch.nn import functional as F
 
 __all__ = [
     "DATASETS",
+    "KNOWN_TRUTH_ROTATION_TASKS",
     "KNOWN_TRUTH_TASKS",
     "MNIST_MEAN",
     "MNIST_STD",
@@ -271,7 +272,11 @@ def quarter_turn_images(images: torch.Tensor, seed: int = 0) -> torch.Tensor:
             "resize or crop them first."
         )
     generator = torch.Generator().manual_seed(seed)
-    turns = torch.randint(0, 4, (len(images),), generator=generator)
+    return _turn(images, torch.randint(0, 4, (len(images),), generator=generator))
+
+
+def _turn(images: torch.Tensor, turns: torch.Tensor) -> torch.Tensor:
+    """``rot90(images[n], turns[n])`` for every ``n``: ``(N, C, H, H)`` and ``(N,)`` in 0-3."""
     turned = images.clone()
     for k in range(1, 4):
         chosen = turns == k
@@ -474,13 +479,32 @@ _QUADRANT_TRUTH = (
     "is at chance (25 %) and FC paths must stay on in some layer"
 )
 
+_TURNED_TRUTH = (
+    "the digit (6 and 9 one class, since a half turn makes one the other), placed at a "
+    "uniformly random circular shift and turned by a uniformly random multiple of 90 degrees: "
+    "the label is invariant to circular shifts and quarter turns, so a network of GCONV paths "
+    "(p4 group convolutions, max-pooled over the rotations before the head, exactly invariant "
+    "to both) can express the truth and neither CONV nor FC paths are needed"
+)
+_TURN_TRUTH = (
+    "how many quarter turns the digit (placed at a uniformly random circular shift) was "
+    "turned by: every network invariant to quarter turns is at chance (25 %), so CONV (or FC) "
+    "paths must stay on in some layer; the label is invariant to circular shifts, so FC paths "
+    "are not needed"
+)
+
 KNOWN_TRUTH_TASKS: dict[str, tuple[int, str]] = {
     "shifted-digits": (10, _SHIFTED_TRUTH.format(item="digit")),
     "quadrant-of-digit": (4, _QUADRANT_TRUTH.format(item="digit")),
     "shifted-fashion": (10, _SHIFTED_TRUTH.format(item="Fashion-MNIST item")),
     "quadrant-of-fashion": (4, _QUADRANT_TRUTH.format(item="Fashion-MNIST item")),
+    "turned-digits": (9, _TURNED_TRUTH),
+    "turn-of-digit": (4, _TURN_TRUTH),
 }
 """Known-truth task -> (classes, what the truth is)."""
+
+KNOWN_TRUTH_ROTATION_TASKS = ("turned-digits", "turn-of-digit")
+"""The known-truth tasks about quarter turns (for models with GCONV paths)."""
 
 KNOWN_TRUTH_SIDE = 16
 """Side of the known-truth tasks' images: an 8x8 image on a 16x16 canvas."""
@@ -532,13 +556,16 @@ def known_truth_task(name: str, n_train: int = 1000, seed: int = 0) -> ImageData
     images (shuffled with ``seed``) and the first 2,000 test images, for data-size studies.
     Each 8x8 image is put on a 16x16 zero canvas: for ``"shifted-*"`` at the upper left and
     then rolled circularly by a uniform ``(dx, dy)`` in ``[0, 16)^2`` (label: the class); for
-    ``"quadrant-of-*"`` into a uniform quadrant (label: the quadrant, 0-3). The canvases are
-    standardised with the training set's mean and standard deviation.
+    ``"quadrant-of-*"`` into a uniform quadrant (label: the quadrant, 0-3). The rotation
+    tasks place the digit as ``"shifted-digits"`` does and then turn the canvas by a uniform
+    multiple of 90 degrees (``torch.rot90``, exact): ``"turned-digits"`` is labelled by the
+    digit, 6 and 9 one class (label 6), ``"turn-of-digit"`` by the number of quarter turns
+    (0-3). The canvases are standardised with the training set's mean and standard deviation.
 
     Args:
         name: One of :data:`KNOWN_TRUTH_TASKS`.
         n_train: Training examples (at most 1,700 digits or 60,000 Fashion-MNIST images).
-        seed: Seed of the split, the shifts and the quadrants.
+        seed: Seed of the split, the shifts, the quadrants and the turns.
 
     Returns:
         The data, images of shape ``(N, 1, 16, 16)``.
@@ -556,7 +583,14 @@ def known_truth_task(name: str, n_train: int = 1000, seed: int = 0) -> ImageData
     images, labels, source = load(n_train, generator)
     n, side = len(images), KNOWN_TRUTH_SIDE
     canvas = torch.zeros(n, 1, side, side)
-    if name.startswith("shifted"):
+    if name.startswith("quadrant"):
+        quadrant = torch.randint(0, 4, (n,), generator=generator)
+        for q in range(4):
+            rows, cols = divmod(q, 2)
+            chosen = quadrant == q
+            canvas[chosen, :, 8 * rows : 8 * rows + 8, 8 * cols : 8 * cols + 8] = images[chosen]
+        targets = quadrant
+    else:
         canvas[:, :, :8, :8] = images
         shifts = torch.randint(0, side, (n, 2), generator=generator)
         canvas = torch.stack(
@@ -566,13 +600,10 @@ def known_truth_task(name: str, n_train: int = 1000, seed: int = 0) -> ImageData
             ]
         )
         targets = labels
-    else:
-        quadrant = torch.randint(0, 4, (n,), generator=generator)
-        for q in range(4):
-            rows, cols = divmod(q, 2)
-            chosen = quadrant == q
-            canvas[chosen, :, 8 * rows : 8 * rows + 8, 8 * cols : 8 * cols + 8] = images[chosen]
-        targets = quadrant
+    if name in KNOWN_TRUTH_ROTATION_TASKS:
+        turns = torch.randint(0, 4, (n,), generator=generator)
+        canvas = _turn(canvas, turns)
+        targets = turns if name == "turn-of-digit" else torch.where(labels == 9, 6, labels)
     mean, std = canvas[:n_train].mean(), canvas[:n_train].std()
     canvas = (canvas - mean) / std
     return ImageData(

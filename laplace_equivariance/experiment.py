@@ -253,7 +253,9 @@ def _train_relaxed(
             lengthscale_derivative=settings["lengthscale_derivative"],
             restore_best=settings["restore_best"],
             balance_factors=settings.get("balance_factors", False),
-            held_until_fit=model.fc_type_parameters() if settings.get("start") == "held" else (),
+            held_until_fit=model.non_equivariant_parameters()
+            if settings.get("start") == "held"
+            else (),
             compile_kwargs={"mode": mode} if (mode := settings.get("compile_mode")) else None,
             callback=record,
         )

@@ -514,10 +514,11 @@ def marglik_training(
         held_until_fit: Parameters the optimiser leaves at their values until the first
             marginal-likelihood fit (their gradients are dropped up to and including the
             epoch that ends with it); from then on they train as the others. They are in the
-            prior and in every Laplace approximation throughout. Given the FC-type paths
-            (:meth:`~laplace_equivariance.models.RelaxedNet.fc_type_parameters`) of a network
-            started by :meth:`~laplace_equivariance.models.RelaxedNet.start_equivariant_`, the
-            first fit weighs those paths while they are silent, before the burn-in grows them
+            prior and in every Laplace approximation throughout. Given the silenced paths
+            (:meth:`~laplace_equivariance.models.RelaxedNet.non_equivariant_parameters`) of a
+            network started by
+            :meth:`~laplace_equivariance.models.RelaxedNet.start_equivariant_`, the first fit
+            weighs those paths while they are silent, before the burn-in grows them
             (docs/learned_structure.md, "Where training starts"). The checkpoint records
             their names; a resume with another set is refused.
         backend_kwargs: The backend's options for every Laplace fit, as laplace-torch's

@@ -230,50 +230,89 @@ class RelaxedNet(nn.Module):
         """The relaxed layers (eight in App. F.1), in order."""
         return [getattr(self, f"layer{i}") for i in range(1, self.n_layers + 1)]
 
-    def start_equivariant_(self) -> None:
-        """Start from the equivariant point of the model class: every FC-type path silenced.
+    @property
+    def equivariant_paths(self) -> tuple[str, ...]:
+        """The paths equivariant to the largest group this model's layers consider.
 
-        Each relaxed layer's FC, F-FC or S-FC path gets a zero output
-        (:meth:`~laplace_equivariance.layers.RelaxedLayer.silence_`: its last map zeroed, F-FC's
-        input map kept random so that training can switch the path on) and its CONV and GCONV
-        paths are scaled so the layer keeps its second moment at initialisation: the network
-        computes what a CONV (or CONV+GCONV) network does, and a path whose precision the
-        marginal likelihood learns starts where Eq. 8's equivariant limit puts it. Which
-        starting point training reaches the higher evidence from is measured in
-        docs/learned_structure.md ("Where training starts").
+        ``("gconv",)`` for a model with GCONV paths (p4: translations and quarter turns; its
+        CONV paths relax the rotations, its FC-type paths also the translations), else
+        ``("conv",)`` (translations). These are the paths :meth:`start_equivariant_` keeps.
+        """
+        return ("gconv",) if self.group else ("conv",)
+
+    def start_equivariant_(self, keep: Collection[str] | None = None) -> None:
+        """Start from the model class's equivariant point: every relaxing path silenced.
+
+        Each relaxed layer's paths outside ``keep`` get a zero output
+        (:meth:`~laplace_equivariance.layers.RelaxedLayer.silence_`: its last map zeroed, an
+        F-FC path's input map kept random so that training can switch the path on) and the
+        kept paths are scaled so the layer keeps its second moment at initialisation. By
+        default ``keep`` is :attr:`equivariant_paths`: an F-FC+CONV network computes what a
+        CONV network does, an F-FC+CONV+GCONV network what a GCONV network does (its FC and
+        CONV paths silenced), and a path whose precision the marginal likelihood learns
+        starts where Eq. 8's equivariant limit puts it. ``keep=("conv", "gconv")`` starts an
+        F-FC+CONV+GCONV network translation equivariant only (the start before version 0.4.0,
+        whose CONV paths the burn-in grew on every task: docs/learned_structure.md, "A known
+        truth for rotations"). Which starting point training reaches the higher evidence
+        from is measured in docs/learned_structure.md ("Where training starts").
+
+        Args:
+            keep: Names of the paths left as drawn (``"conv"``, ``"gconv"``); default
+                :attr:`equivariant_paths`.
 
         Raises:
-            ValueError: If a relaxed layer has no equivariant path (an FC or F-FC network
+            ValueError: If ``keep`` names a path that is not equivariant or that this model
+                lacks, or a relaxed layer has none of the kept paths (an FC or F-FC network
                 would compute zero).
         """
-        without = [
-            f"layer{i}"
-            for i, layer in enumerate(self.relaxed_layers, start=1)
-            if not set(layer.path_names) & set(EQUIVARIANT_PATHS)
-        ]
-        if without:
-            raise ValueError(
-                f"{', '.join(without)} of this {'+'.join(self.layer_types)} network has no "
-                f"equivariant path ({' or '.join(EQUIVARIANT_PATHS)}) to start from; "
-                "start_equivariant_ needs a relaxed model such as f-fc+conv."
-            )
+        kept = self._kept_paths(keep)
         for layer in self.relaxed_layers:
-            layer.silence_([n for n in layer.path_names if n not in EQUIVARIANT_PATHS])
+            layer.silence_([n for n in layer.path_names if n not in kept])
 
-    def fc_type_parameters(self) -> list[nn.Parameter]:
-        """The parameters of every relaxed layer's FC-type paths (FC, F-FC, S-FC), in order.
+    def non_equivariant_parameters(self, keep: Collection[str] | None = None) -> list[nn.Parameter]:
+        """The parameters of every path :meth:`start_equivariant_` silences, in order.
 
-        The paths :meth:`start_equivariant_` silences; give them to
+        With the default ``keep``: the FC-type paths (FC, F-FC, S-FC), and in a model with
+        GCONV paths the CONV paths too. Give them to
         :func:`~laplace_equivariance.marglik_training`'s ``held_until_fit`` to keep them
         silent until the first marginal-likelihood fit.
+
+        Args:
+            keep: As for :meth:`start_equivariant_` (the same value).
+
+        Raises:
+            ValueError: As :meth:`start_equivariant_`.
         """
+        kept = self._kept_paths(keep)
         return [
             p
             for layer in self.relaxed_layers
             for name in layer.path_names
-            if name not in EQUIVARIANT_PATHS
+            if name not in kept
             for p in layer.path(name).parameters()
         ]
+
+    def _kept_paths(self, keep: Collection[str] | None) -> tuple[str, ...]:
+        """``keep`` checked against this model (default :attr:`equivariant_paths`)."""
+        kept = self.equivariant_paths if keep is None else tuple(keep)
+        wrong = [n for n in kept if n not in EQUIVARIANT_PATHS]
+        if wrong:
+            raise ValueError(
+                f"keep={list(kept)} names {wrong}, which is not an equivariant path; keep some "
+                f"of {list(EQUIVARIANT_PATHS)}."
+            )
+        without = [
+            f"layer{i}"
+            for i, layer in enumerate(self.relaxed_layers, start=1)
+            if not set(layer.path_names) & set(kept)
+        ]
+        if without:
+            raise ValueError(
+                f"{', '.join(without)} of this {'+'.join(self.layer_types)} network has no "
+                f"equivariant path ({' or '.join(kept)}) to start from; start_equivariant_ "
+                "needs a relaxed model such as f-fc+conv, and keep= paths the model has."
+            )
+        return kept
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """The invariant features that enter the head.

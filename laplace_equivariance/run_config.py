@@ -73,7 +73,8 @@ class Start(str, enum.Enum):
     MIXED = "mixed"
     """Every path drawn at random."""
     EQUIVARIANT = "equivariant"
-    """FC-type paths silenced: the model starts as its CONV network."""
+    """FC-type paths (with GCONV paths: CONV too) silenced: the model starts as its CONV (GCONV)
+    network."""
     HELD = "held"
     """Silenced and held there until the first marginal-likelihood fit."""
 
@@ -209,7 +210,8 @@ class RunConfig:
     start: Start | None = _option(
         None,
         "where a relaxed model's training starts: every path drawn at random (mixed), its "
-        "FC-type paths silenced so that it starts as its CONV network (equivariant; "
+        "FC-type paths silenced so that it starts as its CONV network (with GCONV paths: its "
+        "CONV paths too, so that it starts as its GCONV network) (equivariant; "
         "RelaxedNet.start_equivariant_), or silenced and held there until the first "
         "marginal-likelihood fit (held; marglik_training's held_until_fit)",
         shown="held for --method marglik on models with an FC-type and an equivariant path, "

@@ -704,7 +704,7 @@ def test_start_held_gives_the_silenced_fc_paths_to_marglik_training(tmp_path, mo
 
     def record(model, loader, **options):
         seen["held"] = options["held_until_fit"]
-        seen["fc"] = model.fc_type_parameters()
+        seen["fc"] = model.non_equivariant_parameters()
         raise Seen
 
     monkeypatch.setattr(experiment, "marglik_training", record)

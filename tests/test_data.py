@@ -214,3 +214,25 @@ def test_known_truth_tasks_are_built_as_documented():
         known_truth_task("shifted")
     with pytest.raises(ValueError, match="n_train must be in"):
         known_truth_task("shifted-digits", n_train=5000)
+
+
+def test_rotation_known_truth_tasks_are_shifted_digits_turned():
+    """turn-of-digit: each canvas is the shifted-digits canvas of the same seed turned by its
+    label's quarter turns; turned-digits: the same canvases, labelled by the digit with 9 as 6."""
+    from laplace_equivariance.data import known_truth_task
+
+    shifted = known_truth_task("shifted-digits", n_train=100, seed=3)
+    turn = known_truth_task("turn-of-digit", n_train=100, seed=3)
+    turned = known_truth_task("turned-digits", n_train=100, seed=3)
+    assert turn.n_classes == 4 and turned.n_classes == 9
+    assert set(turn.y_train.tolist()) == {0, 1, 2, 3}
+    for split in ("train", "test"):
+        x_turn, y_turn = getattr(turn, f"x_{split}"), getattr(turn, f"y_{split}")
+        x_shifted, y_shifted = getattr(shifted, f"x_{split}"), getattr(shifted, f"y_{split}")
+        back = torch.stack(
+            [torch.rot90(x, -int(k), dims=(-2, -1)) for x, k in zip(x_turn, y_turn, strict=True)]
+        )
+        torch.testing.assert_close(back, x_shifted, rtol=0, atol=1e-6)
+        torch.testing.assert_close(getattr(turned, f"x_{split}"), x_turn, rtol=0, atol=0)
+        assert torch.equal(getattr(turned, f"y_{split}"), torch.where(y_shifted == 9, 6, y_shifted))
+    assert (turn.y_train != 0).any()

@@ -640,7 +640,7 @@ def _held_run(n_epochs, **options):
     """A silenced F-FC+CONV network trained with its FC-type paths held; first fit at epoch 2."""
     model, loader = setup()
     model.start_equivariant_()
-    held = model.fc_type_parameters()
+    held = model.non_equivariant_parameters()
     start = [p.detach().clone() for p in held]
     seen = []
     marglik_training(
@@ -679,7 +679,7 @@ def test_held_parameters_must_be_the_models_and_need_a_fit():
             loader,
             n_epochs=2,
             n_epochs_burnin=3,
-            held_until_fit=model.fc_type_parameters(),
+            held_until_fit=model.non_equivariant_parameters(),
         )
 
 
@@ -691,7 +691,7 @@ def test_a_run_resumed_before_its_first_fit_still_holds(tmp_path):
         model, loader = setup()
         model.start_equivariant_()
         marglik_training(
-            model, loader, held_until_fit=model.fc_type_parameters(), **schedule, **options
+            model, loader, held_until_fit=model.non_equivariant_parameters(), **schedule, **options
         )
         return model
 
@@ -719,7 +719,7 @@ def test_a_run_resumed_with_another_held_set_is_refused(tmp_path):
         marglik_training(
             model,
             loader,
-            held_until_fit=model.fc_type_parameters(),
+            held_until_fit=model.non_equivariant_parameters(),
             checkpoint=checkpoint,
             callback=_stop_after(1),
             **schedule,
@@ -739,7 +739,7 @@ def test_a_run_resumed_with_another_held_set_is_refused(tmp_path):
         marglik_training(
             model,
             loader,
-            held_until_fit=model.fc_type_parameters(),
+            held_until_fit=model.non_equivariant_parameters(),
             checkpoint=checkpoint,
             **schedule,
         )

@@ -50,11 +50,13 @@ that path's (``of=share``: the path's output share instead, a fraction); ``layer
 diagonal shift, in %, over the runs (``digits=``, default 0). ``run=N`` takes the N-th run
 alone (runs in seed order), ``percent=yes`` gives shares in %.
 
-The runs of ``benchmarks/known_truth.py`` (``benchmarks/results/known-truth/SETTING``) are
-named ``{{KIND SETTING TASK [layers=A-B] [digits=N]}}``: ``known_acc``, test accuracy in %,
-and ``known_shift``, the shift-consistent test predictions in %, mean ± std over the seeds
-(digits default 1); ``known_fc_max``, the largest FC share (relative effective
-parameters) over the seeds and the layers chosen (default all; digits default 3).
+The runs of ``benchmarks/known_truth.py`` (``benchmarks/results/known-truth/SETTING``, for
+the rotation tasks ``known-truth-rotation/SETTING``) are named
+``{{KIND SETTING TASK [layers=A-B] [digits=N]}}``: ``known_acc``, test accuracy in %,
+``known_shift`` and ``known_turn``, the test predictions unchanged by circular shifts or by
+quarter turns in %, mean ± std over the seeds (digits default 1); ``known_fc_max`` and
+``known_conv_max``, the largest FC or CONV share (relative effective parameters) over the
+seeds and the layers chosen (default all; digits default 3).
 
 ``benchmarks/evidence_split.py``'s files are named ``{{KIND FILE [filters] [options]}}``
 (filters: settings such as ``model=``, ``start=``, ``lr=``, and ``frozen=fc`` or ``none``; one
@@ -91,6 +93,7 @@ from typing import Any
 
 from benchmarks.generated_docs.common import RESULTS
 from laplace_equivariance import summary
+from laplace_equivariance.data import KNOWN_TRUTH_ROTATION_TASKS
 
 PLACEHOLDER = re.compile(r"\{\{(\w+)\s+([^{}]+)\}\}")
 
@@ -374,21 +377,27 @@ def _known_truth(spec: str) -> tuple[list[dict], dict[str, str]]:
     """
     setting, task, *words = spec.split()
     options = _options(words, ("layers", "digits"))
+    suite = "known-truth-rotation" if task in KNOWN_TRUTH_ROTATION_TASKS else "known-truth"
     runs = [
         json.loads(p.read_text())
-        for p in sorted((RESULTS / "known-truth" / setting).glob(f"{task}-seed*.json"))
+        for p in sorted((RESULTS / suite / setting).glob(f"{task}-seed*.json"))
     ]
     if not runs:
-        raise ValueError(f"benchmarks/results/known-truth/{setting} has no {task} run.")
+        raise ValueError(f"benchmarks/results/{suite}/{setting} has no {task} run.")
     return runs, options
 
 
-def _known_fc_max(spec: str) -> str:
-    """The largest FC share (relative effective parameters) over the seeds and ``layers=``."""
-    runs, options = _known_truth(spec)
-    layers = _layers(options.get("layers"))
-    largest = max(row["fc_relative"] for run in runs for row in run["layers"][layers])
-    return f"{largest:.{int(options.get('digits', 3))}f}"
+def _known_max(path: str) -> Callable[[str], str]:
+    """A family rendering the largest relative effective parameters of ``path`` over the
+    seeds and ``layers=``."""
+
+    def render(spec: str) -> str:
+        runs, options = _known_truth(spec)
+        layers = _layers(options.get("layers"))
+        largest = max(row[f"{path}_relative"] for run in runs for row in run["layers"][layers])
+        return f"{largest:.{int(options.get('digits', 3))}f}"
+
+    return render
 
 
 def _known_percent(field: str) -> Callable[[str], str]:
@@ -570,9 +579,11 @@ def _acc_span(spec: str) -> str:
 
 
 OTHER_FILES: dict[str, Callable[[str], str]] = {
-    "known_fc_max": _known_fc_max,
+    "known_fc_max": _known_max("fc"),
+    "known_conv_max": _known_max("conv"),
     "known_acc": _known_percent("test_accuracy"),
     "known_shift": _known_percent("shift_consistency"),
+    "known_turn": _known_percent("turn_consistency"),
     "value": _value,
     "acc_diff": _acc_diff,
     "acc_span": _acc_span,
@@ -583,8 +594,8 @@ OTHER_FILES: dict[str, Callable[[str], str]] = {
     "split_seeds": _split_seeds,
     "split_gamma_range": _split_gamma_range,
 }
-"""Families over other committed JSON: ``{{known_fc_max SETTING TASK [layers=] [digits=]}}``
-``{{known_acc SETTING TASK}}`` and ``{{known_shift SETTING TASK}}`` over a
+"""Families over other committed JSON: ``{{known_fc_max SETTING TASK [layers=] [digits=]}}``,
+``known_conv_max``, ``{{known_acc SETTING TASK}}``, ``known_shift`` and ``known_turn`` over a
 ``benchmarks.known_truth`` row's seeds, and
 ``{{value FILE PATH ...}}``."""
 

@@ -142,8 +142,8 @@ class BehaviourChange:
     """A package version from which runs of some models behave differently."""
 
     since: str
-    affects: Callable[[str], bool]
-    """Whether a model name is affected."""
+    affects: Callable[[dict[str, Any]], bool]
+    """Whether a run of these settings (its ``results.json``'s ``settings``) is affected."""
     before: str
     """What runs made before ``since`` did, for the note."""
 
@@ -151,14 +151,24 @@ class BehaviourChange:
 CHANGES = (
     BehaviourChange(
         "0.2.0",
-        lambda model: "f-fc" in model or "s-fc" in model,
+        lambda settings: "f-fc" in settings["model"] or "s-fc" in settings["model"],
         "F-FC/S-FC factors were not balanced at initialisation and learned runs took one "
         "prior per path",
     ),
     BehaviourChange(
         "0.3.0",
-        lambda model: "+" in model,
+        lambda settings: "+" in settings["model"],
         "relaxed layers averaged their paths (now: their sum over sqrt(K))",
+    ),
+    BehaviourChange(
+        "0.4.0",
+        lambda settings: (
+            "gconv" in settings["model"]
+            and "+" in settings["model"]
+            and settings.get("start") in ("equivariant", "held")
+        ),
+        "the equivariant and held starts of a model with GCONV paths silenced and held its FC "
+        "paths only (now: its CONV paths too, so that it starts as its GCONV network)",
     ),
 )
 """Behaviour changes that make older committed runs record another version's behaviour
@@ -166,7 +176,7 @@ CHANGES = (
 
 
 def older_versions(runs: list[Path]) -> list[str]:
-    """A note naming the runs made before a :data:`CHANGES` entry that affects their model.
+    """A note naming the runs made before a :data:`CHANGES` entry that affects their settings.
 
     Returns:
         No line, or a blank line and one paragraph per change.
@@ -179,7 +189,7 @@ def older_versions(runs: list[Path]) -> list[str]:
                 f"{r['settings']['dataset']} {r['settings']['model']} {r['settings']['method']} "
                 f"({r['versions']['laplace_equivariance']})"
                 for r in loaded
-                if change.affects(r["settings"]["model"])
+                if change.affects(r["settings"])
                 and release(r["versions"]["laplace_equivariance"]) < release(change.since)
             }
         )
