@@ -19,9 +19,9 @@ baselines.
 
 The rotation tasks (``--tasks turned-digits turn-of-digit``) ask the same of rotations:
 ``--model f-fc+conv+gconv`` learns whether its CONV paths (which relax the quarter turns of
-its GCONV paths) are needed. Its starts silence the paths outside ``--kept-paths`` (default:
-the model's equivariant paths, GCONV here); ``--kept-paths conv gconv`` starts it translation
-equivariant only, as before version 0.4.0. Each run also records the fraction of test
+its GCONV paths) are needed. Its starts silence the paths outside ``--kept-paths`` (default
+CONV and GCONV, the command line's ``--start held``); ``--kept-paths gconv`` starts it as its
+GCONV network (``train --start held-gconv``). Each run also records the fraction of test
 predictions unchanged by quarter turns and, for a relaxed model, each path's share of its
 layer's output on the test images::
 
@@ -57,6 +57,7 @@ from laplace_equivariance.data import (
 from laplace_equivariance.diagnostics import path_output_shares, symmetry_report
 from laplace_equivariance.layers import FactoredLinear2d
 from laplace_equivariance.layers.init import he_uniform_, unit_uniform_
+from laplace_equivariance.models import EQUIVARIANT_PATHS
 from laplace_equivariance.priors import PriorGroups, parameter_paths
 
 WIDTHS = (1, 2, 2, 4)
@@ -67,7 +68,7 @@ DOCUMENT = ROOT / "benchmarks" / "generated_docs" / "fragments" / "learned_struc
 """The narrative of docs/learned_structure.md; its tables are written here, between markers."""
 ROTATION_RESULTS = ROOT / "benchmarks" / "results" / "known-truth-rotation"
 """Runs of the rotation tasks, one folder per setting (:data:`ROTATION_ORDER`)."""
-ROTATION_ORDER = ("map-conv", "map-gconv", "map-f-fc+conv+gconv", "held-translation", "held")
+ROTATION_ORDER = ("map-conv", "map-gconv", "map-f-fc+conv+gconv", "held", "held-gconv")
 """Rotation result folders, in the table's order (settings in each run's JSON)."""
 FIXED = ROOT / "benchmarks" / "results" / "known-truth-fixed-weights"
 """Exact-GGN runs whose fixed-weight comparison of the curvatures the docs tabulate."""
@@ -270,7 +271,8 @@ def run(args: argparse.Namespace, task: str, seed: int) -> dict[str, Any]:
         unbalance_(model)
     kept_paths = None
     if args.start in ("equivariant", "held"):
-        kept_paths = list(args.kept_paths or model.equivariant_paths)
+        paths = {models.PATH_NAME[kind] for kind in model.layer_types}
+        kept_paths = [p for p in args.kept_paths or EQUIVARIANT_PATHS if p in paths]
         model.start_equivariant_(kept_paths)
     loader = DataLoader(
         TensorDataset(data.x_train, data.y_train), batch_size=args.batch_size, shuffle=True
@@ -648,9 +650,9 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         choices=["conv", "gconv"],
         dest="kept_paths",
-        help="the paths the equivariant and held starts keep (default: the model's "
-        "equivariant paths, gconv in a model with GCONV paths, else conv; conv gconv: an "
-        "F-FC+CONV+GCONV network started translation equivariant only, as before 0.4.0)",
+        help="the paths the equivariant and held starts keep (default: conv and gconv, those "
+        "the model has; gconv: an F-FC+CONV+GCONV network started as its GCONV network, as "
+        "train --start held-gconv)",
     )
     parser.add_argument("--threads", type=int, default=1, help="(1)")
     parser.add_argument("--out", type=Path, help="folder for one JSON per run")

@@ -35,12 +35,14 @@ __all__ = [
     "INVARIANT_WEIGHTS",
     "MARGINAL_LIKELIHOOD_ONLY",
     "add_train_arguments",
+    "HELD_STARTS",
     "SILENCED_STARTS",
     "STARTS",
     "build_model",
     "check_settings",
     "default_start",
     "is_relaxed",
+    "kept_paths",
     "settings_from_arguments",
 ]
 
@@ -149,7 +151,7 @@ def build_model(
             sparse_options={"lengthscale_mode": settings["lengthscale_mode"]},
         )
         if settings.get("start") in SILENCED_STARTS:
-            model.start_equivariant_()
+            model.start_equivariant_(kept_paths(settings))
         return model
     return InvariantWeightsNet(
         in_shape,
@@ -165,8 +167,18 @@ def build_model(
 
 STARTS = tuple(start.value for start in Start)
 """``--start`` values: paths drawn at random; FC-type paths silenced; silenced and held."""
-SILENCED_STARTS = (Start.EQUIVARIANT.value, Start.HELD.value)
+SILENCED_STARTS = (Start.EQUIVARIANT.value, Start.HELD.value, Start.HELD_GCONV.value)
 """Starts at :meth:`~laplace_equivariance.models.RelaxedNet.start_equivariant_`."""
+HELD_STARTS = (Start.HELD.value, Start.HELD_GCONV.value)
+"""Starts whose silenced paths are held until the first marginal-likelihood fit."""
+
+
+def kept_paths(settings: dict[str, Any]) -> tuple[str, ...]:
+    """The paths a silenced start keeps: GCONV alone for ``held-gconv``, else CONV and GCONV."""
+    if settings.get("start") == Start.HELD_GCONV.value:
+        return ("gconv",)
+    return models.EQUIVARIANT_PATHS
+
 
 POSITIVE = ("epochs", "alpha", "batch_size", "marglik_frequency", "hypersteps", "mc_samples")
 """Settings that must be at least 1 (``burnin`` at least 0; subsets at least 1 when given)."""
@@ -235,10 +247,15 @@ def check_settings(settings: dict[str, Any]) -> None:
             f"--start {start} silences the FC-type paths; --model {settings['model']} has "
             "no equivariant path to start from (use a model with conv or gconv, e.g. f-fc+conv)."
         )
-    if start == "held" and settings["method"] != "marglik":
+    if start == Start.HELD_GCONV.value and "gconv" not in _path_kinds(settings["model"]):
         raise SystemExit(
-            f"--start held holds the FC-type paths until the first marginal-likelihood fit; "
-            f"--method {settings['method']} has none (use --start equivariant)."
+            f"--start held-gconv starts a model as its GCONV network; --model "
+            f"{settings['model']} has no GCONV path (use --start held, or f-fc+conv+gconv)."
+        )
+    if start in HELD_STARTS and settings["method"] != "marglik":
+        raise SystemExit(
+            f"--start {start} holds the silenced paths until the first marginal-likelihood "
+            f"fit; --method {settings['method']} has none (use --start equivariant)."
         )
     if invariant and settings.get("compile_mode"):
         raise SystemExit(

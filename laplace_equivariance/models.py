@@ -230,50 +230,41 @@ class RelaxedNet(nn.Module):
         """The relaxed layers (eight in App. F.1), in order."""
         return [getattr(self, f"layer{i}") for i in range(1, self.n_layers + 1)]
 
-    @property
-    def equivariant_paths(self) -> tuple[str, ...]:
-        """The paths equivariant to the largest group this model's layers consider.
-
-        ``("gconv",)`` for a model with GCONV paths (p4: translations and quarter turns; its
-        CONV paths relax the rotations, its FC-type paths also the translations), else
-        ``("conv",)`` (translations). These are the paths :meth:`start_equivariant_` keeps.
-        """
-        return ("gconv",) if self.group else ("conv",)
-
-    def start_equivariant_(self, keep: Collection[str] | None = None) -> None:
-        """Start from the model class's equivariant point: every relaxing path silenced.
+    def start_equivariant_(self, keep: Collection[str] = EQUIVARIANT_PATHS) -> None:
+        """Start from an equivariant point of the model class: the other paths silenced.
 
         Each relaxed layer's paths outside ``keep`` get a zero output
         (:meth:`~laplace_equivariance.layers.RelaxedLayer.silence_`: its last map zeroed, an
         F-FC path's input map kept random so that training can switch the path on) and the
         kept paths are scaled so the layer keeps its second moment at initialisation. By
-        default ``keep`` is :attr:`equivariant_paths`: an F-FC+CONV network computes what a
-        CONV network does, an F-FC+CONV+GCONV network what a GCONV network does (its FC and
-        CONV paths silenced), and a path whose precision the marginal likelihood learns
-        starts where Eq. 8's equivariant limit puts it. ``keep=("conv", "gconv")`` starts an
-        F-FC+CONV+GCONV network translation equivariant only (the start before version 0.4.0,
-        whose CONV paths the burn-in grew on every task: docs/learned_structure.md, "A known
-        truth for rotations"). Which starting point training reaches the higher evidence
-        from is measured in docs/learned_structure.md ("Where training starts").
+        default every FC-type path is silenced: the network computes what its CONV (or
+        CONV+GCONV) network does, and a path whose precision the marginal likelihood learns
+        starts where Eq. 8's equivariant limit puts it. ``keep=("gconv",)`` starts an
+        F-FC+CONV+GCONV network as its GCONV network, equivariant to quarter turns too (its
+        CONV paths, which relax the rotations, silenced as well; ``train --start
+        held-gconv``). Which starting point training reaches the higher evidence from is
+        measured in docs/learned_structure.md ("Where training starts"; for the GCONV start,
+        "A known truth for rotations" and docs/results.md's Table 3 at 60 epochs).
 
         Args:
-            keep: Names of the paths left as drawn (``"conv"``, ``"gconv"``); default
-                :attr:`equivariant_paths`.
+            keep: Names of the equivariant paths left as drawn (default ``("conv",
+                "gconv")``: those equivariant to translations).
 
         Raises:
-            ValueError: If ``keep`` names a path that is not equivariant or that this model
-                lacks, or a relaxed layer has none of the kept paths (an FC or F-FC network
-                would compute zero).
+            ValueError: If ``keep`` names a path that is not equivariant, or a relaxed layer
+                has none of the kept paths (an FC or F-FC network would compute zero).
         """
         kept = self._kept_paths(keep)
         for layer in self.relaxed_layers:
             layer.silence_([n for n in layer.path_names if n not in kept])
 
-    def non_equivariant_parameters(self, keep: Collection[str] | None = None) -> list[nn.Parameter]:
+    def non_equivariant_parameters(
+        self, keep: Collection[str] = EQUIVARIANT_PATHS
+    ) -> list[nn.Parameter]:
         """The parameters of every path :meth:`start_equivariant_` silences, in order.
 
-        With the default ``keep``: the FC-type paths (FC, F-FC, S-FC), and in a model with
-        GCONV paths the CONV paths too. Give them to
+        With the default ``keep``: the FC-type paths (FC, F-FC, S-FC); with ``("gconv",)`` the
+        CONV paths too. Give them to
         :func:`~laplace_equivariance.marglik_training`'s ``held_until_fit`` to keep them
         silent until the first marginal-likelihood fit.
 
@@ -292,9 +283,9 @@ class RelaxedNet(nn.Module):
             for p in layer.path(name).parameters()
         ]
 
-    def _kept_paths(self, keep: Collection[str] | None) -> tuple[str, ...]:
-        """``keep`` checked against this model (default :attr:`equivariant_paths`)."""
-        kept = self.equivariant_paths if keep is None else tuple(keep)
+    def _kept_paths(self, keep: Collection[str]) -> tuple[str, ...]:
+        """``keep`` checked against this model."""
+        kept = tuple(keep)
         wrong = [n for n in kept if n not in EQUIVARIANT_PATHS]
         if wrong:
             raise ValueError(

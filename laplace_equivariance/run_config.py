@@ -73,10 +73,12 @@ class Start(str, enum.Enum):
     MIXED = "mixed"
     """Every path drawn at random."""
     EQUIVARIANT = "equivariant"
-    """FC-type paths (with GCONV paths: CONV too) silenced: the model starts as its CONV (GCONV)
-    network."""
+    """FC-type paths silenced: the model starts as its CONV (or CONV+GCONV) network."""
     HELD = "held"
     """Silenced and held there until the first marginal-likelihood fit."""
+    HELD_GCONV = "held-gconv"
+    """FC-type and CONV paths silenced and held until the first fit: a model with GCONV paths
+    starts as its GCONV network."""
 
 
 Optimizer = enum.Enum("Optimizer", {name.upper(): name for name in OPTIMIZERS}, type=str)
@@ -210,10 +212,11 @@ class RunConfig:
     start: Start | None = _option(
         None,
         "where a relaxed model's training starts: every path drawn at random (mixed), its "
-        "FC-type paths silenced so that it starts as its CONV network (with GCONV paths: its "
-        "CONV paths too, so that it starts as its GCONV network) (equivariant; "
+        "FC-type paths silenced so that it starts as its CONV network (equivariant; "
         "RelaxedNet.start_equivariant_), or silenced and held there until the first "
-        "marginal-likelihood fit (held; marglik_training's held_until_fit)",
+        "marginal-likelihood fit (held; marglik_training's held_until_fit); held-gconv also "
+        "silences and holds the CONV paths of a model with GCONV paths, which starts as its "
+        "GCONV network",
         shown="held for --method marglik on models with an FC-type and an equivariant path, "
         "mixed otherwise",
         choices=list(Start),

@@ -496,6 +496,8 @@ def test_report_does_not_call_an_unlearned_run_learned(runs, tmp_path):
         (["--device", "tpu"], "--device tpu"),
         (["--model", "f-fc", "--start", "equivariant"], "no equivariant path"),
         (["--method", "map", "--start", "held"], "--method map has none"),
+        (["--method", "map", "--model", "f-fc+conv+gconv", "--start", "held-gconv"], "has none"),
+        (["--start", "held-gconv"], "--model f-fc\\+conv has no GCONV path"),
     ],
 )
 def test_settings_that_cannot_run_stop_before_anything_exists(tmp_path, options, message):
@@ -712,6 +714,33 @@ def test_start_held_gives_the_silenced_fc_paths_to_marglik_training(tmp_path, mo
         main(["train", "--out", str(tmp_path / "run"), *TINY, "--start", "held"])
     assert [id(p) for p in seen["held"]] == [id(p) for p in seen["fc"]] and seen["held"]
     assert all(p.abs().max() == 0 for p in seen["fc"][1::4])  # F-FC output maps: silent
+
+
+def test_start_held_gconv_silences_and_holds_the_conv_paths_too(tmp_path, monkeypatch):
+    """``--start held-gconv``: an F-FC+CONV+GCONV network starts as its GCONV network (invariant
+    to quarter turns), its FC and CONV parameters held; ``--start held`` holds FC alone."""
+    seen = {}
+
+    class Seen(Exception):
+        pass
+
+    def record(model, loader, **options):
+        seen["model"], seen["held"] = model, options["held_until_fit"]
+        raise Seen
+
+    monkeypatch.setattr(experiment, "marglik_training", record)
+    paths = {}
+    for start in ("held", "held-gconv"):
+        out = ["--out", str(tmp_path / start), "--model", "f-fc+conv+gconv", "--dataset", "mnist"]
+        with pytest.raises(Seen):
+            main(["train", *out, *TINY, "--start", start])
+        held = {id(p) for p in seen["held"]}
+        named = seen["model"].named_parameters()
+        paths[start] = {n.split(".")[1] for n, p in named if id(p) in held}
+        x = torch.randn(4, 1, 32, 32)
+        paths[start, "turned"] = seen["model"].rotation_invariance_error(x, 1) < 1e-5
+    assert paths["held"] == {"fc"} and paths["held-gconv"] == {"fc", "conv"}
+    assert paths["held-gconv", "turned"] and not paths["held", "turned"]
 
 
 def test_top_level_help_names_every_command_and_version_prints_the_version(capsys):

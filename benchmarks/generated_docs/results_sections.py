@@ -160,16 +160,6 @@ CHANGES = (
         lambda settings: "+" in settings["model"],
         "relaxed layers averaged their paths (now: their sum over sqrt(K))",
     ),
-    BehaviourChange(
-        "0.4.0",
-        lambda settings: (
-            "gconv" in settings["model"]
-            and "+" in settings["model"]
-            and settings.get("start") in ("equivariant", "held")
-        ),
-        "the equivariant and held starts of a model with GCONV paths silenced and held its FC "
-        "paths only (now: its CONV paths too, so that it starts as its GCONV network)",
-    ),
 )
 """Behaviour changes that make older committed runs record another version's behaviour
 (docs/learned_structure.md)."""
