@@ -10,7 +10,7 @@ evaluation mode on its running ones (laplace-torch's ``fit`` sets ``model.eval()
 
 The data are real and install offline: Fashion-MNIST items (Debian package
 ``dataset-fashion-mnist``) area-averaged to 8x8 and placed at a random circular shift of a
-16x16 canvas, labelled by the item (:func:`laplace_equivariance.data.known_truth_task`,
+16x16 canvas, labelled by the item (:func:`laplace_equivariance.known_truth_tasks.known_truth_task`,
 ``shifted-fashion``): translation invariant, so CONV paths suffice. The steps are
 ``examples/own_model.py``'s (``learn_and_report``): train weights and prior precisions, fit a
 fresh ``Laplace(..., backend=EquivariantKFAC)`` at the learned precisions, print the test

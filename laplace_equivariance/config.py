@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
 from laplace_equivariance import models
 from laplace_equivariance.invariance import OBJECTIVES, InvariantWeightsNet
@@ -41,6 +42,7 @@ __all__ = [
     "build_model",
     "check_settings",
     "default_start",
+    "held_parameters",
     "is_relaxed",
     "kept_paths",
     "settings_from_arguments",
@@ -178,6 +180,17 @@ def kept_paths(settings: dict[str, Any]) -> tuple[str, ...]:
     if settings.get("start") == Start.HELD_GCONV.value:
         return ("gconv",)
     return models.EQUIVARIANT_PATHS
+
+
+def held_parameters(model: nn.Module, settings: dict[str, Any]) -> list[nn.Parameter]:
+    """The parameters a held start holds until the first fit.
+
+    ``marglik_training``'s ``held_until_fit``: the paths :func:`build_model` silenced; none
+    for the other starts.
+    """
+    if settings.get("start") not in HELD_STARTS:
+        return []
+    return model.non_equivariant_parameters(kept_paths(settings))
 
 
 POSITIVE = ("epochs", "alpha", "batch_size", "marglik_frequency", "hypersteps", "mc_samples")

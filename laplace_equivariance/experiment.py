@@ -25,13 +25,12 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from laplace_equivariance import EquivariantKFAC, __version__, distributed, models, summary
 from laplace_equivariance.config import (
-    HELD_STARTS,
     INVARIANT_MARGLIK_SUBSET,
     INVARIANT_WEIGHTS,
     build_model,
     check_settings,
     default_start,
-    kept_paths,
+    held_parameters,
 )
 from laplace_equivariance.data import ImageData, load_dataset
 from laplace_equivariance.diagnostics import path_output_shares, plot_symmetry, symmetry_report
@@ -255,9 +254,7 @@ def _train_relaxed(
             lengthscale_derivative=settings["lengthscale_derivative"],
             restore_best=settings["restore_best"],
             balance_factors=settings.get("balance_factors", False),
-            held_until_fit=model.non_equivariant_parameters(kept_paths(settings))
-            if settings.get("start") in HELD_STARTS
-            else (),
+            held_until_fit=held_parameters(model, settings),
             compile_kwargs={"mode": mode} if (mode := settings.get("compile_mode")) else None,
             callback=record,
         )

@@ -199,7 +199,7 @@ def test_quarter_turns_refuse_images_that_are_not_square():
 def test_known_truth_tasks_are_built_as_documented():
     """Shifted digits: labels are digits, each canvas a circular shift of an 8x8 digit;
     quadrant-of-digit: labels 0-3, the digit inside that quadrant; bad requests raise."""
-    from laplace_equivariance.data import known_truth_task
+    from laplace_equivariance.known_truth_tasks import known_truth_task
 
     shifted = known_truth_task("shifted-digits", n_train=100, seed=0)
     assert shifted.x_train.shape == (100, 1, 16, 16) and shifted.n_classes == 10
@@ -219,7 +219,7 @@ def test_known_truth_tasks_are_built_as_documented():
 def test_rotation_known_truth_tasks_are_shifted_digits_turned():
     """turn-of-digit: each canvas is the shifted-digits canvas of the same seed turned by its
     label's quarter turns; turned-digits: the same canvases, labelled by the digit with 9 as 6."""
-    from laplace_equivariance.data import known_truth_task
+    from laplace_equivariance.known_truth_tasks import known_truth_task
 
     shifted = known_truth_task("shifted-digits", n_train=100, seed=3)
     turn = known_truth_task("turn-of-digit", n_train=100, seed=3)

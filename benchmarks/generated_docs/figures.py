@@ -93,7 +93,7 @@ from typing import Any
 
 from benchmarks.generated_docs.common import RESULTS
 from laplace_equivariance import summary
-from laplace_equivariance.data import KNOWN_TRUTH_ROTATION_TASKS
+from laplace_equivariance.known_truth_tasks import KNOWN_TRUTH_ROTATION_TASKS
 
 PLACEHOLDER = re.compile(r"\{\{(\w+)\s+([^{}]+)\}\}")
 
