@@ -39,6 +39,7 @@ import math
 import platform
 import statistics
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -368,6 +369,16 @@ def _runs(folder: Path, task: str) -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in sorted(folder.glob(f"{task}-seed*.json"))]
 
 
+def _folder_task_runs(
+    folders: list[Path], tasks: Any
+) -> Iterator[tuple[Path, str, list[dict[str, Any]]]]:
+    """``(folder, task, runs)`` for every folder and task that has runs, in that order."""
+    for folder in folders:
+        for task in tasks:
+            if runs := _runs(folder, task):
+                yield folder, task, runs
+
+
 def table(folders: list[Path]) -> str:
     """The markdown table of every run folder: one row per (folder, task), seeds pooled.
 
@@ -382,24 +393,19 @@ def table(folders: list[Path]) -> str:
         "| shift-consistent (%) | FC share per layer, largest over seeds |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for folder in folders:
-        for task in KNOWN_TRUTH_TASKS:
-            runs = _runs(folder, task)
-            if not runs:
-                continue
-            n_layers = len(runs[0]["layers"])
-            shares = [
-                f"{max(run['layers'][i]['fc_relative'] for run in runs):.3f}"
-                for i in range(n_layers)
-            ]
-            versions = ", ".join(sorted({run["package"] for run in runs}))
-            lines.append(
-                f"| {folder.name} | {versions} | {task} | {len(runs)} | {runs[0]['n_train']} "
-                f"| {runs[0]['evaluated_epoch']} "
-                f"| {_mean_std([r['test_accuracy'] for r in runs], 100)} "
-                f"| {_mean_std([r['shift_consistency'] for r in runs], 100)} "
-                f"| {' / '.join(shares) if shares else '(MAP)'} |"
-            )
+    for folder, task, runs in _folder_task_runs(folders, KNOWN_TRUTH_TASKS):
+        n_layers = len(runs[0]["layers"])
+        shares = [
+            f"{max(run['layers'][i]['fc_relative'] for run in runs):.3f}" for i in range(n_layers)
+        ]
+        versions = ", ".join(sorted({run["package"] for run in runs}))
+        lines.append(
+            f"| {folder.name} | {versions} | {task} | {len(runs)} | {runs[0]['n_train']} "
+            f"| {runs[0]['evaluated_epoch']} "
+            f"| {_mean_std([r['test_accuracy'] for r in runs], 100)} "
+            f"| {_mean_std([r['shift_consistency'] for r in runs], 100)} "
+            f"| {' / '.join(shares) if shares else '(MAP)'} |"
+        )
     return "\n".join(lines)
 
 
@@ -487,27 +493,22 @@ def rotation_table(folders: list[Path]) -> str:
         "layers, seed by seed | FC share, largest |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for folder in folders:
-        for task in KNOWN_TRUTH_ROTATION_TASKS:
-            runs = _runs(folder, task)
-            if not runs:
-                continue
-            learned = bool(runs[0]["layers"])
-            kept = runs[0]["settings"].get("kept_paths")
-            conv, output, fc = "(MAP)", "-", "-"
-            if learned:
-                conv = _seed_by_seed(runs, lambda r: max(x["conv_relative"] for x in r["layers"]))
-                fc = f"{max(x['fc_relative'] for r in runs for x in r['layers']):.3f}"
-            if "output_shares" in runs[0]:
-                output = _seed_by_seed(
-                    runs, lambda r: max(x["paths"]["conv"] for x in r["output_shares"])
-                )
-            lines.append(
-                f"| {folder.name} | {' + '.join(kept) if kept else '-'} | {task} | {len(runs)} "
-                f"| {_mean_std([r['test_accuracy'] for r in runs], 100)} "
-                f"| {_mean_std([r['turn_consistency'] for r in runs], 100)} "
-                f"| {conv} | {output} | {fc} |"
+    for folder, task, runs in _folder_task_runs(folders, KNOWN_TRUTH_ROTATION_TASKS):
+        kept = runs[0]["settings"].get("kept_paths")
+        conv, output, fc = "(MAP)", "-", "-"
+        if runs[0]["layers"]:
+            conv = _seed_by_seed(runs, lambda r: max(x["conv_relative"] for x in r["layers"]))
+            fc = f"{max(x['fc_relative'] for r in runs for x in r['layers']):.3f}"
+        if "output_shares" in runs[0]:
+            output = _seed_by_seed(
+                runs, lambda r: max(x["paths"]["conv"] for x in r["output_shares"])
             )
+        lines.append(
+            f"| {folder.name} | {' + '.join(kept) if kept else '-'} | {task} | {len(runs)} "
+            f"| {_mean_std([r['test_accuracy'] for r in runs], 100)} "
+            f"| {_mean_std([r['turn_consistency'] for r in runs], 100)} "
+            f"| {conv} | {output} | {fc} |"
+        )
     return "\n".join(lines)
 
 
