@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from laplace_equivariance.config import DEFAULTS, MARGINAL_LIKELIHOOD_ONLY
+from laplace_equivariance.config import DEFAULTS, MARGINAL_LIKELIHOOD_ONLY, SILENCED_STARTS
 
 __all__ = ["Row", "compare", "load_run", "markdown", "mean_std", "rows", "structure_markdown"]
 
@@ -216,15 +216,15 @@ class Row:
     def variants(self) -> list[str]:
         """How the training differed from the defaults, in words.
 
-        ``"balanced"`` (``balance_factors``, learned runs), ``"equivariant start"`` or
-        ``"held start"`` (``start``), ``"priors from 0.5"`` (``prior_prec_init`` other than
-        1, learned runs), ``"temperature 2"`` (``temperature`` other than 1, learned runs) and
-        ``"fc frozen"`` (paths kept silent by
+        ``"balanced"`` (``balance_factors``, learned runs), ``"equivariant start"``,
+        ``"held start"`` or ``"held-gconv start"`` (``start``), ``"priors from 0.5"``
+        (``prior_prec_init`` other than 1, learned runs), ``"temperature 2"`` (``temperature``
+        other than 1, learned runs) and ``"fc frozen"`` (paths kept silent by
         ``benchmarks/frozen_fc_start.py``, recorded as ``frozen_paths``).
         """
         s = LATER_OPTIONS | self.settings
         named = ["balanced"] if s["balance_factors"] and s["method"] == "marglik" else []
-        named += [f"{s['start']} start"] if s["start"] in ("equivariant", "held") else []
+        named += [f"{s['start']} start"] if s["start"] in SILENCED_STARTS else []
         if s["method"] == "marglik" and s["prior_prec_init"] != 1.0:
             named.append(f"priors from {s['prior_prec_init']:g}")
         if s["method"] == "marglik" and s["temperature"] != 1.0:

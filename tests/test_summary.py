@@ -166,6 +166,8 @@ def test_runs_started_equivariant_are_their_own_experiment_and_say_so(tmp_path):
     assert summary.rows([balanced])[0].method() == "learned, balanced, equivariant start"
     map_run = write_run(tmp_path / "map", 4, 0.8, method="map", start="equivariant")
     assert summary.rows([map_run])[0].method() == "MAP, equivariant start"
+    group = write_run(tmp_path / "group", 5, 0.8, start="held-gconv")
+    assert summary.rows([group])[0].method() == "learned, held-gconv start"
 
 
 def test_runs_with_frozen_paths_are_their_own_experiment_and_say_so(tmp_path):
