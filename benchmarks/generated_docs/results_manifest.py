@@ -889,7 +889,7 @@ SECTIONS = [
         "python -m benchmarks.paper_tables table3 --dataset D --models f-fc+conv+gconv --methods "
         "marglik --alpha 2 --epochs 60 --burnin 6 --marglik-subset 1000 --start held-gconv "
         "--seeds 0 1 2 --threads 1 --out benchmarks/results/table3-mnist-60ep-held-gconv "
-        "(D = mnist, rotated-mnist, quarter-turn-mnist, translated-mnist)",
+        "(D = mnist, rotated-mnist, quarter-turn-mnist, translated-mnist, partially-rotated-mnist)",
         fragment("table3-rotation-split-60-held-gconv-about"),
         fragment("table3-rotation-split-60-held-gconv-conclusion"),
     ),
