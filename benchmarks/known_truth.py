@@ -677,6 +677,11 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.out is None:
         parser.error("--out is required to train")
+    if args.kept_paths and args.start == "mixed":
+        parser.error(
+            "--kept-paths chooses what --start equivariant or held keeps; --start mixed "
+            "silences no path (give --start held, or leave --kept-paths out)"
+        )
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
     results = []

@@ -232,3 +232,11 @@ def test_started_as_its_gconv_network_conv_switches_on_only_where_the_turn_matte
     assert turn["layers"][0]["conv_relative"] >= 2 * turned_conv[0]
     assert turn["turn_consistency"] <= 0.25
     assert turn["test_accuracy"] >= 0.6
+
+
+def test_kept_paths_without_a_silenced_start_is_refused(tmp_path, capsys):
+    """``--kept-paths`` with ``--start mixed`` (the default) would be ignored: refused."""
+    with pytest.raises(SystemExit):
+        known_truth.main(["--kept-paths", "gconv", "--out", str(tmp_path)])
+    assert "--start mixed silences no path" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
