@@ -46,6 +46,16 @@ TABLE2_F_FC_CONV_CLAIMS = [
 ]
 """Table 2's claims on its learned F-FC+CONV (held start), judged at every budget."""
 
+TABLE2_HELD_NOT_BELOW_ITS_MAP = Claim(
+    "learned F-FC+CONV (held start) not below MAP F-FC+CONV",
+    "fashion-mnist",
+    ("f-fc+conv", "marglik"),
+    ("f-fc+conv", "map"),
+    not_below=True,
+    better_start="held",
+)
+"""Issue 44's target for Table 2's learned row: at or above its own MAP."""
+
 
 def table1_claims(item_task: str, pair_task: str, item: str = "digit") -> list[Claim]:
     """Table 1's four claims on its two tasks: ``item_task`` (the class is the ``item``,
@@ -805,14 +815,7 @@ SECTIONS = [
         fragment("table-2-fashion-100ep-about"),
         [
             *TABLE2_F_FC_CONV_CLAIMS,
-            Claim(
-                "learned F-FC+CONV (held start) not below MAP F-FC+CONV",
-                "fashion-mnist",
-                ("f-fc+conv", "marglik"),
-                ("f-fc+conv", "map"),
-                not_below=True,
-                better_start="held",
-            ),
+            TABLE2_HELD_NOT_BELOW_ITS_MAP,
         ],
     ),
     Section(
@@ -843,6 +846,33 @@ SECTIONS = [
         "--out benchmarks/results/table2-fashion-100ep-marglik4000",
         fragment("table-2-fashion-100ep-marglik4000-about"),
         beside=("table2-fashion-100ep",),
+    ),
+    Section(
+        "Table 2's learned F-FC+CONV started mixed, 100 epochs, three seeds, one machine",
+        "table2-fashion-100ep-mixed",
+        "python -m benchmarks.paper_tables table2 --alpha 4 --subset 4000 --test-subset 1000 "
+        "--epochs 100 --burnin 10 --models f-fc+conv --methods marglik map --seeds 0 1 2 "
+        "--threads 1 --data-dir .data/fashion-mnist --out benchmarks/results/"
+        "table2-fashion-100ep-mixed; the mixed start: the same with --methods marglik "
+        "--start mixed",
+        fragment("table-2-fashion-100ep-mixed-about"),
+        [
+            TABLE2_F_FC_CONV_CLAIMS[1],
+            TABLE2_HELD_NOT_BELOW_ITS_MAP,
+            Claim(
+                "learned F-FC+CONV (mixed start) above MAP F-FC+CONV",
+                "fashion-mnist",
+                ("f-fc+conv", "marglik"),
+                ("f-fc+conv", "map"),
+            ),
+            Claim(
+                "learned F-FC+CONV (mixed start) above learned F-FC+CONV (held start)",
+                "fashion-mnist",
+                ("f-fc+conv", "marglik"),
+                ("f-fc+conv", "marglik"),
+                worse_start="held",
+            ),
+        ],
     ),
     Section(
         "Table 3: MNIST, translated and rotated MNIST, 20 epochs, three seeds",
