@@ -144,20 +144,22 @@ def label(settings: dict[str, Any]) -> str:
 
 
 def sweep_rows(runs: Sequence[Path]) -> list[dict[str, Any]]:
-    """One entry per (task, size, network): the seeds' test accuracies (%) and NLLs.
+    """One entry per (task, size, network): the seeds' test accuracies (%) and NLLs, in the
+    order of ``"seeds"`` (ascending).
 
     Raises:
         ValueError: As :func:`laplace_equivariance.summary.rows` (a seed counted twice).
     """
     entries = []
-    for row in summary.rows(runs):
+    for unordered in summary.rows(runs):
+        row = summary.Row(sorted(unordered.results, key=lambda r: r["settings"]["seed"]))
         s = row.settings
         entries.append(
             {
                 "task": s["dataset"],
                 "n": row.results[0]["n_train"],
                 "network": label(s),
-                "seeds": sorted(r["settings"]["seed"] for r in row.results),
+                "seeds": [r["settings"]["seed"] for r in row.results],
                 "accuracy": row.accuracy(),
                 "nll": row.nll(),
                 "steps": row.results[0].get("optimiser_steps"),
@@ -167,6 +169,27 @@ def sweep_rows(runs: Sequence[Path]) -> list[dict[str, Any]]:
     return sorted(entries, key=lambda e: (ALL_TASKS.index(e["task"]), e["n"], e["network"]))
 
 
+def paired_difference(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float] | None:
+    """Test accuracy of entry ``a`` minus entry ``b``, seed for seed, over their common seeds.
+
+    A seed fixes a run's data (the training subset, the placements) and the draw of its
+    weights, so a difference taken seed for seed leaves out the data's share of the spread.
+
+    Returns:
+        ``{"seeds": k, "mean": points, "se": standard error of the mean}``, or None under two
+        common seeds.
+    """
+    acc_a, acc_b = (dict(zip(e["seeds"], e["accuracy"], strict=True)) for e in (a, b))
+    differences = [acc_a[seed] - acc_b[seed] for seed in sorted(acc_a.keys() & acc_b.keys())]
+    if len(differences) < 2:
+        return None
+    return {
+        "seeds": len(differences),
+        "mean": statistics.fmean(differences),
+        "se": statistics.stdev(differences) / math.sqrt(len(differences)),
+    }
+
+
 def verdicts(entries: list[dict[str, Any]], candidate: str = LEARNED) -> list[dict[str, Any]]:
     """For each (task, size) with a ``candidate`` row and MAP rows of >= 2 seeds each: the
     issue's test.
@@ -174,6 +197,8 @@ def verdicts(entries: list[dict[str, Any]], candidate: str = LEARNED) -> list[di
     The candidate (the learned network by default) passes at a size if its mean test accuracy
     is at least the best MAP network's mean minus that network's standard deviation over seeds,
     and its mean NLL at most the best MAP network's (by NLL) mean plus its standard deviation.
+    ``"paired"`` adds the candidate's difference from the best MAP network seed for seed
+    (:func:`paired_difference`).
     """
     out = []
     for task in ALL_TASKS:
@@ -198,6 +223,7 @@ def verdicts(entries: list[dict[str, Any]], candidate: str = LEARNED) -> list[di
                     "best_nll": best_nll["network"],
                     "accuracy_holds": acc >= acc_floor,
                     "nll_holds": nll <= nll_ceiling,
+                    "paired": paired_difference(learned[0], best_acc),
                 }
             )
     return out

@@ -52,10 +52,44 @@ def test_the_verdict_compares_with_the_best_map_network_and_its_spread():
             "best_nll": "MAP CONV",
             "accuracy_holds": True,
             "nll_holds": True,
+            "paired": {
+                "seeds": 3,
+                "mean": pytest.approx(-7 / 6),
+                "se": pytest.approx(math.sqrt(19 / 12) / math.sqrt(3)),
+            },
         }
     ]
     below = data_size.verdicts([_entry("learned F-FC+CONV", [88.0, 89.0, 89.5], [0.4] * 3), *fixed])
     assert not below[0]["accuracy_holds"] and not below[0]["nll_holds"]
+
+
+def test_the_paired_difference_matches_seeds_and_needs_two_in_common():
+    learned = _entry("learned F-FC+CONV", [80.0, 70.0, 90.0], [0.5] * 3) | {"seeds": [0, 1, 2]}
+    fixed = _entry("MAP CONV", [85.0, 60.0, 75.0], [0.5] * 3) | {"seeds": [2, 0, 3]}
+    # seed 0: 80 - 60, seed 2: 90 - 85; seeds 1 and 3 have no partner
+    paired = data_size.paired_difference(learned, fixed)
+    assert paired == {
+        "seeds": 2,
+        "mean": pytest.approx(12.5),
+        "se": pytest.approx(7.5),
+    }
+    alone = _entry("MAP CONV", [85.0], [0.5]) | {"seeds": [0]}
+    assert data_size.paired_difference(learned, alone) is None
+
+
+def test_the_sweep_rows_list_accuracies_in_seed_order(tmp_path):
+    for seed, accuracy in [(2, 0.9), (0, 0.7), (1, 0.8)]:
+        run = tmp_path / f"quadrant-mnist-digit-n500-conv-map-seed{seed}"
+        run.mkdir()
+        settings = json.loads(
+            (RESULTS / "data-size/quadrant-mnist-digit-n500-conv-map-seed0/results.json").read_text()
+        )
+        settings["settings"]["seed"] = seed
+        settings["test"]["accuracy"] = accuracy
+        (run / "results.json").write_text(json.dumps(settings))
+    (entry,) = data_size.sweep_rows(sorted(tmp_path.iterdir(), reverse=True))
+    assert entry["seeds"] == [0, 1, 2]
+    assert entry["accuracy"] == pytest.approx([70.0, 80.0, 90.0])
 
 
 def test_a_tiny_sweep_trains_every_network_and_tabulates_it(tmp_path, capsys):
