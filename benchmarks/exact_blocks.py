@@ -2,9 +2,11 @@
 
 For each parameter tensor whose name matches ``--pattern`` (the CONV weights by default) and
 that has at most ``--max-size`` numbers, the exact GGN block
-``G = sum_n J_n^T (diag(p_n) - p_n p_n^T) J_n`` over the run's training images (``J_n`` the
-logits' Jacobian in that tensor, by ``torch.func``, accumulated in float64) beside
-EquivariantKFAC's Kronecker block of the same tensor: their traces, MacKay's effective
+``G = sum_n J_n^T (diag(p_n) - p_n p_n^T) J_n / T`` over the training images the run's own
+evidence was fitted on (its ``--marglik-subset``, all without one) at the temperature of its
+fits (its own times ``n / N``, so that ``G`` stands for all ``N`` images; ``J_n`` the logits'
+Jacobian in that tensor, by ``torch.func``, accumulated in float64) beside EquivariantKFAC's
+Kronecker block of the same tensor on the same images: their traces, MacKay's effective
 parameters ``gamma = sum_k lambda_k / (lambda_k + delta)`` and the Occam term
 ``sum_k log(1 + lambda_k / delta)`` of Eq. 9 at the run's learned ``delta``. At MacKay's fixed
 point ``delta = gamma / ||theta||^2``, so a tensor whose KFAC gamma is ``r`` times the exact
@@ -36,9 +38,8 @@ from typing import Any
 
 import torch
 from torch.func import functional_call, jacrev, vmap
-from torch.utils.data import DataLoader, TensorDataset
 
-from benchmarks.measured_runs import fitted_laplace, learned_precisions
+from benchmarks.measured_runs import evidence_data, fitted_laplace, learned_precisions
 from laplace_equivariance.experiment import device_name
 from laplace_equivariance.runs import load_trained
 
@@ -127,18 +128,20 @@ def measure(
     run: Path, max_size: int, pattern: str = r"conv\.weight$", device: str = "cpu"
 ) -> dict[str, Any]:
     """Each small-enough block of one run whose tensor name matches ``pattern``, KFAC beside
-    exact."""
+    exact, both on the examples and at the temperature of the run's own evidence
+    (:func:`benchmarks.measured_runs.evidence_data`)."""
     model, data = load_trained(run)
     model = model.double().to(device)
-    x = data.x_train.double().to(device)
     results = json.loads((run / "results.json").read_text())
+    loader, temperature = evidence_data(
+        results, data.x_train.double().to(device), data.y_train.to(device)
+    )
+    x = loader.dataset.tensors[0]
     precisions = learned_precisions(model, results)
     parameters = dict(model.named_parameters())
     names = list(parameters)
     la = fitted_laplace(
-        model,
-        DataLoader(TensorDataset(x, data.y_train.to(device)), batch_size=128),
-        torch.tensor(precisions, dtype=torch.float64, device=device),
+        model, loader, torch.tensor(precisions, dtype=torch.float64, device=device), temperature
     )
     chosen = [n for n in names if re.search(pattern, n) and parameters[n].numel() <= max_size]
     layers: dict[str, list[str]] = {}
@@ -155,8 +158,8 @@ def measure(
                     "tensor": name,
                     "parameters": parameters[name].numel(),
                     "delta": precisions[k],
-                    "kfac": occam(kfac_eigenvalues(la, k), precisions[k]),
-                    "exact": occam_of_block(exact.pop(name), precisions[k]),
+                    "kfac": occam(kfac_eigenvalues(la, k) / temperature, precisions[k]),
+                    "exact": occam_of_block(exact.pop(name) / temperature, precisions[k]),
                     "seconds": (time.perf_counter() - start) / len(group),
                 }
             )
@@ -167,7 +170,13 @@ def measure(
                 f"{row['kfac']['log_det_term']:.1f} exact {row['exact']['log_det_term']:.1f}",
                 flush=True,
             )
-    return {"run": run.name, "settings": results["settings"], "blocks": blocks}
+    return {
+        "run": run.name,
+        "settings": results["settings"],
+        "examples": len(x),
+        "temperature": temperature,
+        "blocks": blocks,
+    }
 
 
 def main() -> None:
