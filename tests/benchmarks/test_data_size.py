@@ -82,7 +82,9 @@ def test_the_sweep_rows_list_accuracies_in_seed_order(tmp_path):
         run = tmp_path / f"quadrant-mnist-digit-n500-conv-map-seed{seed}"
         run.mkdir()
         settings = json.loads(
-            (RESULTS / "data-size/quadrant-mnist-digit-n500-conv-map-seed0/results.json").read_text()
+            (
+                RESULTS / "data-size/quadrant-mnist-digit-n500-conv-map-seed0/results.json"
+            ).read_text()
         )
         settings["settings"]["seed"] = seed
         settings["test"]["accuracy"] = accuracy
