@@ -176,8 +176,8 @@ def paired_difference(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float] 
     weights, so a difference taken seed for seed leaves out the data's share of the spread.
 
     Returns:
-        ``{"seeds": k, "mean": points, "se": standard error of the mean}``, or None under two
-        common seeds.
+        ``{"seeds": k, "mean": points, "se": standard error of the mean, "below": seeds where
+        ``a`` is below ``b``}``, or None under two common seeds.
     """
     acc_a, acc_b = (dict(zip(e["seeds"], e["accuracy"], strict=True)) for e in (a, b))
     differences = [acc_a[seed] - acc_b[seed] for seed in sorted(acc_a.keys() & acc_b.keys())]
@@ -187,6 +187,7 @@ def paired_difference(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float] 
         "seeds": len(differences),
         "mean": statistics.fmean(differences),
         "se": statistics.stdev(differences) / math.sqrt(len(differences)),
+        "below": sum(d < 0 for d in differences),
     }
 
 

@@ -163,12 +163,13 @@ def _verdict_sentences(
 
 
 def _paired(paired: dict[str, float] | None, best: str) -> str:
-    """``"; seed for seed against MAP CONV -4.1 ± 2.0 points (10 seeds)"``, or nothing."""
+    """``"; seed for seed against MAP CONV -4.1 ± 2.0 points (mean ± standard error, 10 seeds;
+    below it in 7)"``, or nothing."""
     if paired is None:
         return ""
     return (
         f"; seed for seed against {best} {paired['mean']:+.1f} ± {paired['se']:.1f} points "
-        f"(mean ± standard error, {paired['seeds']} seeds)"
+        f"(mean ± standard error, {paired['seeds']} seeds; below it in {paired['below']})"
     )
 
 

@@ -629,16 +629,19 @@ KINDS: dict[str, Callable[[summary.Row], str]] = {
 
 
 def _row(spec: str) -> summary.Row:
-    """The one row of runs a placeholder's ``FOLDER MODEL METHOD [key=value ...]`` names.
+    """The one row of runs a placeholder's ``FOLDER MODEL METHOD [key=value ...]`` names;
+    ``seeds=0,1,2`` keeps those seeds' runs of it (to set it beside rows of those seeds).
 
     Raises:
-        ValueError: If the folder has no runs, or the spec picks no row or several.
+        ValueError: If the folder has no runs, the spec picks no row or several, or the row
+            lacks a seed that ``seeds=`` names.
     """
     folder, model, method, *filters = spec.split()
     runs = sorted(p.parent for p in (RESULTS / folder).rglob("results.json"))
     if not runs:
         raise ValueError(f"{{{{... {spec}}}}}: benchmarks/results/{folder} holds no run.")
     wanted = dict(f.split("=", 1) for f in filters) | {"model": model, "method": method}
+    seeds = wanted.pop("seeds", None)
     found = [
         row
         for row in summary.rows(runs)
@@ -649,7 +652,17 @@ def _row(spec: str) -> summary.Row:
             f"{{{{... {spec}}}}} picks {len(found)} rows of benchmarks/results/{folder}, not "
             "one: name the row with key=value filters (dataset=, start=, ...)."
         )
-    return found[0]
+    if seeds is None:
+        return found[0]
+    kept = [int(seed) for seed in seeds.split(",")]
+    by_seed = {r["settings"]["seed"]: r for r in found[0].results}
+    missing = sorted(set(kept) - set(by_seed))
+    if missing:
+        raise ValueError(
+            f"{{{{... {spec}}}}}: the row has no run of seed(s) {missing}; it has "
+            f"{sorted(by_seed)}."
+        )
+    return summary.Row([by_seed[seed] for seed in kept])
 
 
 def _seed_row(row: summary.Row, seed: str | None) -> summary.Row:

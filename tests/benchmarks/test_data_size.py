@@ -56,6 +56,7 @@ def test_the_verdict_compares_with_the_best_map_network_and_its_spread():
                 "seeds": 3,
                 "mean": pytest.approx(-7 / 6),
                 "se": pytest.approx(math.sqrt(19 / 12) / math.sqrt(3)),
+                "below": 2,
             },
         }
     ]
@@ -72,6 +73,7 @@ def test_the_paired_difference_matches_seeds_and_needs_two_in_common():
         "seeds": 2,
         "mean": pytest.approx(12.5),
         "se": pytest.approx(7.5),
+        "below": 0,
     }
     alone = _entry("MAP CONV", [85.0], [0.5]) | {"seeds": [0]}
     assert data_size.paired_difference(learned, alone) is None

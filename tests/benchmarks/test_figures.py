@@ -264,6 +264,17 @@ def test_seed_option_renders_that_seeds_run_alone_and_refuses_a_missing_seed():
         figures.render(f"{{{{share_range {DIGIT_150} seed=7}}}}")
 
 
+def test_a_seeds_filter_keeps_those_seeds_runs_of_a_row_and_refuses_a_missing_one():
+    results = {r["settings"]["seed"]: r for r in _digit_150_results()}
+    kept = summary.Row([results[2], results[0]])
+    assert figures.render(f"{{{{acc {DIGIT_150} seeds=2,0}}}}") == summary.mean_std(kept.accuracy())
+    assert figures.render(f"{{{{acc_seeds {DIGIT_150} seeds=2,0}}}}") == " / ".join(
+        f"{100 * r['test']['accuracy']:.1f}" for r in (results[2], results[0])
+    )
+    with pytest.raises(ValueError, match=r"no run of seed\(s\) \[7\]"):
+        figures.render(f"{{{{acc {DIGIT_150} seeds=0,7}}}}")
+
+
 def test_fit_output_changes_count_every_layer_and_seed_once():
     spec = f"{DIGIT_150} layers=4-7"
     counts = [
