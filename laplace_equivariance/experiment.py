@@ -33,7 +33,7 @@ from laplace_equivariance.config import (
     held_parameters,
 )
 from laplace_equivariance.data import ImageData, load_dataset
-from laplace_equivariance.diagnostics import path_output_shares, plot_symmetry, symmetry_report
+from laplace_equivariance.diagnostics import path_output_shares, symmetry_report
 from laplace_equivariance.invariance import (
     INVARIANCES,
     train_invariant_weights,
@@ -46,6 +46,7 @@ from laplace_equivariance.marglik import (
 )
 from laplace_equivariance.run_config import RunConfig
 from laplace_equivariance.run_lock import run_lock
+from laplace_equivariance.run_plots import write_run_plots
 from laplace_equivariance.runs import (
     FIT_TRACE_FILE,
     _checkpoint_epoch,
@@ -65,43 +66,6 @@ def _metrics(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, device: s
         "accuracy": (logits.argmax(-1) == y).float().mean().item(),
         "nll": F.cross_entropy(logits, y).item(),
     }
-
-
-def _plot_training(
-    losses: list[float],
-    margliks: list[float],
-    path: Path,
-    labels: tuple[str, str] = ("hyperparameter step", "-log marginal likelihood"),
-) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib import pyplot as plt
-
-    figure, axes = plt.subplots(1, 2, figsize=(8, 3))
-    axes[0].plot(range(1, len(losses) + 1), losses)
-    axes[0].set(xlabel="epoch", ylabel="training loss")
-    axes[1].plot(margliks)
-    axes[1].set(xlabel=labels[0], ylabel=labels[1])
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-
-
-def _plot_eta(eta: list[list[float]], names: Sequence[str], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib import pyplot as plt
-
-    figure, axis = plt.subplots(figsize=(4, 3))
-    for i, name in enumerate(names):
-        axis.plot(range(1, len(eta) + 1), [row[i] for row in eta], label=name)
-    axis.set(xlabel="epoch", ylabel="eta")
-    axis.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
 
 
 def device_name(device: str) -> str:
@@ -284,20 +248,9 @@ def _write_files(
     la: Any,
     out: Path,
 ) -> None:
-    """``model.pt``, ``symmetry.png`` (learned runs), ``training.png``, ``results.json``."""
+    """``model.pt``, the plots (:mod:`~laplace_equivariance.run_plots`), ``results.json``."""
     torch.save(model.state_dict(), out / "model.pt")
-    if la is not None:
-        plot_symmetry(
-            results["symmetry"], title=f"{settings['model']} on {settings['dataset']}"
-        ).savefig(out / "symmetry.png", dpi=120)
-    if "invariance" in results:
-        _plot_eta(
-            results["invariance"]["eta"], INVARIANCES[settings["invariance"]], out / "eta.png"
-        )
-        labels = ("epoch", f"-{settings['method']} objective / N")
-        _plot_training(results["losses"], results["neg_log_marglik"], out / "training.png", labels)
-    else:
-        _plot_training(results["losses"], results["neg_log_marglik"], out / "training.png")
+    write_run_plots(results, settings, out, learned_structure=la is not None)
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
 
 

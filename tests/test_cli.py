@@ -95,6 +95,17 @@ def test_train_writes_results_model_and_plots(runs):
     assert map_results["evaluated_epoch"] == 2 and results["evaluated_epoch"] == 2
 
 
+def test_a_learned_run_closes_the_figures_it_saves(tmp_path):
+    """Sweeps train many runs in one process: a figure left open per run piles up."""
+    from matplotlib import pyplot as plt
+
+    before = set(plt.get_fignums())
+    argv = ["train", "--dataset", "quadrant-mnist", "--model", "f-fc+conv"]
+    assert main([*argv, "--out", str(tmp_path / "run"), *TINY]) == 0
+    assert (tmp_path / "run" / "symmetry.png").exists()
+    assert set(plt.get_fignums()) == before
+
+
 def test_a_learned_run_traces_every_fit_ending_at_the_final_state(runs):
     """``fits`` has one entry per fit; the last is the trained model's state."""
     learned, baseline = runs
