@@ -220,7 +220,7 @@ class Row:
         ``"held start"`` or ``"held-gconv start"`` (``start``), ``"priors from 0.5"``
         (``prior_prec_init`` other than 1, learned runs), ``"temperature 2"`` (``temperature``
         other than 1, learned runs) and ``"fc frozen"`` (paths kept silent by
-        ``benchmarks/frozen_fc_start.py``, recorded as ``frozen_paths``).
+        ``benchmarks/frozen_paths.py``, recorded as ``frozen_paths``).
         """
         s = LATER_OPTIONS | self.settings
         named = ["balanced"] if s["balance_factors"] and s["method"] == "marglik" else []

@@ -315,7 +315,7 @@ SECTIONS = [
     Section(
         "Table 1's digit task, 60 epochs: the equivariant start with the FC paths frozen off",
         "table1-digit-4000-60ep-frozen-fc",
-        "python -m benchmarks.frozen_fc_start --dataset quadrant-mnist-digit --model f-fc+conv "
+        "python -m benchmarks.frozen_paths --dataset quadrant-mnist-digit --model f-fc+conv "
         "--method marglik --alpha 4 --epochs 60 --burnin 10 --marglik-subset 4000 --threads 1 "
         "--seed S --out DIR, S = 0, 1, 2 (three runs side by side on the 2-core AMD EPYC)",
         fragment("table-1-s-digit-task-60-epochs-the-equivariant-start-with-th-about"),
