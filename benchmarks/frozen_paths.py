@@ -86,8 +86,7 @@ def freeze_paths(model: torch.nn.Module, frozen: Collection[str] = DEFAULT_FROZE
         names = [n for n in module.path_names if n in frozen]
         if names and len(names) == len(module.path_names):
             raise ValueError(
-                f"{', '.join(names)} is every path of relaxed layer {index}: nothing would "
-                "train."
+                f"{', '.join(names)} is every path of relaxed layer {index}: nothing would train."
             )
         for name in names:
             module.path(name).requires_grad_(False)
