@@ -7,8 +7,9 @@ A sentence names its figure by what it measures, not by its value::
 becomes ``"at 93.8 ± 1.0 % test"``, computed from the ``results.json`` of the runs under
 ``benchmarks/results/table1-digit-4000-150ep-held`` whose model and method are those named.
 A placeholder is ``{{KIND FOLDER MODEL METHOD [key=value ...]}}``; the keys filter the row
-further (``dataset``, ``start``, ``kfac_approx``, ``burnin``, and any other setting), and the
-row they pick must be unique. Kinds:
+further (``dataset``, ``start``, ``kfac_approx``, ``burnin``, and any other setting; ``frozen=``
+for the paths ``benchmarks.frozen_paths`` froze, ``conv,fc`` or ``none``), and the row they
+pick must be unique. Kinds:
 
 - ``acc``: test accuracy in %, mean ± std over seeds; ``acc_seeds``: per seed, ``a / b / c``;
   ``acc_range``: lowest-highest over the seeds, whole percents; ``run_minutes``: a run's
@@ -630,7 +631,9 @@ KINDS: dict[str, Callable[[summary.Row], str]] = {
 
 def _row(spec: str) -> summary.Row:
     """The one row of runs a placeholder's ``FOLDER MODEL METHOD [key=value ...]`` names;
-    ``seeds=0,1,2`` keeps those seeds' runs of it (to set it beside rows of those seeds).
+    ``seeds=0,1,2`` keeps those seeds' runs of it (to set it beside rows of those seeds);
+    ``frozen=conv,fc`` (or ``none``) picks the runs of ``benchmarks.frozen_paths`` with those
+    paths frozen (in sorted order).
 
     Raises:
         ValueError: If the folder has no runs, the spec picks no row or several, or the row
@@ -642,10 +645,12 @@ def _row(spec: str) -> summary.Row:
         raise ValueError(f"{{{{... {spec}}}}}: benchmarks/results/{folder} holds no run.")
     wanted = dict(f.split("=", 1) for f in filters) | {"model": model, "method": method}
     seeds = wanted.pop("seeds", None)
+    frozen = wanted.pop("frozen", None)
     found = [
         row
         for row in summary.rows(runs)
         if all(str((summary.LATER_OPTIONS | row.settings).get(k)) == v for k, v in wanted.items())
+        and frozen in (None, ",".join(row.results[0].get("frozen_paths") or []) or "none")
     ]
     if len(found) != 1:
         raise ValueError(

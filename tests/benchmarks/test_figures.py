@@ -275,6 +275,25 @@ def test_a_seeds_filter_keeps_those_seeds_runs_of_a_row_and_refuses_a_missing_on
         figures.render(f"{{{{acc {DIGIT_150} seeds=0,7}}}}")
 
 
+def test_a_frozen_filter_tells_runs_of_the_same_settings_apart_by_their_frozen_paths(
+    tmp_path, monkeypatch
+):
+    template = RESULTS / "table3-mnist-20ep" / "mnist-f-fc+conv+gconv-marglik-seed0"
+    for name, frozen, accuracy in (("g", ["conv", "fc"], 0.9), ("c", ["fc", "gconv"], 0.8)):
+        result = json.loads((template / "results.json").read_text())
+        result["frozen_paths"], result["test"]["accuracy"] = frozen, accuracy
+        (tmp_path / "t3" / name).mkdir(parents=True)
+        (tmp_path / "t3" / name / "results.json").write_text(json.dumps(result))
+    monkeypatch.setattr(figures, "RESULTS", tmp_path)
+    row = "t3 f-fc+conv+gconv marglik"
+    assert figures.render(f"{{{{acc_seeds {row} frozen=conv,fc}}}}") == "90.0"
+    assert figures.render(f"{{{{acc_seeds {row} frozen=fc,gconv}}}}") == "80.0"
+    with pytest.raises(ValueError, match="picks 2 rows"):
+        figures.render(f"{{{{acc_seeds {row}}}}}")
+    with pytest.raises(ValueError, match="picks 0 rows"):
+        figures.render(f"{{{{acc_seeds {row} frozen=none}}}}")
+
+
 def test_fit_output_changes_count_every_layer_and_seed_once():
     spec = f"{DIGIT_150} layers=4-7"
     counts = [
