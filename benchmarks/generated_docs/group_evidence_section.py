@@ -50,6 +50,10 @@ def per_example_evidence(result: dict[str, Any]) -> float:
     return -result["neg_log_marglik"][-1] / result["n_train"]
 
 
+CONTROL = {"translated-mnist": "translated digits (harder, not turned: a control)"}
+"""Data sets whose Delta is set beside the upright digits' without a target."""
+
+
 @dataclass(frozen=True)
 class GroupEvidenceSection:
     """The single-group networks of ``folder`` against each other and the full network's runs
@@ -84,6 +88,8 @@ class GroupEvidenceSection:
         lines += [*self._evidence_table(runs), ""]
         for turned in TURNED:
             lines += self._verdicts(runs, turned)
+        for dataset, words in CONTROL.items():
+            lines += self._control(runs, dataset, words)
         if self.conclusion:
             lines += ["", self.conclusion]
         return "\n".join(lines)
@@ -95,7 +101,7 @@ class GroupEvidenceSection:
         names = [n for n in NETWORKS.values() if n in names] + [
             n for n in names if n not in NETWORKS.values()
         ]
-        header = ["data", "seed", *(f"{n}: log p(D)/N, test %" for n in names), "Delta"]
+        header = ["data", "seed", *(f"{n}: -log p(D)/N, test %" for n in names), "Delta"]
         rows = []
         for dataset in (d for d in DATASETS if d in runs):
             seeds = sorted({s for by_seed in runs[dataset].values() for s in by_seed})
@@ -106,14 +112,14 @@ class GroupEvidenceSection:
                     cells.append(
                         "-"
                         if result is None
-                        else f"{per_example_evidence(result):.3f}, "
+                        else f"{-per_example_evidence(result):.3f}, "
                         f"{100 * result['test']['accuracy']:.1f}"
                     )
                 delta = _delta(runs[dataset], seed)
                 rows.append([dataset, str(seed), *cells, "-" if delta is None else f"{delta:+.3f}"])
         return [
-            "Each network's last log marginal likelihood per training example and its test "
-            "accuracy, seed by seed; Delta is the GCONV network's log p(D)/N less the CONV "
+            "Each network's last negative log marginal likelihood per training example and its "
+            "test accuracy, seed by seed; Delta is the GCONV network's log p(D)/N less the CONV "
             "network's (positive: the evidence prefers the quarter turns):",
             "",
             common.markdown_table(header, rows),
@@ -144,6 +150,24 @@ class GroupEvidenceSection:
             f"example): {'holds' if holds else 'fails'}"
         )
         return lines
+
+    @staticmethod
+    def _control(runs, dataset: str, words: str) -> list[str]:
+        """Delta on ``dataset`` beside the upright digits', seed by seed, without a verdict."""
+        if dataset not in runs or UPRIGHT not in runs:
+            return []
+        seeds = sorted({s for by_seed in runs[dataset].values() for s in by_seed})
+        return [
+            f"- {words}: Delta {_deltas(runs[dataset], seeds)} against "
+            f"{_deltas(runs[UPRIGHT], seeds)} on upright digits "
+            f"(seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))})"
+        ]
+
+
+def _deltas(by_network: dict[str, dict[int, dict[str, Any]]], seeds: list[int]) -> str:
+    """``a / b / c``: Delta per seed (``-`` where a run is missing)."""
+    values = [_delta(by_network, seed) for seed in seeds]
+    return " / ".join("-" if v is None else f"{v:+.3f}" for v in values)
 
 
 def _delta(by_network: dict[str, dict[int, dict[str, Any]]], seed: int) -> float | None:

@@ -69,9 +69,9 @@ def test_the_rotation_verdict_needs_a_larger_delta_on_rotated_digits_in_every_se
     )
     _write(root, "full", [_run("mnist", 0, None, 3000.0)])
     text = groups.render()
-    assert "| mnist | 0 | -1.250, " in text and "| -0.750, " in text and "| -0.250 |" in text
-    assert "| rotated-mnist | 0 | -2.000, " in text and "| +0.250 |" in text
-    assert "full, held start: log p(D)/N, test %" in text  # the full network beside them
+    assert "| mnist | 0 | 1.250, " in text and "| 0.750, " in text and "| -0.250 |" in text
+    assert "| rotated-mnist | 0 | 2.000, " in text and "| +0.250 |" in text
+    assert "full, held start: -log p(D)/N, test %" in text  # the full network beside them
     assert (
         "- seed 0: Delta +0.250 on rotated digits against -0.250 on upright digits (larger)" in text
     )
@@ -84,6 +84,17 @@ def test_the_rotation_verdict_needs_a_larger_delta_on_rotated_digits_in_every_se
         f"{rotated} in every seed (2 seeds; mean difference +0.125 nats per example): fails" in text
     )
     assert "Delta on quarter-turned against upright digits: no seed has all four runs" in text
+    assert "translated digits" not in text  # no control run
+
+    # the control is set beside the upright digits without a verdict
+    _write(root, "t3", [_run("translated-mnist", 0, GCONV, 6000.0)])
+    _write(root, "t3", [_run("translated-mnist", 0, CONV, 5000.0)])
+    control = "- translated digits (harder, not turned: a control): Delta -0.250 against"
+    assert f"{control} -0.250 on upright digits (seed 0)" in groups.render()
+    _write(root, "t3", [_run("translated-mnist", 1, GCONV, 6000.0)])  # its CONV run missing
+    assert "Delta -0.250 / - against -0.250 / -0.250 on upright digits (seeds 0, 1)" in (
+        groups.render()
+    )
 
     # seed 1 made to prefer the turns more on rotated digits: the target holds
     (root / "t3" / "rotated-mnist-fc-gconv-seed1" / "results.json").write_text(
