@@ -17,7 +17,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from laplace_equivariance.config import DEFAULTS, MARGINAL_LIKELIHOOD_ONLY, SILENCED_STARTS
+from laplace_equivariance.config import (
+    DEFAULTS,
+    MARGINAL_LIKELIHOOD_ONLY,
+    SILENCED_STARTS,
+    default_start,
+)
 
 __all__ = ["Row", "compare", "load_run", "markdown", "mean_std", "rows", "structure_markdown"]
 
@@ -79,6 +84,20 @@ def mean_std(values: list[float], scale: float = 1.0, digits: int = 1) -> str:
     if len(values) < 2:
         return f"{mean:.{digits}f} ± -"
     return f"{mean:.{digits}f} ± {statistics.stdev(values) * scale:.{digits}f}"
+
+
+def start_words(settings: dict[str, Any]) -> list[str]:
+    """How a run's start is named in its row: ``["held start"]``, ``["mixed start"]`` or none.
+
+    A silenced start (equivariant, held, held-gconv) is always named; the mixed start only where
+    it is not :func:`~laplace_equivariance.config.default_start` (learned runs of relaxed
+    models, whose default is the held start), so that a row started mixed is not read as one of
+    the default.
+    """
+    start = settings["start"] or default_start(settings)  # None: train's default
+    return (
+        [f"{start} start"] if start in SILENCED_STARTS or start != default_start(settings) else []
+    )
 
 
 class Row:
@@ -216,15 +235,15 @@ class Row:
     def variants(self) -> list[str]:
         """How the training differed from the defaults, in words.
 
-        ``"balanced"`` (``balance_factors``, learned runs), ``"equivariant start"``,
-        ``"held start"`` or ``"held-gconv start"`` (``start``), ``"priors from 0.5"``
+        ``"balanced"`` (``balance_factors``, learned runs), the start (:func:`start_words`),
+        ``"priors from 0.5"``
         (``prior_prec_init`` other than 1, learned runs), ``"temperature 2"`` (``temperature``
         other than 1, learned runs) and ``"fc frozen"`` (paths kept silent by
         ``benchmarks/frozen_paths.py``, recorded as ``frozen_paths``).
         """
         s = LATER_OPTIONS | self.settings
         named = ["balanced"] if s["balance_factors"] and s["method"] == "marglik" else []
-        named += [f"{s['start']} start"] if s["start"] in SILENCED_STARTS else []
+        named += start_words(s)
         if s["method"] == "marglik" and s["prior_prec_init"] != 1.0:
             named.append(f"priors from {s['prior_prec_init']:g}")
         if s["method"] == "marglik" and s["temperature"] != 1.0:

@@ -42,7 +42,7 @@ def test_seeds_of_one_experiment_form_one_row_with_mean_and_sample_std(tmp_path)
     cells = [c.strip() for c in table[2].strip("|").split("|")]
     mean = 100 * statistics.fmean(accuracies)
     std = 100 * statistics.stdev(accuracies)
-    assert cells[2:5] == ["learned", "0, 1, 2", f"{mean:.1f} ± {std:.1f}"]
+    assert cells[2:5] == ["learned, held start", "0, 1, 2", f"{mean:.1f} ± {std:.1f}"]
     assert cells[7] == "1.01 ± 0.01"  # -log marglik / N of the last step: 100, 101, 102 / 100
     assert cells[8] == "last (20)"
     assert cells[10] == "Xeon, 2 threads"
@@ -149,7 +149,7 @@ def test_structure_table_gives_mean_fc_share_per_layer_and_paths_off(tmp_path):
         runs.append(run)
     row = summary.structure_markdown(runs).splitlines()[2]
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[2] == "expand" and cells[7] == "0.10 0.50" and cells[8] == "0, 1"
+    assert cells[2] == "expand, held start" and cells[7] == "0.10 0.50" and cells[8] == "0, 1"
 
 
 def test_runs_started_equivariant_are_their_own_experiment_and_say_so(tmp_path):
@@ -161,7 +161,8 @@ def test_runs_started_equivariant_are_their_own_experiment_and_say_so(tmp_path):
     started = write_run(tmp_path / "equivariant", 2, 0.8, start="equivariant")
     rows = summary.rows([mixed, older, started])
     assert [len(row.results) for row in rows] == [2, 1]
-    assert [row.method() for row in rows] == ["learned", "learned, equivariant start"]
+    # a relaxed model's learned run started mixed is named so: its default start is held
+    assert [row.method() for row in rows] == ["learned, mixed start", "learned, equivariant start"]
     balanced = write_run(tmp_path / "both", 3, 0.8, start="equivariant", balance_factors=True)
     assert summary.rows([balanced])[0].method() == "learned, balanced, equivariant start"
     map_run = write_run(tmp_path / "map", 4, 0.8, method="map", start="equivariant")
@@ -200,5 +201,21 @@ def test_a_tempered_rows_evidence_says_its_temperature(tmp_path):
     lines = summary.markdown(runs).splitlines()[2:]
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
     evidence = {row[2]: row[7] for row in rows}
-    assert evidence["learned, temperature 2"] == "1.00 ± - (at T = 2)"
-    assert evidence["learned"] == "1.00 ± -"
+    assert evidence["learned, held start, temperature 2"] == "1.00 ± - (at T = 2)"
+    assert evidence["learned, held start"] == "1.00 ± -"
+
+
+@pytest.mark.parametrize(
+    ("model", "method", "start", "words"),
+    [
+        ("f-fc+conv", "marglik", "mixed", ["mixed start"]),  # the default is held
+        ("f-fc+conv", "marglik", "held", ["held start"]),
+        ("f-fc+conv", "map", "mixed", []),  # MAP's default
+        ("conv", "marglik", "mixed", []),  # one kind of path: mixed is the only start
+        ("f-fc+conv+gconv", "marglik", "held-gconv", ["held-gconv start"]),
+        ("f-fc+conv", "marglik", None, ["held start"]),  # None: train's default
+    ],
+)
+def test_a_start_is_named_unless_it_is_the_default_mixed_one(model, method, start, words):
+    settings = dict(config.DEFAULTS, model=model, method=method, start=start)
+    assert summary.start_words(settings) == words

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from benchmarks.generated_docs.group_evidence_section import GroupEvidenceSection
 from benchmarks.generated_docs.results_sections import (
     Claim,
     EvidenceSplitSection,
@@ -949,6 +950,19 @@ SECTIONS = [
         "(D = mnist, rotated-mnist, quarter-turn-mnist, translated-mnist, partially-rotated-mnist)",
         fragment("table3-rotation-split-60-held-gconv-about"),
         fragment("table3-rotation-split-60-held-gconv-conclusion"),
+    ),
+    GroupEvidenceSection(
+        "Table 3 at 60 epochs: the GCONV network against the CONV network by their evidence",
+        "table3-mnist-60ep-frozen",
+        "python -m benchmarks.frozen_paths --frozen fc P --dataset D --model f-fc+conv+gconv "
+        "--method marglik --alpha 2 --epochs 60 --burnin 6 --marglik-subset 1000 --threads 1 "
+        "--seed S --out benchmarks/results/table3-mnist-60ep-frozen/D-f-fc+conv+gconv-marglik-"
+        "N-network-seedS (P = conv for the GCONV network N = gconv, gconv for the CONV network "
+        "N = conv; D = mnist, translated-mnist, partially-rotated-mnist, rotated-mnist, "
+        "quarter-turn-mnist; S = 0, 1, 2)",
+        fragment("table3-group-evidence-60-about"),
+        beside=("table3-mnist-60ep-held", "table3-mnist-60ep-held-gconv"),
+        conclusion=fragment("table3-group-evidence-60-conclusion"),
     ),
     InvariantWeightsSection(
         "Invariant weights: the rotation learned on real digits, three seeds",

@@ -81,8 +81,7 @@ class Claim:
         found = []
         for r in rows:
             s = summary.LATER_OPTIONS | r.settings
-            named = [f"{start} start"] if start != "mixed" else []
-            plain = r.variants() == [*named, *variants]
+            plain = r.variants() == [*summary.start_words(s | {"start": start}), *variants]
             learned = s["method"] == "marglik"
             if (
                 (s["dataset"], s["model"], s["method"], s["start"])
