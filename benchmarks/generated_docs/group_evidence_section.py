@@ -37,12 +37,20 @@ NETWORKS = {("conv", "fc"): "GCONV network", ("fc", "gconv"): "CONV network"}
 """A run's frozen paths -> the single-group network it trained."""
 
 
+GCONV_NETWORK, CONV_NETWORK = NETWORKS[("conv", "fc")], NETWORKS[("fc", "gconv")]
+
+
 def network(result: dict[str, Any]) -> str:
-    """``"GCONV network"``, ``"CONV network"`` or ``"full, <start> start"`` for one run."""
+    """One run's network: ``"GCONV network"`` and ``"CONV network"`` (frozen F-FC+CONV+GCONV),
+    ``"GCONV network, alpha 8"`` (a ``gconv`` model trained as itself), or ``"full, <start>
+    start"``."""
     frozen = tuple(sorted(result.get("frozen_paths", ())))
+    settings = result["settings"]
     if frozen:
         return NETWORKS.get(frozen, f"{', '.join(frozen)} frozen")
-    return f"full, {result['settings']['start']} start"
+    if settings["model"] == "gconv":
+        return f"{GCONV_NETWORK}, alpha {settings['alpha']}"
+    return f"full, {settings['start']} start"
 
 
 def per_example_evidence(result: dict[str, Any]) -> float:
@@ -65,6 +73,8 @@ class GroupEvidenceSection:
     about: str
     beside: tuple[str, ...] = ()
     conclusion: str = ""
+    gconv: str = GCONV_NETWORK
+    """The GCONV network that Delta sets against the CONV network (:func:`network`'s name)."""
 
     def _runs(self, folders: tuple[str, ...]) -> list[Path]:
         return [
@@ -94,8 +104,7 @@ class GroupEvidenceSection:
             lines += ["", self.conclusion]
         return "\n".join(lines)
 
-    @staticmethod
-    def _evidence_table(runs) -> list[str]:
+    def _evidence_table(self, runs) -> list[str]:
         """Per data set and seed: each network's evidence and test accuracy, and Delta."""
         names = sorted({name for by_network in runs.values() for name in by_network})
         names = [n for n in NETWORKS.values() if n in names] + [
@@ -115,24 +124,23 @@ class GroupEvidenceSection:
                         else f"{-per_example_evidence(result):.3f}, "
                         f"{100 * result['test']['accuracy']:.1f}"
                     )
-                delta = _delta(runs[dataset], seed)
+                delta = _delta(runs[dataset], seed, self.gconv)
                 rows.append([dataset, str(seed), *cells, "-" if delta is None else f"{delta:+.3f}"])
         return [
             "Each network's last negative log marginal likelihood per training example and its "
-            "test accuracy, seed by seed; Delta is the GCONV network's log p(D)/N less the CONV "
+            f"test accuracy, seed by seed; Delta is the {self.gconv}'s log p(D)/N less the CONV "
             "network's (positive: the evidence prefers the quarter turns):",
             "",
             common.markdown_table(header, rows),
         ]
 
-    @staticmethod
-    def _verdicts(runs, turned: str) -> list[str]:
+    def _verdicts(self, runs, turned: str) -> list[str]:
         """Per seed, whether Delta is larger on ``turned`` than on upright digits."""
         adjective = TURNED[turned]
         upright, rotated = runs.get(UPRIGHT, {}), runs.get(turned, {})
         pairs = [
-            (seed, _delta(upright, seed), _delta(rotated, seed))
-            for seed in sorted(set(upright.get(NETWORKS[("conv", "fc")], {})))
+            (seed, _delta(upright, seed, self.gconv), _delta(rotated, seed, self.gconv))
+            for seed in sorted(set(upright.get(self.gconv, {})))
         ]
         pairs = [(s, u, r) for s, u, r in pairs if u is not None and r is not None]
         if not pairs:
@@ -151,29 +159,28 @@ class GroupEvidenceSection:
         )
         return lines
 
-    @staticmethod
-    def _control(runs, dataset: str, words: str) -> list[str]:
+    def _control(self, runs, dataset: str, words: str) -> list[str]:
         """Delta on ``dataset`` beside the upright digits', seed by seed, without a verdict."""
         if dataset not in runs or UPRIGHT not in runs:
             return []
         seeds = sorted({s for by_seed in runs[dataset].values() for s in by_seed})
         return [
-            f"- {words}: Delta {_deltas(runs[dataset], seeds)} against "
-            f"{_deltas(runs[UPRIGHT], seeds)} on upright digits "
+            f"- {words}: Delta {_deltas(runs[dataset], seeds, self.gconv)} against "
+            f"{_deltas(runs[UPRIGHT], seeds, self.gconv)} on upright digits "
             f"(seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))})"
         ]
 
 
-def _deltas(by_network: dict[str, dict[int, dict[str, Any]]], seeds: list[int]) -> str:
+def _deltas(by_network: dict[str, dict[int, dict[str, Any]]], seeds: list[int], gconv: str) -> str:
     """``a / b / c``: Delta per seed (``-`` where a run is missing)."""
-    values = [_delta(by_network, seed) for seed in seeds]
+    values = [_delta(by_network, seed, gconv) for seed in seeds]
     return " / ".join("-" if v is None else f"{v:+.3f}" for v in values)
 
 
-def _delta(by_network: dict[str, dict[int, dict[str, Any]]], seed: int) -> float | None:
-    """The GCONV network's log p(D)/N less the CONV network's for ``seed``, if both ran."""
-    gconv = by_network.get(NETWORKS[("conv", "fc")], {}).get(seed)
-    conv = by_network.get(NETWORKS[("fc", "gconv")], {}).get(seed)
-    if gconv is None or conv is None:
+def _delta(by_network: dict[str, dict[int, dict[str, Any]]], seed: int, gconv: str) -> float | None:
+    """The ``gconv`` network's log p(D)/N less the CONV network's for ``seed``, if both ran."""
+    gconv_run = by_network.get(gconv, {}).get(seed)
+    conv_run = by_network.get(CONV_NETWORK, {}).get(seed)
+    if gconv_run is None or conv_run is None:
         return None
-    return per_example_evidence(gconv) - per_example_evidence(conv)
+    return per_example_evidence(gconv_run) - per_example_evidence(conv_run)

@@ -106,3 +106,17 @@ def test_the_rotation_verdict_needs_a_larger_delta_on_rotated_digits_in_every_se
 def test_a_folder_without_runs_says_so(section):
     _, groups = section
     assert groups.render().endswith("No run yet.")
+
+
+def test_a_wider_gconv_model_is_its_own_network_and_can_be_the_one_delta_uses(section):
+    root, _ = section
+    wide = _run("mnist", 0, None, 4400.0)
+    wide["settings"] |= {"model": "gconv", "alpha": 8, "start": "mixed"}
+    assert network(wide) == "GCONV network, alpha 8"
+    _write(root, "t3", [wide, _run("mnist", 0, CONV, 4000.0), _run("mnist", 0, GCONV, 8000.0)])
+    groups = GroupEvidenceSection("T", "t3", "cmd", "about", gconv="GCONV network, alpha 8")
+    text = groups.render()
+    assert "Delta is the GCONV network, alpha 8's log p(D)/N" in text
+    assert "| CONV network: -log p(D)/N, test % | GCONV network, alpha 8: -log p(D)/N" in text
+    row = next(line for line in text.splitlines() if line.startswith("| mnist | 0 |"))
+    assert row.endswith("| -0.100 |")  # 1.100 against the CONV network's 1.000, not -1.000
