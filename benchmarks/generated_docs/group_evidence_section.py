@@ -90,13 +90,15 @@ class GroupEvidenceSection:
         if not own:
             return "\n".join([*lines, "No run yet."])
         runs: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
+        datasets = {summary.load_run(folder)["settings"]["dataset"] for folder in own}
         for folder in [*own, *self._runs(self.beside)]:
             result = json.loads((folder / "results.json").read_text())
             dataset, seed = result["settings"]["dataset"], result["settings"]["seed"]
-            runs.setdefault(dataset, {}).setdefault(network(result), {})[seed] = result
+            if dataset in datasets:  # the beside folders' other data sets are not compared
+                runs.setdefault(dataset, {}).setdefault(network(result), {})[seed] = result
         lines += [summary.markdown(own), ""]
         lines += [*self._evidence_table(runs), ""]
-        for turned in TURNED:
+        for turned in (t for t in TURNED if t in runs):
             lines += self._verdicts(runs, turned)
         for dataset, words in CONTROL.items():
             lines += self._control(runs, dataset, words)
