@@ -964,6 +964,18 @@ SECTIONS = [
         beside=("table3-mnist-60ep-held", "table3-mnist-60ep-held-gconv"),
         conclusion=fragment("table3-group-evidence-60-conclusion"),
     ),
+    GroupEvidenceSection(
+        "Table 3 at 60 epochs: a GCONV network with the CONV network's weights",
+        "table3-mnist-60ep-gconv-wide",
+        "laplace-equivariance train --dataset D --model gconv --method marglik --alpha 8 "
+        "--epochs 60 --burnin 6 --marglik-subset 1000 --threads 1 --seed S --out "
+        "benchmarks/results/table3-mnist-60ep-gconv-wide/D-gconv-alpha8-marglik-seedS "
+        "(D = mnist, rotated-mnist; S = 0, 1, 2)",
+        fragment("table3-gconv-wide-60-about"),
+        beside=("table3-mnist-60ep-frozen",),
+        conclusion=fragment("table3-gconv-wide-60-conclusion"),
+        gconv="GCONV network, alpha 8",
+    ),
     InvariantWeightsSection(
         "Invariant weights: the rotation learned on real digits, three seeds",
         "invariant-weights",
