@@ -131,8 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         freeze_paths(model, frozen)
         return model
 
-    probe = models.build(settings["model"], (1, 32, 32), 2, alpha=1)  # checked before writing
-    try:
+    try:  # checked on a small copy of the model before anything is written
+        probe = models.build(settings["model"], (1, 32, 32), 2, alpha=1)
         kept_equivariant_paths(probe, frozen)
         freeze_paths(probe, frozen)
     except ValueError as error:

@@ -90,9 +90,10 @@ class GroupEvidenceSection:
         if not own:
             return "\n".join([*lines, "No run yet."])
         runs: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
-        datasets = {summary.load_run(folder)["settings"]["dataset"] for folder in own}
+        results = {f: json.loads((f / "results.json").read_text()) for f in own}
+        datasets = {result["settings"]["dataset"] for result in results.values()}
         for folder in [*own, *self._runs(self.beside)]:
-            result = json.loads((folder / "results.json").read_text())
+            result = results.get(folder) or json.loads((folder / "results.json").read_text())
             dataset, seed = result["settings"]["dataset"], result["settings"]["seed"]
             if dataset in datasets:  # the beside folders' other data sets are not compared
                 runs.setdefault(dataset, {}).setdefault(network(result), {})[seed] = result
