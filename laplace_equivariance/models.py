@@ -5,9 +5,12 @@ polyphase subsampling after layers 2, 4, 6, 7 and 8 (32x32 -> 1x1) and a ReLU af
 layer, then a head ``16a -> 64a -> K`` (``layer9``, ``layer10``) on the 1x1 map. At a
 subsampling layer, FC-type paths map straight onto the subsampled grid.
 
-Models with a GCONV path carry p4 feature maps of ``4 * width`` channels (rotation-major,
-see :mod:`laplace_equivariance.layers.group`); their planar paths (CONV, F-FC) act on those
-``4 * width`` channels, and a maximum over rotations precedes the head.
+GCONV is App. F.3's pointwise group convolution (``gconv``: a sixteenth of the CONV path's
+filter weights) or the full one (``gconv-full``, App. A: a quarter); in the first layer both
+are the lifting convolution. Models with a GCONV path carry p4 feature maps of ``4 * width``
+channels (rotation-major, see :mod:`laplace_equivariance.layers.group`); their planar paths
+(CONV, F-FC) act on those ``4 * width`` channels, and a maximum over rotations precedes the
+head.
 
 Parameter counts (tested): ``conv`` on 3x32x32 with 10 classes and ``alpha=10`` has 338,770
 parameters, as the paper's Table 7; FC, FC+CONV, F-FC, F-FC+CONV and the Table 1 models equal
@@ -30,6 +33,7 @@ from laplace_equivariance.layers import (
     CircularConv2d,
     FactoredLinear2d,
     FullyConnected2d,
+    P4GroupConv2d,
     P4LiftingConv2d,
     P4PointwiseConv2d,
     RelaxedLayer,
@@ -59,6 +63,7 @@ MODEL_NAMES: dict[str, tuple[str, ...]] = {
     "fc": ("fc",),
     "conv": ("conv",),
     "gconv": ("gconv",),
+    "gconv-full": ("gconv-full",),
     "fc+conv": ("fc", "conv"),
     "f-fc": ("f-fc",),
     "f-fc+conv": ("f-fc", "conv"),
@@ -66,6 +71,7 @@ MODEL_NAMES: dict[str, tuple[str, ...]] = {
     "s-conv": ("s-conv",),
     "s-fc+s-conv": ("s-fc", "s-conv"),
     "f-fc+conv+gconv": ("f-fc", "conv", "gconv"),
+    "f-fc+conv+gconv-full": ("f-fc", "conv", "gconv-full"),
 }
 """Model name -> the layer types summed in each of its eight layers."""
 
@@ -79,6 +85,7 @@ PATH_NAME = {
     "conv": "conv",
     "s-conv": "conv",
     "gconv": "gconv",
+    "gconv-full": "gconv",
 }
 """Layer type -> the name of its path inside a relaxed layer (``layer3.fc``, ``layer3.conv``)."""
 DIRECT_TYPES = ("fc", "f-fc", "s-fc")
@@ -132,9 +139,12 @@ def _path(
         return CircularConv2d(c_in, c_out, KERNEL_SIZE, size)
     if kind == "s-conv":
         return SparseCircularConv2d(c_in, c_out, KERNEL_SIZE, size, **sparse_options)
-    if kind == "gconv":
+    if kind in ("gconv", "gconv-full"):
         group_in = c_in if lifting else c_in // N_ROTATIONS
-        layer = P4LiftingConv2d if lifting else P4PointwiseConv2d
+        if lifting:
+            layer = P4LiftingConv2d
+        else:
+            layer = P4PointwiseConv2d if kind == "gconv" else P4GroupConv2d
         return layer(group_in, c_out // N_ROTATIONS, KERNEL_SIZE, size)
     raise ValueError(f"Unknown layer type {kind!r}.")
 
@@ -192,7 +202,7 @@ class RelaxedNet(nn.Module):
             raise ValueError(f"Unknown layer types {unknown}; known: {sorted(PATH_NAME)}.")
         self.in_shape = in_shape
         self.layer_types = tuple(layer_types)
-        self.group = "gconv" in self.layer_types
+        self.group = any(PATH_NAME[kind] == "gconv" for kind in self.layer_types)
         multiplicity = N_ROTATIONS if self.group else 1
         sparse_options = dict(sparse_options or {})
         self.n_layers = len(widths)
@@ -380,7 +390,7 @@ def build(
     Args:
         name: One of :data:`MODEL_NAMES` (``"fc"``, ``"conv"``, ``"fc+conv"``, ``"f-fc"``,
             ``"f-fc+conv"``, ``"s-fc"``, ``"s-conv"``, ``"s-fc+s-conv"``, ``"gconv"``,
-            ``"f-fc+conv+gconv"``).
+            ``"gconv-full"``, ``"f-fc+conv+gconv"``, ``"f-fc+conv+gconv-full"``).
         in_shape: ``(C, 32, 32)``.
         n_classes: Number of classes ``K``.
         alpha: Width of the first layer (10 for Tables 1-2, 2 per path for Table 3).

@@ -9,6 +9,7 @@ from laplace_equivariance.layers.factored import (
 )
 from laplace_equivariance.layers.group import (
     N_ROTATIONS,
+    P4GroupConv2d,
     P4LiftingConv2d,
     P4PointwiseConv2d,
     RotationMaxPool,
@@ -34,6 +35,7 @@ __all__ = [
     "FactoredOutputMap",
     "FullyConnected2d",
     "LengthscaleMode",
+    "P4GroupConv2d",
     "P4LiftingConv2d",
     "P4PointwiseConv2d",
     "PolyphaseSubsample2d",

@@ -18,6 +18,7 @@ from laplace_equivariance.curvature.lengthscales import lengthscale_hyperparamet
 from laplace_equivariance.layers import (
     FactoredLinear2d,
     FullyConnected2d,
+    P4GroupConv2d,
     P4LiftingConv2d,
     P4PointwiseConv2d,
     SparseCircularConv2d,
@@ -46,6 +47,8 @@ def every_rule() -> nn.Module:
         P4LiftingConv2d(2, 1, 3, size=4),
         nn.Tanh(),
         P4PointwiseConv2d(1, 1, 3, size=4),
+        nn.Tanh(),
+        P4GroupConv2d(1, 1, 3, size=4),
         nn.Tanh(),
         FactoredLinear2d(4, 2, 4, 2),
         nn.Tanh(),

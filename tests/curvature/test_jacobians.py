@@ -7,6 +7,7 @@ from laplace_equivariance.layers import (
     CircularConv2d,
     FactoredLinear2d,
     FullyConnected2d,
+    P4GroupConv2d,
     P4LiftingConv2d,
     P4PointwiseConv2d,
     SparseCircularConv2d,
@@ -21,6 +22,7 @@ LAYERS = {
     "s-conv": (lambda: SparseCircularConv2d(2, 3, 3, size=4), (2, 4, 4)),
     "gconv-lifting": (lambda: P4LiftingConv2d(2, 3, 3, size=4), (2, 4, 4)),
     "gconv-pointwise": (lambda: P4PointwiseConv2d(2, 3, 3, size=4), (8, 4, 4)),
+    "gconv-full": (lambda: P4GroupConv2d(2, 3, 3, size=4), (8, 4, 4)),
 }
 
 

@@ -28,6 +28,7 @@ from laplace_equivariance.curvature.differentiable import batch_factors
 from laplace_equivariance.layers import (
     CircularConv2d,
     FullyConnected2d,
+    P4GroupConv2d,
     P4LiftingConv2d,
     P4PointwiseConv2d,
     SparseCircularConv2d,
@@ -241,3 +242,30 @@ def test_unknown_approximation_and_reduce_with_a_stock_conv_are_refused():
         with pytest.raises(ValueError, match=message):
             la = kron_laplace(model, backend_kwargs={"kfac_approx": approximation})
             la.fit([(torch.randn(2, 1, 4, 4), torch.randint(0, K, (2,)))])
+
+
+def test_full_p4_reduce_factors_by_brute_force(device):
+    """The full group convolution: the mean over rotations and positions of the patches that
+    multiply the filter, read off by autograd (``d y(c'=0, s, p) / d psi(0)``)."""
+    layer = P4GroupConv2d(3, 2, 3, size=4)
+    model = nn.Sequential(
+        P4LiftingConv2d(2, 3, 3, size=4),
+        nn.Tanh(),
+        layer,
+        nn.Tanh(),
+        nn.Flatten(),
+        nn.Linear(4 * 2 * 16, K),
+    ).to(device, torch.float64)
+    x = torch.randn(N, 2, 4, 4, dtype=torch.float64).to(device)
+    y = torch.randint(0, K, (N,)).to(device)
+    la = fit(model, x, y, "reduce")
+    inputs, G = capture(layer, model, x)
+
+    def first_output_channel(weight):
+        out = torch.func.functional_call(layer, {"weight": weight, "bias": layer.bias}, inputs)
+        return out.view(N, 4, 2, 16)[:, :, 0]
+
+    jacobian = torch.func.jacrev(first_output_channel)(layer.weight.detach())
+    mean_patch = jacobian[..., 0, :, :, :].reshape(N, 4 * 16, -1).mean(dim=1)
+    b = G.view(N, 4, 2, 16, 4, 2, 16).sum(dim=(0, 1, 3, 4, 6))
+    assert_factors(la, model, "2", mean_patch.T @ mean_patch / N, b)

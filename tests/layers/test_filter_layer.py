@@ -5,12 +5,19 @@ import torch
 
 from laplace_equivariance.layers import (
     CircularConv2d,
+    P4GroupConv2d,
     P4LiftingConv2d,
     P4PointwiseConv2d,
     SparseCircularConv2d,
 )
 
-FILTER_LAYERS = [CircularConv2d, SparseCircularConv2d, P4LiftingConv2d, P4PointwiseConv2d]
+FILTER_LAYERS = [
+    CircularConv2d,
+    SparseCircularConv2d,
+    P4LiftingConv2d,
+    P4PointwiseConv2d,
+    P4GroupConv2d,
+]
 
 
 @pytest.mark.parametrize("layer_type", FILTER_LAYERS)
@@ -44,3 +51,4 @@ def test_a_wrong_grid_is_refused_naming_the_expected_shape(layer_type):
 def test_the_repr_names_the_geometry():
     assert "2, 3, kernel_size=3, grid=5x6, rotations=4" in repr(P4LiftingConv2d(2, 3, 3, (5, 6)))
     assert "grid=5x5, circular padding=1, bias=False" in repr(CircularConv2d(2, 3, 3, 5, False))
+    assert "rotations=4, full" in repr(P4GroupConv2d(2, 3, 3, 5))

@@ -31,9 +31,9 @@ docs/curvature.md):
 - CircularConv2d: ``A = (1/XY) sum_{n,p} a a^T`` over circular patches, from the channels'
   circular cross-correlations (no unfolding), ``B = sum_{n,k,p} g g^T`` (``C' x C'``).
 - SparseCircularConv2d: the convolution rule on patches projected on the basis.
-- P4 lifting and pointwise convolutions: patches rotated back by each output rotation, ``A``
-  averaged over the ``4 XY`` uses of the filter, ``B`` summed (reduce: the mean patch and
-  the summed gradient).
+- P4 lifting, pointwise and full group convolutions: patches rotated back by each output
+  rotation (full: their rotation channels also cycled back), ``A`` averaged over the
+  ``4 XY`` uses of the filter, ``B`` summed (reduce: the mean patch and the summed gradient).
 
 When a sparse module's lengthscale is a hyperparameter (``LengthscaleMode.HYPERPARAMETER``),
 its rule also keeps the statistic ``S`` of the factor that the basis projects, before the
@@ -72,7 +72,7 @@ from laplace_equivariance.curvature.rules.factored import (
     FactoredInputMapRule,
     FactoredOutputMapRule,
 )
-from laplace_equivariance.curvature.rules.group import P4ConvRule
+from laplace_equivariance.curvature.rules.group import P4ConvRule, P4GroupConvRule
 from laplace_equivariance.curvature.rules.sparse import (
     SparseCircularConv2dRule,
     SparseFactoredInputMapRule,
@@ -84,6 +84,7 @@ from laplace_equivariance.layers import (
     FactoredLinear2d,
     FactoredOutputMap,
     FullyConnected2d,
+    P4GroupConv2d,
     P4LiftingConv2d,
     P4PointwiseConv2d,
     SparseCircularConv2d,
@@ -116,6 +117,7 @@ RULES: dict[type, type[KroneckerRule]] = {
     SparseCircularConv2d: SparseCircularConv2dRule,
     P4LiftingConv2d: P4ConvRule,
     P4PointwiseConv2d: P4ConvRule,
+    P4GroupConv2d: P4GroupConvRule,
 }
 """Custom module class -> its KFAC rule. Exact classes: a subclass needs its own entry."""
 

@@ -29,6 +29,7 @@ from laplace_equivariance.layers import (
     CircularConv2d,
     FactoredLinear2d,
     FullyConnected2d,
+    P4GroupConv2d,
     P4LiftingConv2d,
     P4PointwiseConv2d,
     SparseCircularConv2d,
@@ -290,6 +291,29 @@ def test_p4_group_convolutions(pointwise, device):
     assert_close(A, rows.T @ rows / (4 * 16 * N))
     assert_close(B, torch.einsum("nsopstp->ot", G.view(N, 4, c_out, 16, 4, c_out, 16)))
     assert_close(groups[f"{prefix}.bias"][0], B)
+
+
+def test_full_p4_group_convolution(device):
+    """The patch that multiplies the filter at each output rotation and position is read off by
+    autograd (``d y(c'=0, s, p) / d psi(0)``), independently of the rule's cycling and turning."""
+    layer = P4GroupConv2d(3, 2, 3, size=4)
+    model, x, la = fitted(
+        nn.Sequential(P4LiftingConv2d(2, 3, 3, size=4), nn.ReLU(), layer, *head(4 * 2 * 16)),
+        (2, 4, 4),
+        device,
+    )
+    inputs, G = capture(layer, model, x)
+
+    def first_output_channel(weight):
+        out = torch.func.functional_call(layer, {"weight": weight, "bias": layer.bias}, inputs)
+        return out.view(N, 4, 2, 16)[:, :, 0]
+
+    jacobian = torch.func.jacrev(first_output_channel)(layer.weight.detach())
+    rows = jacobian[..., 0, :, :, :].reshape(N * 4 * 16, 4 * 3 * 9)
+    B, A = groups_by_name(model, la)["2.weight"]
+    assert_close(A, rows.T @ rows / (4 * 16 * N))
+    assert_close(B, torch.einsum("nsopstp->ot", G.view(N, 4, 2, 16, 4, 2, 16)))
+    assert_close(groups_by_name(model, la)["2.bias"][0], B)
 
 
 @pytest.mark.parametrize("d", [SYMMETRIC_PRODUCT_SIZE - 1, SYMMETRIC_PRODUCT_SIZE + 1])
