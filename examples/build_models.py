@@ -29,7 +29,7 @@ def symmetry_on_real_digits() -> None:
     x = images[:16].double()  # 16 different real digits
     print(f"\nSymmetry on {len(x)} real MNIST digits (float64, random init, alpha=4):")
     print(f"{'model':16} {'max |f(shift x) - f(x)|':>24} {'max |f(rot90 x) - f(x)|':>24}")
-    for name in ("conv", "gconv", "f-fc+conv", "f-fc+conv+gconv"):
+    for name in ("conv", "gconv", "gconv-full", "f-fc+conv", "f-fc+conv+gconv"):
         torch.manual_seed(0)
         model = models.build(name, (1, 32, 32), 10, alpha=4).double().eval()
         with torch.no_grad():

@@ -84,8 +84,9 @@ def test_convolutional_networks_are_invariant_to_circular_translation(name, devi
         assert model.translation_invariance_error(x, shift) < 1e-10
 
 
-def test_gconv_network_is_invariant_to_quarter_turns(device):
-    model = models.build("gconv", (1, 32, 32), 5, alpha=2).to(device, torch.float64)
+@pytest.mark.parametrize("name", ["gconv", "gconv-full"])
+def test_gconv_network_is_invariant_to_quarter_turns(name, device):
+    model = models.build(name, (1, 32, 32), 5, alpha=2).to(device, torch.float64)
     x = torch.randn(6, 1, 32, 32, device=device, dtype=torch.float64)
     for k in (1, 2, 3):
         assert model.rotation_invariance_error(x, k) < 1e-10
@@ -98,8 +99,9 @@ def test_relaxed_networks_are_not_invariant(device):
     assert model.translation_invariance_error(x, (3, 1)) > 1e-4
 
 
-def test_relaxed_network_with_zeroed_fc_paths_is_invariant(device):
-    model = models.build("f-fc+conv+gconv", (1, 32, 32), 5, alpha=1).to(device, torch.float64)
+@pytest.mark.parametrize("name", ["f-fc+conv+gconv", "f-fc+conv+gconv-full"])
+def test_relaxed_network_with_zeroed_fc_paths_is_invariant(name, device):
+    model = models.build(name, (1, 32, 32), 5, alpha=1).to(device, torch.float64)
     x = torch.randn(4, 1, 32, 32, device=device, dtype=torch.float64)
     with torch.no_grad():
         for layer in model.relaxed_layers:
@@ -112,6 +114,23 @@ def test_relaxed_network_with_zeroed_fc_paths_is_invariant(device):
             for p in layer.path("conv").parameters():
                 p.zero_()
     assert model.rotation_invariance_error(x, 1) < 1e-10
+
+
+def test_full_gconv_paths_hold_a_quarter_of_the_conv_paths_filter_weights():
+    """Layers 2-8: the pointwise GCONV path has a sixteenth of the CONV path's filter weights
+    on the same maps, the full one a quarter; layer 1 lifts the same way in both."""
+    pointwise = models.build("f-fc+conv+gconv", (1, 32, 32), 10, alpha=2)
+    full = models.build("f-fc+conv+gconv-full", (1, 32, 32), 10, alpha=2)
+    for index, (thin, wide) in enumerate(
+        zip(pointwise.relaxed_layers, full.relaxed_layers, strict=True), start=1
+    ):
+        conv = wide.path("conv").weight.numel()
+        assert conv == thin.path("conv").weight.numel()
+        if index == 1:
+            assert type(wide.path("gconv")) is type(thin.path("gconv"))
+            continue
+        assert thin.path("gconv").weight.numel() * 16 == conv
+        assert wide.path("gconv").weight.numel() * 4 == conv
 
 
 @pytest.mark.parametrize(
@@ -169,7 +188,9 @@ def test_a_dict_batch_is_named_with_what_to_do():
         model({"input_ids": torch.randn(2, 1, 4, 4), "labels": torch.zeros(2)})
 
 
-@pytest.mark.parametrize("name", ["f-fc+conv", "fc+conv", "s-fc+s-conv", "f-fc+conv+gconv"])
+@pytest.mark.parametrize(
+    "name", ["f-fc+conv", "fc+conv", "s-fc+s-conv", "f-fc+conv+gconv", "f-fc+conv+gconv-full"]
+)
 def test_a_network_started_equivariant_is_invariant_and_keeps_its_signal(name, device):
     torch.manual_seed(0)
     model = models.build(name, (1, 32, 32), 5, alpha=2).to(device, torch.float64)

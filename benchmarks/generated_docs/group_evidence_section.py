@@ -38,19 +38,24 @@ NETWORKS = {("conv", "fc"): "GCONV network", ("fc", "gconv"): "CONV network"}
 
 
 GCONV_NETWORK, CONV_NETWORK = NETWORKS[("conv", "fc")], NETWORKS[("fc", "gconv")]
+FULL_GCONV_NETWORK = "GCONV-full network"
+"""The GCONV network of F-FC+CONV+GCONV-full (full group convolutions in layers 2-8)."""
 
 
 def network(result: dict[str, Any]) -> str:
-    """One run's network: ``"GCONV network"`` and ``"CONV network"`` (frozen F-FC+CONV+GCONV),
-    ``"GCONV network, alpha 8"`` (a ``gconv`` model trained as itself), or ``"full, <start>
-    start"``."""
+    """One run's network: ``"GCONV network"`` and ``"CONV network"`` (frozen F-FC+CONV+GCONV;
+    ``"GCONV-full network"`` frozen from F-FC+CONV+GCONV-full), ``"GCONV network, alpha 8"``
+    (a ``gconv`` model trained as itself), ``"full, <start> start"`` (F-FC+CONV+GCONV) or
+    ``"GCONV-full relaxed, <start> start"`` (F-FC+CONV+GCONV-full)."""
     frozen = tuple(sorted(result.get("frozen_paths", ())))
     settings = result["settings"]
+    full_group = settings["model"].endswith("gconv-full")
     if frozen:
-        return NETWORKS.get(frozen, f"{', '.join(frozen)} frozen")
-    if settings["model"] == "gconv":
-        return f"{GCONV_NETWORK}, alpha {settings['alpha']}"
-    return f"full, {settings['start']} start"
+        name = NETWORKS.get(frozen, f"{', '.join(frozen)} frozen")
+        return FULL_GCONV_NETWORK if full_group and name == GCONV_NETWORK else name
+    if settings["model"] in ("gconv", "gconv-full"):
+        return f"{FULL_GCONV_NETWORK if full_group else GCONV_NETWORK}, alpha {settings['alpha']}"
+    return f"{'GCONV-full relaxed' if full_group else 'full'}, {settings['start']} start"
 
 
 def per_example_evidence(result: dict[str, Any]) -> float:

@@ -113,6 +113,13 @@ def test_a_wider_gconv_model_is_its_own_network_and_can_be_the_one_delta_uses(se
     wide = _run("mnist", 0, None, 4400.0)
     wide["settings"] |= {"model": "gconv", "alpha": 8, "start": "mixed"}
     assert network(wide) == "GCONV network, alpha 8"
+    full = _run("mnist", 0, GCONV, 4000.0)
+    full["settings"]["model"] = "f-fc+conv+gconv-full"
+    assert network(full) == "GCONV-full network"
+    full["frozen_paths"] = CONV  # the same CONV network as F-FC+CONV+GCONV's
+    assert network(full) == "CONV network"
+    del full["frozen_paths"]
+    assert network(full) == "GCONV-full relaxed, equivariant start"
     _write(root, "t3", [wide, _run("mnist", 0, CONV, 4000.0), _run("mnist", 0, GCONV, 8000.0)])
     groups = GroupEvidenceSection(
         "T", "t3", "cmd", "about", beside=("full",), gconv="GCONV network, alpha 8"
