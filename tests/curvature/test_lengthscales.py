@@ -68,7 +68,7 @@ CASES = {
     # three omegas at once; the data fit reaches the first through the second layer
     "s-conv-then-s-fc": (s_conv_then_s_fc, ["0.basis", "2.input_map.basis", "2.output_map.basis"]),
     # every rule's factors depend on omega of the first layer (P4, F-FC, FC, stock layers)
-    "every-rule": (every_rule, ["0.basis", "11.output_map.basis"]),
+    "every-rule": (every_rule, ["0.basis", "13.output_map.basis"]),
 }
 
 
