@@ -35,6 +35,11 @@ class FilterLayer2d(nn.Module):
         ValueError: If ``kernel_size`` is even.
     """
 
+    filter_input_copies = 1
+    """Copies of the ``C`` input channels the dense filter spans: ``weight (C', copies * C, S,
+    S)``, He-uniform over ``copies * C S^2`` (4 for the full group convolution's relative
+    rotations)."""
+
     def __init__(
         self,
         in_channels: int,
@@ -44,8 +49,9 @@ class FilterLayer2d(nn.Module):
         bias: bool = True,
     ) -> None:
         self.init_geometry(in_channels, out_channels, kernel_size, size)
-        self.weight = nn.Parameter(torch.empty(out_channels, in_channels, kernel_size, kernel_size))
-        he_uniform_(self.weight, in_channels * kernel_size**2)
+        filter_in = self.filter_input_copies * in_channels
+        self.weight = nn.Parameter(torch.empty(out_channels, filter_in, kernel_size, kernel_size))
+        he_uniform_(self.weight, filter_in * kernel_size**2)
         self.add_bias(bias)
 
     def init_geometry(

@@ -31,7 +31,6 @@ from torch.nn import functional as F
 
 from laplace_equivariance.layers.conv import circular_pad
 from laplace_equivariance.layers.filter_layer import FilterLayer2d
-from laplace_equivariance.layers.init import he_uniform_
 
 __all__ = [
     "N_ROTATIONS",
@@ -203,21 +202,7 @@ class P4GroupConv2d(FilterLayer2d):
         ValueError: If ``kernel_size`` is even.
     """
 
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: int,
-        size: int | tuple[int, int],
-        bias: bool = True,
-    ) -> None:
-        self.init_geometry(in_channels, out_channels, kernel_size, size)
-        fan_in = N_ROTATIONS * in_channels * kernel_size**2
-        self.weight = nn.Parameter(
-            torch.empty(out_channels, N_ROTATIONS * in_channels, kernel_size, kernel_size)
-        )
-        he_uniform_(self.weight, fan_in)
-        self.add_bias(bias)
+    filter_input_copies = N_ROTATIONS
 
     @property
     def in_features_shape(self) -> tuple[int, int, int]:
