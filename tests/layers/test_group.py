@@ -19,10 +19,14 @@ def test_lifting_commutes_with_rotation(device):
         )
 
 
-def test_pointwise_group_conv_commutes_with_rotation_and_translation(device):
-    layer = P4PointwiseConv2d(2, 3, 3, size=8).to(device, torch.float64)
+@pytest.mark.parametrize("layer_type", [P4PointwiseConv2d, P4GroupConv2d])
+def test_group_convs_commute_with_rotation_and_translation(layer_type, device):
+    layer = layer_type(2, 3, 3, size=8).to(device, torch.float64)
     x = torch.randn(4, 4 * 2, 8, 8, device=device, dtype=torch.float64)
-    torch.testing.assert_close(layer(rotate_p4(x)), rotate_p4(layer(x)), rtol=0, atol=1e-12)
+    for k in range(1, 4):
+        torch.testing.assert_close(
+            layer(rotate_p4(x, k)), rotate_p4(layer(x), k), rtol=0, atol=1e-12
+        )
     torch.testing.assert_close(
         layer(torch.roll(x, (1, 2), dims=(-2, -1))),
         torch.roll(layer(x), (1, 2), dims=(-2, -1)),
@@ -42,21 +46,6 @@ def test_pointwise_group_conv_does_not_mix_rotations(device):
 def test_pointwise_group_conv_has_planar_conv_parameter_count():
     layer = P4PointwiseConv2d(5, 7, 3, size=4)
     assert sum(p.numel() for p in layer.parameters()) == 7 * 5 * 9 + 7
-
-
-def test_full_group_conv_commutes_with_rotation_and_translation(device):
-    layer = P4GroupConv2d(2, 3, 3, size=8).to(device, torch.float64)
-    x = torch.randn(4, 4 * 2, 8, 8, device=device, dtype=torch.float64)
-    for k in range(1, 4):
-        torch.testing.assert_close(
-            layer(rotate_p4(x, k)), rotate_p4(layer(x), k), rtol=0, atol=1e-12
-        )
-    torch.testing.assert_close(
-        layer(torch.roll(x, (1, 2), dims=(-2, -1))),
-        torch.roll(layer(x), (1, 2), dims=(-2, -1)),
-        rtol=0,
-        atol=1e-12,
-    )
 
 
 def test_full_group_conv_mixes_rotations_and_contains_the_pointwise_one(device):
