@@ -1026,6 +1026,7 @@ SECTIONS = [
             for dataset in ("mnist", "rotated-mnist", "quarter-turn-mnist")
         ],
         beside=("table3-mnist-60ep-gconv-full",),
+        claims_heading="Full against pointwise group convolutions, by test accuracy:",
     ),
     GroupEvidenceSection(
         "Table 3 at 60 epochs: the GCONV-full network against the CONV network by their evidence",

@@ -207,6 +207,8 @@ class Section:
     claims: list[Claim] = field(default_factory=list)
     beside: tuple[str, ...] = ()
     """Folders of committed runs shown beside this folder's (compared in the claims)."""
+    claims_heading: str = "The paper's claims at this budget:"
+    """The line above the claims' verdicts (another where they are not the paper's)."""
 
     def render(self) -> str:
         runs = sorted(
@@ -218,7 +220,7 @@ class Section:
         lines = [f"## {self.title}", "", self.about, "", f"`{self.command}`", ""]
         lines.append(summary.markdown(runs))
         if self.claims:
-            lines += ["", "The paper's claims at this budget:", ""]
+            lines += ["", self.claims_heading, ""]
             lines += [f"- {c.text}: {c.verdict(rows)}" for c in self.claims]
         return "\n".join(lines + older_versions(runs))
 

@@ -216,3 +216,22 @@ def test_no_committed_result_records_an_absolute_path():
         for match in absolute.finditer(path.read_text())
     ]
     assert not found, found[:5]
+
+
+def test_a_section_names_claims_that_are_not_the_papers_by_its_own_heading(tmp_path, monkeypatch):
+    source = (
+        results_sections.RESULTS
+        / "table3-mnist-20ep"
+        / "rotated-mnist-f-fc+conv+gconv-marglik-seed0"
+    )
+    run = tmp_path / "t" / "run"
+    run.mkdir(parents=True)
+    (run / "results.json").write_text((source / "results.json").read_text())
+    monkeypatch.setattr(results_sections, "RESULTS", tmp_path)
+    claim = results_sections.Claim("a above b", "rotated-mnist", ("a", "marglik"), ("b", "map"))
+    section = results_sections.Section("T", "t", "cmd", "about", [claim])
+    assert "The paper's claims at this budget:\n\n- a above b: not run" in section.render()
+    own = dataclasses.replace(section, claims_heading="Ours, by test accuracy:")
+    text = own.render()
+    assert "Ours, by test accuracy:\n\n- a above b: not run" in text
+    assert "paper's claims" not in text
