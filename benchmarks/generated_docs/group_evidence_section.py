@@ -17,7 +17,7 @@ learned. Their log marginal likelihoods per training example,
 prefers the group of quarter turns on each data set. If rotation equivariance is what rotated
 digits call for and upright digits (with 6 and 9 told apart by their orientation) do not,
 :math:`\\Delta` is larger on rotated than on upright digits in every seed. Beside them, the
-full network's evidence at its two starts (folders named by ``beside``), so that the relaxed
+relaxed network's evidence at its two starts (folders named by ``beside``), so that the relaxed
 network can be set against the two single-group networks it contains.
 """
 
@@ -45,7 +45,7 @@ FULL_GCONV_NETWORK = "GCONV-full network"
 def network(result: dict[str, Any]) -> str:
     """One run's network: ``"GCONV network"`` and ``"CONV network"`` (frozen F-FC+CONV+GCONV;
     ``"GCONV-full network"`` frozen from F-FC+CONV+GCONV-full), ``"GCONV network, alpha 8"``
-    (a ``gconv`` model trained as itself), ``"full, <start> start"`` (F-FC+CONV+GCONV) or
+    (a ``gconv`` model trained as itself), ``"relaxed, <start> start"`` (F-FC+CONV+GCONV) or
     ``"GCONV-full relaxed, <start> start"`` (F-FC+CONV+GCONV-full)."""
     frozen = tuple(sorted(result.get("frozen_paths", ())))
     settings = result["settings"]
@@ -55,7 +55,7 @@ def network(result: dict[str, Any]) -> str:
         return FULL_GCONV_NETWORK if full_group and name == GCONV_NETWORK else name
     if settings["model"] in ("gconv", "gconv-full"):
         return f"{FULL_GCONV_NETWORK if full_group else GCONV_NETWORK}, alpha {settings['alpha']}"
-    return f"{'GCONV-full relaxed' if full_group else 'full'}, {settings['start']} start"
+    return f"{'GCONV-full relaxed' if full_group else 'relaxed'}, {settings['start']} start"
 
 
 def per_example_evidence(result: dict[str, Any]) -> float:

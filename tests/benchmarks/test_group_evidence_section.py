@@ -48,7 +48,7 @@ def section(tmp_path, monkeypatch):
 def test_networks_are_named_by_their_frozen_paths_and_evidence_is_per_example():
     assert network(_run("mnist", 0, GCONV, 4000.0)) == "GCONV network"
     assert network(_run("mnist", 0, ["gconv", "fc"], 4000.0)) == "CONV network"
-    assert network(_run("mnist", 0, None, 4000.0)) == "full, held start"
+    assert network(_run("mnist", 0, None, 4000.0)) == "relaxed, held start"
     assert per_example_evidence(_run("mnist", 0, GCONV, 6000.0)) == -1.5
 
 
@@ -71,7 +71,7 @@ def test_the_rotation_verdict_needs_a_larger_delta_on_rotated_digits_in_every_se
     text = groups.render()
     assert "| mnist | 0 | 1.250, " in text and "| 0.750, " in text and "| -0.250 |" in text
     assert "| rotated-mnist | 0 | 2.000, " in text and "| +0.250 |" in text
-    assert "full, held start: -log p(D)/N, test %" in text  # the full network beside them
+    assert "relaxed, held start: -log p(D)/N, test %" in text  # the relaxed network beside them
     assert (
         "- seed 0: Delta +0.250 on rotated digits against -0.250 on upright digits (larger)" in text
     )
