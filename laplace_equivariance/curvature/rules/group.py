@@ -69,13 +69,13 @@ def group_patch_covariance(maps: torch.Tensor, kernel_size: int) -> torch.Tensor
 
     At output rotation ``s`` the filter entry :math:`\psi(c', c, q, t)` multiplies input
     rotation ``q + s`` at tap :math:`R_s t`, so the patch that multiplies :math:`\psi` is
-    :math:`a_{nsp} = \Pi_s C_s\, a_{np}`, with :math:`a_{np}` the patch of all ``4C``
-    channels, :math:`C_s` cycling its rotation axis back by ``s`` (``q <- q + s``) and
+    :math:`a_{nsp} = \Pi_s Z_s\, a_{np}`, with :math:`a_{np}` the patch of all ``4C``
+    channels, :math:`Z_s` cycling its rotation axis back by ``s`` (``q <- q + s``) and
     :math:`\Pi_s` turning its taps back as in :func:`rotated_patch_covariance`. Hence
 
     .. math::
         \frac1{4XY}\sum_{n,s,p} a_{nsp} a_{nsp}^\top
-        = \frac14 \sum_{s=0}^{3} \Pi_s C_s\, A\, C_s^\top \Pi_s^\top, \qquad
+        = \frac14 \sum_{s=0}^{3} \Pi_s Z_s\, A\, Z_s^\top \Pi_s^\top, \qquad
         A = \frac1{XY}\sum_{n,p} a_{np} a_{np}^\top,
 
     one :func:`circular_patch_covariance` of the ``4C``-channel map (the CONV path's ``A`` on
