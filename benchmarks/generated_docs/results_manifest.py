@@ -1046,6 +1046,18 @@ SECTIONS = [
         conclusion=fragment("table3-gconv-full-evidence-60-conclusion"),
         gconv=FULL_GCONV_NETWORK,
     ),
+    RotationSplitSection(
+        "Table 3 at 120 epochs with full group convolutions: does the held start reach the "
+        "GCONV-full network's evidence?",
+        "table3-mnist-120ep-gconv-full",
+        "laplace-equivariance train --dataset rotated-mnist --model f-fc+conv+gconv-full --method "
+        "marglik --alpha 2 --epochs 120 --burnin 6 --marglik-subset 1000 --start held --threads 1 "
+        "--seed S --out benchmarks/results/table3-mnist-120ep-gconv-full/rotated-mnist-f-fc+conv+"
+        "gconv-full-marglik-held-start-seedS (S = 0, 1, 2)",
+        fragment("table3-gconv-full-120-about"),
+        fragment("table3-gconv-full-120-conclusion"),
+        model="f-fc+conv+gconv-full",
+    ),
     InvariantWeightsSection(
         "Invariant weights: the rotation learned on real digits, three seeds",
         "invariant-weights",
