@@ -255,7 +255,12 @@ class StructureSection:
 @dataclass(frozen=True)
 class FitTraceSection:
     """Learned runs' ``fits`` (one entry per marginal-likelihood fit, ``train`` writes them):
-    per layer, how the FC path's share of the output moves from fit to fit."""
+    per layer, how one path's share of the output moves from fit to fit.
+
+    ``path`` is the path traced (FC by default); ``dataset``, where given, keeps the runs of
+    that data set only (a folder holding several data sets, Table 3's); ``epochs`` are the
+    fits shown, where every run has one.
+    """
 
     title: str
     folder: str
@@ -263,6 +268,8 @@ class FitTraceSection:
     about: str
     conclusion: str
     epochs: tuple[int, ...] = (10, 15, 20, 30, 40, 60, 80, 100, 125, 150)
+    path: str = "fc"
+    dataset: str | None = None
 
     def render(self) -> str:
         runs = [
@@ -270,11 +277,15 @@ class FitTraceSection:
             for p in sorted((RESULTS / self.folder).rglob("results.json"))
             if "-marglik" in p.parent.name and "+" in p.parent.name  # learned relaxed runs
         ]
+        if self.dataset is not None:
+            runs = [r for r in runs if r["settings"]["dataset"] == self.dataset]
+        lines = [f"## {self.title}", "", self.about, "", f"`{self.command}`", ""]
+        if not runs:
+            return "\n".join([*lines, "No run yet.", "", self.conclusion])
         seeds = " / ".join(str(r["settings"]["seed"]) for r in runs)
         fits = [{fit["epoch"]: fit for fit in r["fits"]} for r in runs]
         layers = [row["layer"] for row in runs[0]["fits"][0]["path_outputs"]]
         header = ["after epoch", *layers, "-log marglik"]
-        lines = [f"## {self.title}", "", self.about, "", f"`{self.command}`", ""]
         lines += [f"Per seed ({seeds}):", ""]
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for epoch in self.epochs:
@@ -284,7 +295,7 @@ class FitTraceSection:
             cells = [str(epoch)]
             for k in range(len(layers)):
                 cells.append(
-                    " / ".join(f"{fit['path_outputs'][k]['paths']['fc']:.2f}" for fit in at)
+                    " / ".join(f"{fit['path_outputs'][k]['paths'][self.path]:.2f}" for fit in at)
                 )
             cells.append(" / ".join(f"{fit['neg_log_marglik']:.0f}" for fit in at))
             lines.append("| " + " | ".join(cells) + " |")

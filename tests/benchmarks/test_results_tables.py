@@ -235,3 +235,37 @@ def test_a_section_names_claims_that_are_not_the_papers_by_its_own_heading(tmp_p
     text = own.render()
     assert "Ours, by test accuracy:\n\n- a above b: not run" in text
     assert "paper's claims" not in text
+
+
+def test_fit_trace_follows_the_named_path_in_the_runs_of_one_data_set(tmp_path, monkeypatch):
+    def run(dataset: str, seed: int, gconv: list[float]) -> dict:
+        """A learned Table 3 run whose layer1 GCONV output share is ``gconv[i]`` at fit i."""
+        fits = []
+        for i, share in enumerate(gconv):
+            paths = {"fc": 0.01, "conv": 0.99 - share, "gconv": share}
+            outputs = [{"layer": "layer1", "paths": paths}]
+            fits.append(
+                {"epoch": 10 + 5 * i, "neg_log_marglik": 100.0 - i, "path_outputs": outputs}
+            )
+        return {"settings": {"dataset": dataset, "seed": seed}, "fits": fits}
+
+    for dataset, seed, gconv in (
+        ("mnist", 0, [0.5, 0.25]),
+        ("rotated-mnist", 0, [0.5, 0.75]),
+        ("rotated-mnist", 1, [0.5, 0.5]),
+    ):
+        folder = tmp_path / "t3" / f"{dataset}-f-fc+conv+gconv-full-marglik-seed{seed}"
+        folder.mkdir(parents=True)
+        (folder / "results.json").write_text(json.dumps(run(dataset, seed, gconv)))
+    monkeypatch.setattr(results_sections, "RESULTS", tmp_path)
+    section = results_sections.FitTraceSection(
+        "T", "t3", "cmd", "about", "end", epochs=(10, 15), path="gconv", dataset="rotated-mnist"
+    )
+    text = section.render()
+    assert "Per seed (0 / 1):" in text
+    assert "| 15 | 0.75 / 0.50 | 99 / 99 |" in text
+    upright = dataclasses.replace(section, dataset="mnist").render()
+    assert "| 15 | 0.25 | 99 |" in upright
+    fc = dataclasses.replace(section, dataset="mnist", path="fc").render()
+    assert "| 15 | 0.01 | 99 |" in fc
+    assert "No run yet." in dataclasses.replace(section, dataset="quarter-turn-mnist").render()
