@@ -130,3 +130,31 @@ def test_last_fits_move_is_the_largest_change_of_any_layer():
     moved = copy.deepcopy(frozen)
     moved["fits"][-1]["prior_precision"]["layer3.gconv.weight"] *= 10
     assert last_fits_move(moved, "gconv") > rotation_section.SETTLED_POINTS
+
+
+def test_second_half_move_reads_every_fit_from_half_the_epochs_on():
+    result = json.loads((TEMPLATE / "results.json").read_text())
+    last = result["fits"][-1]
+    result["settings"]["epochs"] = 20
+    early, late = copy.deepcopy(last), copy.deepcopy(last)
+    early["epoch"], late["epoch"] = 5, 15
+    early["prior_precision"]["layer3.gconv.weight"] *= 100  # before half the epochs: not read
+    result["fits"] = [early, late, copy.deepcopy(last) | {"epoch": 20}]
+    assert rotation_section.second_half_move(result, "gconv") == 0
+    late["prior_precision"]["layer3.gconv.weight"] *= 10
+    assert rotation_section.second_half_move(result, "gconv") > rotation_section.SETTLED_POINTS
+
+
+def test_settledness_warns_when_the_schedule_ends_at_zero(section):
+    root, rotation = section
+    run = _run("mnist", 0, UPRIGHT)
+    run["settings"]["lr_min"] = 0.0
+    _write(root, [run])
+    assert "flat last fits do not tell a settled structure" in rotation.render()
+    run["settings"]["lr_min"] = 1e-4
+    (root / "t3" / "mnist-f-fc+conv+gconv-marglik-seed0" / "results.json").write_text(
+        json.dumps(run)
+    )
+    text = rotation.render()
+    assert "second half, points" in text
+    assert "flat last fits" not in text
