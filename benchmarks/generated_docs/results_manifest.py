@@ -1058,6 +1058,20 @@ SECTIONS = [
         fragment("table3-gconv-full-120-conclusion"),
         model="f-fc+conv+gconv-full",
     ),
+    *[
+        FitTraceSection(
+            "Table 3 at 120 epochs with full group convolutions: GCONV's output share fit by "
+            f"fit, {digits} digits",
+            "table3-mnist-120ep-gconv-full",
+            "the fits entry of the runs' results.json (written by train)",
+            fragment("table3-gconv-full-120-trace-about"),
+            fragment(f"table3-gconv-full-120-trace-{digits}-conclusion"),
+            epochs=tuple(range(10, 121, 10)),
+            path="gconv",
+            dataset=dataset,
+        )
+        for digits, dataset in (("rotated", "rotated-mnist"), ("upright", "mnist"))
+    ],
     InvariantWeightsSection(
         "Invariant weights: the rotation learned on real digits, three seeds",
         "invariant-weights",
