@@ -279,6 +279,12 @@ class FitTraceSection:
         ]
         if self.dataset is not None:
             runs = [r for r in runs if r["settings"]["dataset"] == self.dataset]
+        datasets = sorted({r["settings"]["dataset"] for r in runs})
+        if len(datasets) > 1:
+            raise ValueError(
+                f"{self.folder} holds learned runs of {', '.join(datasets)}; name one with "
+                "FitTraceSection(dataset=...) so that one trace does not mix data sets."
+            )
         lines = [f"## {self.title}", "", self.about, "", f"`{self.command}`", ""]
         if not runs:
             return "\n".join([*lines, "No run yet.", "", self.conclusion])

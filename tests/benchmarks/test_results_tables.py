@@ -269,3 +269,5 @@ def test_fit_trace_follows_the_named_path_in_the_runs_of_one_data_set(tmp_path, 
     fc = dataclasses.replace(section, dataset="mnist", path="fc").render()
     assert "| 15 | 0.01 | 99 |" in fc
     assert "No run yet." in dataclasses.replace(section, dataset="quarter-turn-mnist").render()
+    with pytest.raises(ValueError, match="name one with FitTraceSection"):
+        dataclasses.replace(section, dataset=None).render()
