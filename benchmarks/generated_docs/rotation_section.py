@@ -16,6 +16,11 @@ more than :data:`SETTLED_POINTS` over its last :data:`SETTLED_FITS` fits. Under 
 learning rate that ends at 0 the last fits are flat whether or not the structure has settled,
 so the section also gives each run's largest move over its second half
 (:func:`second_half_move`) and says so when the runs' schedule ends at 0.
+
+Given ``rivals`` (folders of the same runs from other starts), the section compares, for each
+data set and seed, the runs of every folder by their evidence and keeps the one with the
+highest: the objective the method maximises picks the start, as it picks the priors, and no
+test image is looked at (:func:`choose_by_evidence`).
 """
 
 from __future__ import annotations
@@ -117,6 +122,41 @@ def second_half_move(result: dict[str, Any], path: str) -> float:
     return 100 * max(max(column) - min(column) for column in zip(*trace, strict=True))
 
 
+def evidence_per_example(result: dict[str, Any]) -> float:
+    """A run's last ``-log p(D)/N`` (the marginal likelihood of its last fit per training
+    example); raises ``ValueError`` for a run without a fit, which no evidence can rank."""
+    if not result["neg_log_marglik"]:
+        raise ValueError(
+            f"the {result['settings']['dataset']} run of seed {result['settings']['seed']} has "
+            "no marginal-likelihood fit to rank it by: give it at least one fit (--epochs above "
+            "--burnin) or leave its folder out of the section's rivals"
+        )
+    return result["neg_log_marglik"][-1] / result["n_train"]
+
+
+def choose_by_evidence(folders: list[Path]) -> dict[tuple[str, int], list[Path]]:
+    """The runs of ``folders`` per (data set, seed), the one of highest evidence first.
+
+    Args:
+        folders: ``--out`` folders of learned runs, several per data set and seed (one per
+            start).
+
+    Returns:
+        For each (data set, seed), its runs sorted by their last ``-log p(D)/N``, lowest first.
+    """
+    grouped: dict[tuple[str, int], list[Path]] = {}
+    for folder in folders:
+        settings = json.loads((folder / "results.json").read_text())["settings"]
+        grouped.setdefault((settings["dataset"], settings["seed"]), []).append(folder)
+    return {
+        key: sorted(
+            runs,
+            key=lambda f: evidence_per_example(json.loads((f / "results.json").read_text())),
+        )
+        for key, runs in grouped.items()
+    }
+
+
 @dataclass(frozen=True)
 class RotationSplitSection:
     """The learned F-FC+CONV+GCONV runs of ``folder``: GCONV per layer on each data set."""
@@ -127,15 +167,27 @@ class RotationSplitSection:
     about: str
     conclusion: str = ""
     model: str = "f-fc+conv+gconv"
+    rivals: tuple[str, ...] = ()
+    """Folders of the same runs from other starts; with any, each data set and seed keeps the
+    run of highest evidence among :attr:`folder` and these."""
 
-    def run_folders(self) -> list[Path]:
-        """The folder's learned runs of :attr:`model` (their ``--out`` folders)."""
+    def candidate_folders(self) -> list[Path]:
+        """The learned runs of :attr:`model` in :attr:`folder` and :attr:`rivals`."""
         return [
             path.parent
-            for path in sorted((common.RESULTS / self.folder).rglob("results.json"))
+            for folder in (self.folder, *self.rivals)
+            for path in sorted((common.RESULTS / folder).rglob("results.json"))
             if (settings := json.loads(path.read_text())["settings"])["method"] == "marglik"
             and settings["model"] == self.model
         ]
+
+    def run_folders(self) -> list[Path]:
+        """The runs the section reads: every candidate, or with :attr:`rivals` the one of
+        highest evidence per data set and seed."""
+        candidates = self.candidate_folders()
+        if not self.rivals:
+            return candidates
+        return sorted(runs[0] for runs in choose_by_evidence(candidates).values())
 
     def render(self) -> str:
         folders = self.run_folders()
@@ -148,6 +200,8 @@ class RotationSplitSection:
         if not datasets:
             return "\n".join([*lines, "No learned run yet."])
         lines += [summary.markdown(folders), ""]
+        if self.rivals:
+            lines += [*self._choice_table(), ""]
         for measure, read in MEASURES.items():
             lines += [*self._share_table(runs, datasets, measure, read), ""]
             for turned in TURNED:
@@ -161,6 +215,35 @@ class RotationSplitSection:
         if self.conclusion:
             lines += ["", self.conclusion]
         return "\n".join(lines)
+
+    def _choice_table(self) -> list[str]:
+        """Per data set and seed, every start's last ``-log p(D)/N`` and the one kept."""
+        choices = choose_by_evidence(self.candidate_folders())
+        starts = sorted(
+            {
+                json.loads((f / "results.json").read_text())["settings"]["start"]
+                for runs in choices.values()
+                for f in runs
+            }
+        )
+        rows = []
+        for dataset in DATASETS:
+            for (d, seed), ranked in sorted(choices.items()):
+                if d != dataset:
+                    continue
+                results = [json.loads((f / "results.json").read_text()) for f in ranked]
+                by_start = {r["settings"]["start"]: evidence_per_example(r) for r in results}
+                cells = [f"{by_start[s]:.3f}" if s in by_start else "-" for s in starts]
+                kept = results[0]["settings"]["start"]
+                alone = " (no rival run)" if len(results) == 1 else ""
+                rows.append([dataset, str(seed), *cells, f"{kept}{alone}"])
+        header = ["data", "seed", *(f"{s} start: -log p(D)/N" for s in starts), "kept"]
+        return [
+            "The start each data set and seed keeps: the run of the lowest last -log p(D)/N "
+            "(highest evidence) among the starts; the shares below are the kept runs':",
+            "",
+            common.markdown_table(header, rows),
+        ]
 
     @staticmethod
     def _share_table(runs, datasets: list[str], measure: str, read) -> list[str]:

@@ -26,10 +26,10 @@ def _run(dataset: str, seed: int, gconv: list[float], fc: float = 0.001) -> dict
     return result
 
 
-def _write(root, results: list[dict]) -> None:
+def _write(root, results: list[dict], folder_name: str = "t3") -> None:
     for result in results:
         s = result["settings"]
-        folder = root / "t3" / f"{s['dataset']}-f-fc+conv+gconv-marglik-seed{s['seed']}"
+        folder = root / folder_name / f"{s['dataset']}-f-fc+conv+gconv-marglik-seed{s['seed']}"
         folder.mkdir(parents=True)
         (folder / "results.json").write_text(json.dumps(result))
 
@@ -158,3 +158,43 @@ def test_settledness_warns_when_the_schedule_ends_at_zero(section):
     text = rotation.render()
     assert "second half, points" in text
     assert "flat last fits" not in text
+
+
+def _started(run: dict, start: str, neg_log_marglik: float) -> dict:
+    """``run`` from ``start``, its last fit's -log p(D) set to ``neg_log_marglik``."""
+    run["settings"]["start"] = start
+    run["neg_log_marglik"] = [*run["neg_log_marglik"][:-1], neg_log_marglik]
+    return run
+
+
+def test_rivals_keep_the_run_of_highest_evidence_per_data_set_and_seed(section):
+    root, _ = section
+    n = _run("mnist", 0, UPRIGHT)["n_train"]
+    chosen = RotationSplitSection("T", "t3", "cmd", "about", rivals=("t3b",))
+    # upright: the held start has the higher evidence; rotated: the held-gconv start
+    _write(root, [_started(_run("mnist", 0, UPRIGHT), "held", 1.0 * n)])
+    _write(root, [_started(_run("mnist", 0, [0.9] * 8), "held-gconv", 1.2 * n)], "t3b")
+    _write(root, [_started(_run("rotated-mnist", 0, [0.4] * 8), "held", 2.5 * n)])
+    _write(root, [_started(_run("rotated-mnist", 0, MOSTLY_ABOVE), "held-gconv", 1.8 * n)], "t3b")
+    _write(root, [_started(_run("translated-mnist", 0, UPRIGHT), "held", 1.5 * n)], "t3b")
+    text = chosen.render()
+    assert "| mnist | 0 | 1.000 | 1.200 | held |" in text
+    assert "| rotated-mnist | 0 | 2.500 | 1.800 | held-gconv |" in text
+    assert "| translated-mnist | 0 | 1.500 | - | held (no rival run) |" in text
+    # the shares are the kept runs': 5 of 8 layers above the held start's upright 50 %
+    assert "seed 0: GCONV's share of the relative effective parameters higher on rotated " in text
+    assert "than on upright digits in 5 of 8 layers" in text
+    # without rivals the folder's own runs are read, and no choice is listed
+    alone = RotationSplitSection("T", "t3", "cmd", "about").render()
+    assert "The start each data set and seed keeps" not in alone
+    assert "upright digits in 0 of 8 layers" in alone
+
+
+def test_a_run_without_a_fit_cannot_be_ranked_by_evidence(section):
+    root, _ = section
+    run = _run("mnist", 0, UPRIGHT)
+    run["neg_log_marglik"] = []
+    _write(root, [run])
+    _write(root, [_run("mnist", 0, UPRIGHT)], "t3b")
+    with pytest.raises(ValueError, match="no marginal-likelihood fit"):
+        RotationSplitSection("T", "t3", "cmd", "about", rivals=("t3b",)).render()
