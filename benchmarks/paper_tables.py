@@ -23,7 +23,7 @@ committed runs of the same experiment under ``DIR`` (``make demo`` compares with
 defaults: the paper's alpha, 20 epochs, Adam at
 lr 0.003 because the paper's 0.01 trains small budgets worse, marginal likelihood on 1,000
 training examples every 5 epochs after 5 (the paper: after 10), 20 steps each);
-``benchmarks/results_tables.py`` tabulates the committed runs in docs/results.md.
+``benchmarks/results_tables.py`` tabulates the committed runs in docs/results.md and its pages.
 
 Usage (from the repository root):
     python -m benchmarks.paper_tables table1 --alpha 4 --seeds 0 1 2 --out runs/table1

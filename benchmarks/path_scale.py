@@ -47,7 +47,7 @@ DOCUMENT = ROOT / "benchmarks" / "generated_docs" / "fragments" / "learned_struc
 MARKERS = ("<!-- path-scale begin -->", "<!-- path-scale end -->")
 COMBINATIONS = ("scaled-sum", "mean")
 SCHEDULE_EPOCHS = 200
-"""The cosine schedule's length (the 200-epoch runs of docs/results.md)."""
+"""The cosine schedule's length (the 200-epoch runs of docs/results-table1.md)."""
 
 
 @contextmanager

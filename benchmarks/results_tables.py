@@ -1,11 +1,12 @@
-"""Write docs/results.md, findings.md, data_size.md, speed.md, models.md from the results.
+"""Write docs/results*.md, findings.md, data_size.md, speed.md, models.md from the results.
 
 One module of :mod:`benchmarks.generated_docs` per document, their shared pieces (paths,
 loading, the markdown table, the difference of two seed sets) in its ``common``:
 
-- ``results_md``: every committed training run as mean ± std over seeds, and the paper's
-  claims judged by the seed spread (sections in ``results_manifest``, rendered by
-  ``results_sections``, narrative in ``fragments/results/``);
+- ``results_table1_md``, ``results_table2_md``, ``results_table3_md``: every committed
+  training run as mean ± std over seeds, and the paper's claims judged by the seed spread, one
+  page per table of the paper (each module lists its sections; ``results_sections`` renders
+  them; narrative in ``fragments/results/``), and ``results_md`` their index;
 - ``speed_md``: the timing benchmarks' JSON files as tables, with their targets;
 - ``findings_md``: what the committed runs show (a Markdown fragment whose figures are
   rendered from the runs, :mod:`benchmarks.generated_docs.figures`);
@@ -19,7 +20,7 @@ rendered from the runs (``figures``): ``tests/benchmarks/test_results_tables.py`
 the files and compares.
 
 Usage (from the repository root):
-    python -m benchmarks.results_tables            # writes the three files
+    python -m benchmarks.results_tables            # writes the files
     python -m benchmarks.results_tables --check    # exits 1 if one is stale
 """
 
@@ -37,7 +38,15 @@ from benchmarks.generated_docs import (
     speed_md,
 )
 
-DOCUMENTS = (results_md, findings_md, learned_structure_md, data_size_md, speed_md, models_md)
+DOCUMENTS = (
+    results_md,
+    *results_md.PAGES,
+    findings_md,
+    learned_structure_md,
+    data_size_md,
+    speed_md,
+    models_md,
+)
 """Each module's ``DOCUMENT`` path and ``render()``."""
 
 

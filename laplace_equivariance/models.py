@@ -254,7 +254,7 @@ class RelaxedNet(nn.Module):
         CONV paths, which relax the rotations, silenced as well; ``train --start
         held-gconv``). Which starting point training reaches the higher evidence from is
         measured in docs/learned_structure.md ("Where training starts"; for the GCONV start,
-        "A known truth for rotations" and docs/results.md's Table 3 at 60 epochs).
+        "A known truth for rotations" and docs/results-table3.md's Table 3 at 60 epochs).
 
         Args:
             keep: Names of the equivariant paths left as drawn (default ``("conv",

@@ -6,7 +6,7 @@ epoch was evaluated (the last, or the best marginal likelihood's), the budget, t
 and the thread count, so that no figure depends on an undisclosed choice. Standard
 deviations are the sample standard deviation (``n - 1``) over seeds; a row of one seed shows
 ``± -``. ``laplace-equivariance report --markdown RUN ...`` prints such a table, and
-``benchmarks/results_tables.py`` writes ``docs/results.md`` from the committed runs.
+``benchmarks/results_tables.py`` writes ``docs/results.md`` and its pages from the committed runs.
 """
 
 from __future__ import annotations

@@ -1,1 +1,2 @@
-"""The generators of docs/results.md, docs/speed.md and docs/models.md (one module each)."""
+"""The generators of the generated docs: docs/results.md and its pages, findings.md,
+learned_structure.md, data_size.md, speed.md and models.md (one module each)."""

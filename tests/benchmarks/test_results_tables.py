@@ -1,4 +1,4 @@
-"""docs/results.md, speed.md and models.md are what ``benchmarks/results_tables.py`` (one
+"""docs/results*.md, speed.md and models.md are what ``benchmarks/results_tables.py`` (one
 module of ``benchmarks/generated_docs`` each) makes of the committed results files (and the
 models' parameter counts)."""
 
@@ -10,9 +10,9 @@ import pytest
 from benchmarks import results_tables
 from benchmarks.generated_docs import (
     models_md,
-    results_manifest,
     results_md,
     results_sections,
+    results_table1_md,
     speed_md,
 )
 
@@ -25,11 +25,34 @@ def test_docs_tables_are_generated_from_the_committed_results(module):
 
 
 def test_each_document_has_its_own_module():
-    assert [m.DOCUMENT.name for m in (results_md, speed_md, models_md)] == [
+    assert [m.DOCUMENT.name for m in (results_md, *results_md.PAGES, speed_md, models_md)] == [
         "results.md",
+        "results-table1.md",
+        "results-table2.md",
+        "results-table3.md",
         "speed.md",
         "models.md",
     ]
+
+
+def test_results_index_links_every_section_to_a_heading_of_its_page():
+    index = results_md.render()
+    for page in results_md.PAGES:
+        text = page.DOCUMENT.read_text()
+        headings = [
+            line.removeprefix("## ") for line in text.splitlines() if line.startswith("## ")
+        ]
+        assert headings == [section.title for section in page.SECTIONS]
+        anchors = [results_sections.anchor(heading) for heading in headings]
+        assert len(set(anchors)) == len(anchors), f"{page.DOCUMENT.name}: two sections, one anchor"
+        for heading, target in zip(headings, anchors, strict=True):
+            assert f"- [{heading}]({page.DOCUMENT.name}#{target})" in index
+
+
+def test_anchor_follows_the_heading_rule_of_github_and_mkdocs():
+    assert results_sections.anchor("Table 1's (digit, quadrant) task: F-FC+CONV, 1,000 images") == (
+        "table-1s-digit-quadrant-task-f-fcconv-1000-images"
+    )
 
 
 class Row:
@@ -159,7 +182,7 @@ def test_claims_of_a_variant_compare_its_rows_with_the_plain_rows_of_the_other_s
 
 
 def test_learned_claims_started_equivariant_judge_the_equivariant_rows():
-    claims = results_sections.started_equivariant(results_manifest.TABLE1_CLAIMS)
+    claims = results_sections.started_equivariant(results_table1_md.TABLE1_CLAIMS)
     assert [c.better_start for c in claims] == ["equivariant", "equivariant"]
     assert all("(started equivariant)" in c.text for c in claims)
     assert all(c.better[1] == "marglik" for c in claims)  # the MAP-only claims are left out

@@ -1,4 +1,4 @@
-"""docs/results.md's sections: which runs, the command that made them, the claims judged.
+"""docs/results-table1.md: Table 1, translations on quadrant MNIST (and its Fashion-MNIST twin).
 
 Metadata only: each section names its folder(s) under ``benchmarks/results/``, its command,
 the paper's claims checked on its rows (:class:`~benchmarks.generated_docs.results_sections.
@@ -11,51 +11,21 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from benchmarks.generated_docs.group_evidence_section import (
-    FULL_GCONV_NETWORK,
-    GroupEvidenceSection,
-)
+from benchmarks.generated_docs.common import ROOT
 from benchmarks.generated_docs.results_sections import (
     Claim,
     EvidenceSplitSection,
     ExactBlocksSection,
     FactorBalanceSection,
     FitTraceSection,
-    InvariantWeightsSection,
     Section,
     ShiftErrorsSection,
     StructureSection,
     fragment,
+    render_page,
     started,
     started_equivariant,
 )
-from benchmarks.generated_docs.rotation_section import RotationSplitSection
-
-TABLE2_F_FC_CONV_CLAIMS = [
-    Claim(
-        "learned F-FC+CONV (held start) not below MAP CONV (the paper: within 1%)",
-        "fashion-mnist",
-        ("f-fc+conv", "marglik"),
-        ("conv", "map"),
-        not_below=True,
-        better_start="held",
-    ),
-    Claim(
-        "learned F-FC+CONV (held start) above MAP F-FC+CONV",
-        "fashion-mnist",
-        ("f-fc+conv", "marglik"),
-        ("f-fc+conv", "map"),
-        better_start="held",
-    ),
-]
-"""Table 2's claims on its learned F-FC+CONV (held start), judged at every budget."""
-
-TABLE2_HELD_NOT_BELOW_ITS_MAP = replace(
-    TABLE2_F_FC_CONV_CLAIMS[1],
-    text="learned F-FC+CONV (held start) not below MAP F-FC+CONV",
-    not_below=True,
-)
-"""Issue 44's target for Table 2's learned row: at or above its own MAP."""
 
 
 def table1_claims(item_task: str, pair_task: str, item: str = "digit") -> list[Claim]:
@@ -146,8 +116,6 @@ STRUCTURE_CONCLUSION_60_HELD = fragment("structure-conclusion-60-held")
 
 STRUCTURE_CONCLUSION_60_HELD_TASKS = fragment("structure-conclusion-60-held-tasks")
 
-STRUCTURE_CONCLUSION_TABLE3 = fragment("structure-conclusion-table3")
-
 STRUCTURE_CONCLUSION_150_HELD = fragment("structure-conclusion-150-held")
 
 STRUCTURE_CONCLUSION_HELD_QUADRANT = fragment("structure-conclusion-held-quadrant")
@@ -215,6 +183,10 @@ SHIFT_ERRORS_CONCLUSION_EQUIVARIANT_DIGIT = fragment("shift-errors-conclusion-eq
 SHIFT_ERRORS_CONCLUSION_EQUIVARIANT_QUADRANT = fragment(
     "shift-errors-conclusion-equivariant-quadrant"
 )
+
+DOCUMENT = ROOT / "docs" / "results-table1.md"
+
+TITLE = "Table 1: translations on quadrant MNIST"
 
 SECTIONS = [
     Section(
@@ -764,320 +736,9 @@ SECTIONS = [
         "under the shifts.",
         SHIFT_ERRORS_CONCLUSION_EQUIVARIANT_QUADRANT,
     ),
-    Section(
-        "Table 2 on Fashion-MNIST, 20 epochs, three seeds",
-        "table2-fashion-20ep",
-        "python -m benchmarks.paper_tables table2 --alpha 4 --subset 4000 --test-subset 1000 "
-        "--seeds 0 1 2 --threads 1 --out benchmarks/results/table2-fashion-20ep",
-        fragment("table-2-on-fashion-mnist-20-epochs-three-seeds-about"),
-        [
-            Claim(
-                "MAP CONV above MAP FC",
-                "fashion-mnist",
-                ("conv", "map"),
-                ("fc", "map"),
-            ),
-            Claim(
-                "learned FC above MAP FC",
-                "fashion-mnist",
-                ("fc", "marglik"),
-                ("fc", "map"),
-            ),
-            Claim(
-                "learned FC+CONV above MAP FC+CONV",
-                "fashion-mnist",
-                ("fc+conv", "marglik"),
-                ("fc+conv", "map"),
-            ),
-            *TABLE2_F_FC_CONV_CLAIMS,
-            Claim(
-                "learned F-FC above MAP F-FC",
-                "fashion-mnist",
-                ("f-fc", "marglik"),
-                ("f-fc", "map"),
-            ),
-            Claim(
-                "learned S-FC+S-CONV (held start) not below MAP S-FC+S-CONV",
-                "fashion-mnist",
-                ("s-fc+s-conv", "marglik"),
-                ("s-fc+s-conv", "map"),
-                not_below=True,
-                better_start="held",
-            ),
-        ],
-    ),
-    Section(
-        "Table 2's F-FC+CONV on Fashion-MNIST, 100 epochs, three seeds",
-        "table2-fashion-100ep",
-        "python -m benchmarks.paper_tables table2 --alpha 4 --subset 4000 --test-subset 1000 "
-        "--epochs 100 --burnin 10 --models f-fc+conv --methods marglik map --seeds 0 1 2 "
-        "--threads 1 --data-dir .data/fashion-mnist --out benchmarks/results/table2-fashion-100ep; "
-        "MAP CONV: the same with --models conv --methods map",
-        fragment("table-2-fashion-100ep-about"),
-        [
-            *TABLE2_F_FC_CONV_CLAIMS,
-            TABLE2_HELD_NOT_BELOW_ITS_MAP,
-        ],
-    ),
-    Section(
-        "Table 2's learned F-FC+CONV at temperature 2, 100 epochs, three seeds",
-        "table2-fashion-100ep-temperature2",
-        "python -m benchmarks.paper_tables table2 --alpha 4 --subset 4000 --test-subset 1000 "
-        "--epochs 100 --burnin 10 --models f-fc+conv --methods marglik --temperature 2 "
-        "--seeds 0 1 2 --threads 1 --data-dir .data/fashion-mnist "
-        "--out benchmarks/results/table2-fashion-100ep-temperature2",
-        fragment("table-2-fashion-100ep-temperature2-about"),
-        [
-            replace(
-                claim,
-                text=claim.text.replace("(held start)", "(held start, temperature 2)"),
-                better_variants=("temperature 2",),
-            )
-            for claim in TABLE2_F_FC_CONV_CLAIMS
-        ],
-        beside=("table2-fashion-100ep",),
-    ),
-    Section(
-        "Table 2's learned F-FC+CONV with the evidence of all 4,000 images, 100 epochs, three "
-        "seeds",
-        "table2-fashion-100ep-marglik4000",
-        "python -m benchmarks.paper_tables table2 --alpha 4 --subset 4000 --test-subset 1000 "
-        "--epochs 100 --burnin 10 --models f-fc+conv --methods marglik --marglik-subset 4000 "
-        "--seeds 0 1 2 --threads 1 --data-dir .data/fashion-mnist "
-        "--out benchmarks/results/table2-fashion-100ep-marglik4000",
-        fragment("table-2-fashion-100ep-marglik4000-about"),
-        beside=("table2-fashion-100ep",),
-    ),
-    Section(
-        "Table 2's learned F-FC+CONV started mixed, 100 epochs, three seeds, one machine",
-        "table2-fashion-100ep-mixed",
-        "python -m benchmarks.paper_tables table2 --alpha 4 --subset 4000 --test-subset 1000 "
-        "--epochs 100 --burnin 10 --models f-fc+conv --methods marglik map --seeds 0 1 2 "
-        "--threads 1 --data-dir .data/fashion-mnist --out benchmarks/results/"
-        "table2-fashion-100ep-mixed; the mixed start: the same with --methods marglik "
-        "--start mixed",
-        fragment("table-2-fashion-100ep-mixed-about"),
-        [
-            TABLE2_F_FC_CONV_CLAIMS[1],
-            TABLE2_HELD_NOT_BELOW_ITS_MAP,
-            Claim(
-                "learned F-FC+CONV (mixed start) above MAP F-FC+CONV",
-                "fashion-mnist",
-                ("f-fc+conv", "marglik"),
-                ("f-fc+conv", "map"),
-            ),
-            Claim(
-                "learned F-FC+CONV (mixed start) above learned F-FC+CONV (held start)",
-                "fashion-mnist",
-                ("f-fc+conv", "marglik"),
-                ("f-fc+conv", "marglik"),
-                worse_start="held",
-            ),
-        ],
-    ),
-    Section(
-        "Table 2's F-FC+CONV on 16,000 Fashion-MNIST items, 3,200 steps, three seeds",
-        "table2-fashion-16000",
-        "laplace-equivariance train --dataset fashion-mnist --model f-fc+conv --method M "
-        "--alpha 4 --epochs 25 --burnin 3 --marglik-frequency 1 --subset 16000 "
-        "--test-subset 1000 --seed S --threads 1 --data-dir .data/fashion-mnist "
-        "--out benchmarks/results/table2-fashion-16000/fashion-mnist-f-fc+conv-M-seedS "
-        "(M = map, marglik, the learned runs also --marglik-subset 1000; MAP CONV: --model conv "
-        "--method map, its folder fashion-mnist-conv-map-seedS; S = 0, 1, 2); the learned run "
-        "with the same schedule on 4,000 items: --method marglik --subset 4000 --epochs 100 "
-        "--burnin 12 --marglik-frequency 4 --marglik-subset 1000 --out benchmarks/results/"
-        "table2-fashion-4000-16000-schedule/fashion-mnist-f-fc+conv-marglik-seedS",
-        fragment("table-2-fashion-16000-about"),
-        [
-            replace(claim, burnin=3)
-            for claim in [*TABLE2_F_FC_CONV_CLAIMS, TABLE2_HELD_NOT_BELOW_ITS_MAP]
-        ],
-        beside=("table2-fashion-4000-16000-schedule",),
-    ),
-    Section(
-        "Table 2's F-FC+CONV on 8,000 Fashion-MNIST items, 3,150 steps, three seeds",
-        "table2-fashion-8000",
-        "laplace-equivariance train --dataset fashion-mnist --model f-fc+conv --method M "
-        "--alpha 4 --epochs 50 --burnin 6 --marglik-frequency 2 --subset 8000 "
-        "--test-subset 1000 --seed S --threads 1 --data-dir .data/fashion-mnist "
-        "--out benchmarks/results/table2-fashion-8000/fashion-mnist-f-fc+conv-M-seedS "
-        "(M = map, marglik, the learned runs also --marglik-subset 1000; S = 0, 1, 2)",
-        fragment("table-2-fashion-8000-about"),
-        [TABLE2_F_FC_CONV_CLAIMS[1], TABLE2_HELD_NOT_BELOW_ITS_MAP],
-    ),
-    Section(
-        "Table 3: MNIST, translated and rotated MNIST, 20 epochs, three seeds",
-        "table3-mnist-20ep",
-        "python -m benchmarks.paper_tables table3 --dataset D --seeds 0 1 2 --threads 1 "
-        "--out benchmarks/results/table3-mnist-20ep (D = mnist, translated-mnist, rotated-mnist)",
-        fragment("table-3-mnist-translated-and-rotated-mnist-20-epochs-three-s-about"),
-        [
-            Claim(
-                f"{dataset}: learned F-FC+CONV+GCONV (held start) not below MAP of the same "
-                "network",
-                dataset,
-                ("f-fc+conv+gconv", "marglik"),
-                ("f-fc+conv+gconv", "map"),
-                not_below=True,
-                better_start="held",
-            )
-            for dataset in ("mnist", "translated-mnist", "rotated-mnist")
-        ],
-    ),
-    StructureSection(
-        "What Table 3's learned F-FC+CONV+GCONV learned, 20 epochs, three seeds",
-        ("table3-mnist-20ep",),
-        "the learned runs of the table above; figure (every path): python -m "
-        "benchmarks.structure_figure benchmarks/results/table3-mnist-20ep --out "
-        "docs/figures/table3-20ep-structure.png",
-        STRUCTURE_ABOUT.replace("the CONV path has the rest", "CONV and GCONV have the rest"),
-        STRUCTURE_CONCLUSION_TABLE3,
-    ),
-    RotationSplitSection(
-        "Table 3 at 60 epochs: GCONV on rotated against upright digits, layer by layer",
-        "table3-mnist-60ep-held",
-        "python -m benchmarks.paper_tables table3 --dataset D --models f-fc+conv+gconv --methods "
-        "marglik --alpha 2 --epochs 60 --burnin 6 --marglik-subset 1000 --start held --seeds 0 1 2 "
-        "--threads 1 --out benchmarks/results/table3-mnist-60ep-held (D = mnist, rotated-mnist, "
-        "translated-mnist, partially-rotated-mnist, quarter-turn-mnist)",
-        fragment("table3-rotation-split-60-about"),
-        fragment("table3-rotation-split-60-conclusion"),
-    ),
-    RotationSplitSection(
-        "Table 3 at 60 epochs, started as the GCONV network: GCONV on rotated against upright "
-        "digits",
-        "table3-mnist-60ep-held-gconv",
-        "python -m benchmarks.paper_tables table3 --dataset D --models f-fc+conv+gconv --methods "
-        "marglik --alpha 2 --epochs 60 --burnin 6 --marglik-subset 1000 --start held-gconv "
-        "--seeds 0 1 2 --threads 1 --out benchmarks/results/table3-mnist-60ep-held-gconv "
-        "(D = mnist, rotated-mnist, quarter-turn-mnist, translated-mnist, partially-rotated-mnist)",
-        fragment("table3-rotation-split-60-held-gconv-about"),
-        fragment("table3-rotation-split-60-held-gconv-conclusion"),
-    ),
-    GroupEvidenceSection(
-        "Table 3 at 60 epochs: the GCONV network against the CONV network by their evidence",
-        "table3-mnist-60ep-frozen",
-        "python -m benchmarks.frozen_paths --frozen fc P --dataset D --model f-fc+conv+gconv "
-        "--method marglik --alpha 2 --epochs 60 --burnin 6 --marglik-subset 1000 --threads 1 "
-        "--seed S --out benchmarks/results/table3-mnist-60ep-frozen/D-f-fc+conv+gconv-marglik-"
-        "N-network-seedS (P = conv for the GCONV network N = gconv, gconv for the CONV network "
-        "N = conv; D = mnist, translated-mnist, partially-rotated-mnist, rotated-mnist, "
-        "quarter-turn-mnist; S = 0, 1, 2)",
-        fragment("table3-group-evidence-60-about"),
-        beside=("table3-mnist-60ep-held", "table3-mnist-60ep-held-gconv"),
-        conclusion=fragment("table3-group-evidence-60-conclusion"),
-    ),
-    GroupEvidenceSection(
-        "Table 3 at 60 epochs: a GCONV network with the CONV network's weights",
-        "table3-mnist-60ep-gconv-wide",
-        "laplace-equivariance train --dataset D --model gconv --method marglik --alpha 8 "
-        "--epochs 60 --burnin 6 --marglik-subset 1000 --threads 1 --seed S --out "
-        "benchmarks/results/table3-mnist-60ep-gconv-wide/D-gconv-alpha8-marglik-seedS "
-        "(D = mnist, rotated-mnist; S = 0, 1, 2)",
-        fragment("table3-gconv-wide-60-about"),
-        beside=("table3-mnist-60ep-frozen",),
-        conclusion=fragment("table3-gconv-wide-60-conclusion"),
-        gconv="GCONV network, alpha 8",
-    ),
-    RotationSplitSection(
-        "Table 3 at 60 epochs with full group convolutions: GCONV on rotated against upright "
-        "digits",
-        "table3-mnist-60ep-gconv-full",
-        "laplace-equivariance train --dataset D --model f-fc+conv+gconv-full --method marglik "
-        "--alpha 2 --epochs 60 --burnin 6 --marglik-subset 1000 --start held --threads 1 --seed S "
-        "--out benchmarks/results/table3-mnist-60ep-gconv-full/D-f-fc+conv+gconv-full-marglik-"
-        "held-start-seedS (D = mnist, rotated-mnist, quarter-turn-mnist, translated-mnist; "
-        "S = 0, 1, 2)",
-        fragment("table3-gconv-full-60-about"),
-        fragment("table3-gconv-full-60-conclusion"),
-        model="f-fc+conv+gconv-full",
-    ),
-    RotationSplitSection(
-        "Table 3 at 60 epochs with full group convolutions, started as the GCONV-full network",
-        "table3-mnist-60ep-gconv-full-held-gconv",
-        "laplace-equivariance train --dataset D --model f-fc+conv+gconv-full --method marglik "
-        "--alpha 2 --epochs 60 --burnin 6 --marglik-subset 1000 --start held-gconv --threads 1 "
-        "--seed S --out benchmarks/results/table3-mnist-60ep-gconv-full-held-gconv/D-f-fc+conv+"
-        "gconv-full-marglik-held-gconv-start-seedS (D = mnist, rotated-mnist, quarter-turn-mnist; "
-        "S = 0, 1, 2)",
-        fragment("table3-gconv-full-held-gconv-60-about"),
-        fragment("table3-gconv-full-held-gconv-60-conclusion"),
-        model="f-fc+conv+gconv-full",
-    ),
-    Section(
-        "Table 3 at 60 epochs: pointwise against full group convolutions, one machine",
-        "table3-mnist-60ep-pointwise",
-        "laplace-equivariance train --dataset D --model f-fc+conv+gconv --method marglik --alpha 2 "
-        "--epochs 60 --burnin 6 --marglik-subset 1000 --start held --threads 1 --seed S --out "
-        "benchmarks/results/table3-mnist-60ep-pointwise/D-f-fc+conv+gconv-marglik-held-start-seedS "
-        "(D = mnist, rotated-mnist, quarter-turn-mnist; S = 0, 1, 2)",
-        fragment("table3-pointwise-against-full-60-about"),
-        [
-            Claim(
-                f"{dataset}: learned F-FC+CONV+GCONV-full (held start) "
-                f"{'not below' if dataset == 'mnist' else 'above'} learned F-FC+CONV+GCONV "
-                "(held start)",
-                dataset,
-                ("f-fc+conv+gconv-full", "marglik"),
-                ("f-fc+conv+gconv", "marglik"),
-                not_below=dataset == "mnist",
-                better_start="held",
-                worse_start="held",
-            )
-            for dataset in ("mnist", "rotated-mnist", "quarter-turn-mnist")
-        ],
-        beside=("table3-mnist-60ep-gconv-full",),
-        claims_heading="Full against pointwise group convolutions, by test accuracy:",
-    ),
-    GroupEvidenceSection(
-        "Table 3 at 60 epochs: the GCONV-full network against the CONV network by their evidence",
-        "table3-mnist-60ep-gconv-full-frozen",
-        "python -m benchmarks.frozen_paths --frozen fc conv --dataset D --model "
-        "f-fc+conv+gconv-full --method marglik --alpha 2 --epochs 60 --burnin 6 --marglik-subset "
-        "1000 --threads 1 --seed S --out benchmarks/results/table3-mnist-60ep-gconv-full-frozen/"
-        "D-f-fc+conv+gconv-full-marglik-gconv-full-network-seedS (D = mnist, rotated-mnist; "
-        "S = 0, 1, 2)",
-        fragment("table3-gconv-full-evidence-60-about"),
-        beside=(
-            "table3-mnist-60ep-frozen",
-            "table3-mnist-60ep-pointwise",
-            "table3-mnist-60ep-gconv-full",
-            "table3-mnist-60ep-gconv-full-held-gconv",
-        ),
-        conclusion=fragment("table3-gconv-full-evidence-60-conclusion"),
-        gconv=FULL_GCONV_NETWORK,
-    ),
-    RotationSplitSection(
-        "Table 3 at 120 epochs with full group convolutions: rotated against upright digits, "
-        "and the GCONV-full network's evidence",
-        "table3-mnist-120ep-gconv-full",
-        "laplace-equivariance train --dataset D --model f-fc+conv+gconv-full --method marglik "
-        "--alpha 2 --epochs 120 --burnin 6 --marglik-subset 1000 --start held --threads 1 --seed S "
-        "--out benchmarks/results/table3-mnist-120ep-gconv-full/D-f-fc+conv+gconv-full-marglik-"
-        "held-start-seedS (D = rotated-mnist, mnist; S = 0, 1, 2)",
-        fragment("table3-gconv-full-120-about"),
-        fragment("table3-gconv-full-120-conclusion"),
-        model="f-fc+conv+gconv-full",
-    ),
-    *[
-        FitTraceSection(
-            "Table 3 at 120 epochs with full group convolutions: GCONV's output share fit by "
-            f"fit, {digits} digits",
-            "table3-mnist-120ep-gconv-full",
-            "the fits entry of the runs' results.json (written by train)",
-            fragment("table3-gconv-full-120-trace-about"),
-            fragment(f"table3-gconv-full-120-trace-{digits}-conclusion"),
-            epochs=tuple(range(10, 121, 10)),
-            path="gconv",
-            dataset=dataset,
-        )
-        for digits, dataset in (("rotated", "rotated-mnist"), ("upright", "mnist"))
-    ],
-    InvariantWeightsSection(
-        "Invariant weights: the rotation learned on real digits, three seeds",
-        "invariant-weights",
-        "python -m benchmarks.invariant_weights_rotation --seed S "
-        "--out benchmarks/results/invariant-weights (S = 0, 1, 2)",
-        fragment("invariant-weights-the-rotation-learned-on-real-digits-three-about"),
-    ),
 ]
+
+
+def render() -> str:
+    """The whole of docs/results-table1.md."""
+    return render_page(TITLE, SECTIONS)
