@@ -33,6 +33,7 @@ from laplace_equivariance.config import (
     held_parameters,
 )
 from laplace_equivariance.data import ImageData, load_dataset
+from laplace_equivariance.device_speed import matmul_gflops
 from laplace_equivariance.diagnostics import path_output_shares, symmetry_report
 from laplace_equivariance.invariance import (
     INVARIANCES,
@@ -356,6 +357,9 @@ def _train_in(
             "python": platform.python_version(),
         },
         "device": device_name(device),
+        # the name does not tell machines apart; their speed does (timed after training, so
+        # the run itself is unchanged)
+        "device_gflops": matmul_gflops(device),
         "threads": torch.get_num_threads(),
         "world_size": world,
         "data_source": data.source,

@@ -169,9 +169,23 @@ class Row:
         return ", ".join(parts)
 
     def machine(self) -> str:
-        """Device and threads, e.g. ``"Xeon, 2 threads"`` (every distinct one of the seeds)."""
+        """Device and threads, and the runs' speed where they recorded it.
+
+        Every distinct device and thread count of the seeds (``"Xeon, 2 threads"``), then the
+        median matrix-product speed of the runs that recorded one (``device_gflops``,
+        :mod:`laplace_equivariance.device_speed`): ``"AMD EPYC, 1 threads, 31 GFLOP/s"``; when
+        the fastest run's is over :data:`SAME_MACHINE_SPEED` times the slowest's, the range and
+        "machines differ" (the minutes then compare machines).
+        """
         machines = {f"{r['device']}, {r.get('threads', '?')} threads" for r in self.results}
-        return "; ".join(sorted(machines))
+        text = "; ".join(sorted(machines))
+        speeds = [r["device_gflops"] for r in self.results if "device_gflops" in r]
+        if not speeds:
+            return text
+        slowest, fastest = min(speeds), max(speeds)
+        if fastest <= SAME_MACHINE_SPEED * slowest:
+            return f"{text}, {statistics.median(speeds):.0f} GFLOP/s"
+        return f"{text}, {slowest:.0f}-{fastest:.0f} GFLOP/s: machines differ"
 
     def path_shares(self, path: str = "fc") -> list[float]:
         """Per relaxed layer, ``path``'s relative effective parameters, mean over seeds.
@@ -275,6 +289,11 @@ class Row:
             self.machine(),
             mean_std(minutes),
         ]
+
+
+SAME_MACHINE_SPEED = 1.5
+"""Runs whose matrix-product speeds lie within this factor count as one machine's: the timing
+moves by a few tens of percent with what else the machine runs."""
 
 
 HEADER = (

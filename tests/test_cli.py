@@ -292,6 +292,13 @@ def test_training_time_counts_the_epochs_run_before_a_resume(runs):
     assert sum(first["epoch_seconds"]) <= first["train_seconds"]
 
 
+def test_a_run_records_its_device_speed(runs):
+    """The CPU's name does not tell machines apart; the speed beside the minutes does."""
+    for run in runs:
+        results = json.loads((run / "results.json").read_text())
+        assert results["device_gflops"] > 0
+
+
 def test_evaluate_reproduces_the_test_metrics(runs, capsys):
     learned, _ = runs
     main(["evaluate", str(learned)])

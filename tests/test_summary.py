@@ -101,6 +101,26 @@ def test_machines_of_the_seeds_are_all_named(tmp_path):
     assert row.machine() == "Xeon, 1 threads; Xeon, 2 threads"
 
 
+@pytest.mark.parametrize(
+    ("speeds", "shown"),
+    [
+        ((30.0, 40.0, None), "Xeon, 2 threads, 35 GFLOP/s"),  # the median of the runs with one
+        ((20.0, 80.0, 30.0), "Xeon, 2 threads, 20-80 GFLOP/s: machines differ"),
+        ((None, None, None), "Xeon, 2 threads"),  # runs from before the speed was recorded
+    ],
+)
+def test_the_machine_cell_gives_the_runs_speed_and_says_when_machines_differ(
+    tmp_path, speeds, shown
+):
+    runs = [write_run(tmp_path / f"s{seed}", seed, 0.8) for seed in range(3)]
+    for run, speed in zip(runs, speeds, strict=True):
+        if speed is not None:
+            results = json.loads((run / "results.json").read_text())
+            (run / "results.json").write_text(json.dumps(results | {"device_gflops": speed}))
+    (row,) = summary.rows(runs)
+    assert row.machine() == shown
+
+
 def test_a_folder_without_results_raises_saying_what_it_needs(tmp_path):
     with pytest.raises(FileNotFoundError, match="--out folder of a train run"):
         summary.markdown([tmp_path])
