@@ -108,8 +108,8 @@ SECTIONS = [
         "laplace-equivariance train --dataset D --model f-fc+conv+gconv-full --method marglik "
         "--alpha 2 --epochs 60 --burnin 6 --marglik-subset 1000 --start held --threads 1 --seed S "
         "--out benchmarks/results/table3-mnist-60ep-gconv-full/D-f-fc+conv+gconv-full-marglik-"
-        "held-start-seedS (D = mnist, rotated-mnist, quarter-turn-mnist, translated-mnist; "
-        "S = 0, 1, 2)",
+        "held-start-seedS (D = mnist, rotated-mnist, quarter-turn-mnist, translated-mnist, "
+        "partially-rotated-mnist; S = 0, 1, 2)",
         fragment("table3-gconv-full-60-about"),
         fragment("table3-gconv-full-60-conclusion"),
         model="f-fc+conv+gconv-full",
@@ -120,8 +120,8 @@ SECTIONS = [
         "laplace-equivariance train --dataset D --model f-fc+conv+gconv-full --method marglik "
         "--alpha 2 --epochs 60 --burnin 6 --marglik-subset 1000 --start held-gconv --threads 1 "
         "--seed S --out benchmarks/results/table3-mnist-60ep-gconv-full-held-gconv/D-f-fc+conv+"
-        "gconv-full-marglik-held-gconv-start-seedS (D = mnist, rotated-mnist, quarter-turn-mnist; "
-        "S = 0, 1, 2)",
+        "gconv-full-marglik-held-gconv-start-seedS (D = mnist, rotated-mnist, quarter-turn-mnist, "
+        "translated-mnist, partially-rotated-mnist; S = 0, 1, 2)",
         fragment("table3-gconv-full-held-gconv-60-about"),
         fragment("table3-gconv-full-held-gconv-60-conclusion"),
         model="f-fc+conv+gconv-full",
