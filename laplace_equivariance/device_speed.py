@@ -5,7 +5,8 @@ A CPU's model name does not tell machines apart: two virtual machines that both 
 the two cannot be compared by the name alone. Each run therefore records, beside its
 ``train_seconds``, the speed of a fixed float32 matrix product on its device at its thread
 count (``results.json``'s ``device_gflops``), and the results tables show it per row
-(:meth:`laplace_equivariance.summary.Row.machine`).
+(:meth:`laplace_equivariance.summary.Row.machine`). The timing also sees whatever else the
+machine runs: a busy machine reads slower, which is what its minutes do too.
 """
 
 from __future__ import annotations

@@ -174,8 +174,9 @@ class Row:
         Every distinct device and thread count of the seeds (``"Xeon, 2 threads"``), then the
         median matrix-product speed of the runs that recorded one (``device_gflops``,
         :mod:`laplace_equivariance.device_speed`): ``"AMD EPYC, 1 threads, 31 GFLOP/s"``; when
-        the fastest run's is over :data:`SAME_MACHINE_SPEED` times the slowest's, the range and
-        "machines differ" (the minutes then compare machines).
+        the fastest run's is over :data:`SAME_SPEED` times the slowest's, the range and "speeds
+        differ": the runs had another machine, or the same one busy with other work, so their
+        minutes do not compare.
         """
         machines = {f"{r['device']}, {r.get('threads', '?')} threads" for r in self.results}
         text = "; ".join(sorted(machines))
@@ -183,9 +184,9 @@ class Row:
         if not speeds:
             return text
         slowest, fastest = min(speeds), max(speeds)
-        if fastest <= SAME_MACHINE_SPEED * slowest:
+        if fastest <= SAME_SPEED * slowest:
             return f"{text}, {statistics.median(speeds):.0f} GFLOP/s"
-        return f"{text}, {slowest:.0f}-{fastest:.0f} GFLOP/s: machines differ"
+        return f"{text}, {slowest:.0f}-{fastest:.0f} GFLOP/s: speeds differ"
 
     def path_shares(self, path: str = "fc") -> list[float]:
         """Per relaxed layer, ``path``'s relative effective parameters, mean over seeds.
@@ -291,9 +292,9 @@ class Row:
         ]
 
 
-SAME_MACHINE_SPEED = 1.5
-"""Runs whose matrix-product speeds lie within this factor count as one machine's: the timing
-moves by a few tens of percent with what else the machine runs."""
+SAME_SPEED = 1.5
+"""Runs whose matrix-product speeds lie within this factor count as having run at one speed:
+the timing of one idle machine moves by a few tens of percent from run to run."""
 
 
 HEADER = (

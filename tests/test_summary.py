@@ -105,7 +105,7 @@ def test_machines_of_the_seeds_are_all_named(tmp_path):
     ("speeds", "shown"),
     [
         ((30.0, 40.0, None), "Xeon, 2 threads, 35 GFLOP/s"),  # the median of the runs with one
-        ((20.0, 80.0, 30.0), "Xeon, 2 threads, 20-80 GFLOP/s: machines differ"),
+        ((20.0, 80.0, 30.0), "Xeon, 2 threads, 20-80 GFLOP/s: speeds differ"),
         ((None, None, None), "Xeon, 2 threads"),  # runs from before the speed was recorded
     ],
 )
