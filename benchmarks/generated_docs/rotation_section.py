@@ -55,6 +55,10 @@ SETTLED_FITS = 3
 SETTLED_POINTS = 5.0
 """Largest move (percentage points) of a layer's share over the last fits of a settled run."""
 
+NEVER_LEARNED = 0.2
+"""A run whose training accuracy is at most this (twice chance over ten digits) never learned:
+its shares are those of a network at the trivial minimum, and its seed cannot meet a target."""
+
 FC_NEAR_ZERO = 0.01
 """An FC share below this (1 %, the threshold at which docs call a path off) is near zero."""
 
@@ -275,6 +279,18 @@ class RotationSplitSection:
             ]
         lines, holds = [], []
         for seed in paired:
+            dead = [
+                f"the {d} run"
+                for d in (UPRIGHT, turned)
+                if runs[d][seed]["train"]["accuracy"] <= NEVER_LEARNED
+            ]
+            if dead:
+                holds.append(False)
+                lines.append(
+                    f"- seed {seed}: {' and '.join(dead)} never learned (training accuracy at "
+                    f"most {100 * NEVER_LEARNED:.0f} %): counted as failing"
+                )
+                continue
             upright = read(runs[UPRIGHT][seed], "gconv")
             rotated = read(runs[turned][seed], "gconv")
             above = [k + 1 for k, (u, r) in enumerate(zip(upright, rotated, strict=True)) if r > u]

@@ -198,3 +198,16 @@ def test_a_run_without_a_fit_cannot_be_ranked_by_evidence(section):
     _write(root, [_run("mnist", 0, UPRIGHT)], "t3b")
     with pytest.raises(ValueError, match="no marginal-likelihood fit"):
         RotationSplitSection("T", "t3", "cmd", "about", rivals=("t3b",)).render()
+
+
+def test_a_seed_whose_run_never_learned_fails_the_target(section):
+    """A network at chance has shares of no meaning: its seed must not count as holding."""
+    root, rotation = section
+    dead = _run("rotated-mnist", 1, MOSTLY_ABOVE)
+    dead["train"]["accuracy"] = 0.104
+    _write(root, [_run("mnist", s, UPRIGHT) for s in (0, 1)])
+    _write(root, [_run("rotated-mnist", 0, MOSTLY_ABOVE), dead])
+    text = rotation.render()
+    assert "seed 1: the rotated-mnist run never learned" in text
+    effective = "GCONV's share of the relative effective parameters higher on rotated"
+    assert f"{effective} digits in most layers, in every seed (2 seeds): fails" in text
