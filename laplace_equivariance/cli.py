@@ -32,12 +32,17 @@ likelihood, on ``--marglik-subset`` examples, default 500) or ``likelihood``;
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import tqdm
+
 from laplace_equivariance import __version__, config, summary
+from laplace_equivariance.chance import NotLearningWarning
 from laplace_equivariance.experiment import (
     PATH_OUTPUT_EXAMPLES,
     PREDICTIVES,
@@ -120,12 +125,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(str(error)) from None
 
 
+@contextlib.contextmanager
+def _one_line_not_learning_warnings() -> Iterator[None]:
+    """Print a :class:`NotLearningWarning` as ``warning: MESSAGE`` on stderr.
+
+    Without the file, line and source that Python's format adds, which name the package's
+    code, not anything a user of the command line can change. Other warnings are unchanged.
+    """
+    show = warnings.showwarning
+
+    def one_line(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, NotLearningWarning):
+            tqdm.tqdm.write(f"warning: {message}", file=sys.stderr)  # below a running bar
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = one_line
+        yield
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     """Run the parsed command; see :func:`main`."""
     if args.command == "train":
         settings = config.settings_from_arguments(args)
         try:
-            results = train(settings, args.out, overwrite=args.overwrite)
+            with _one_line_not_learning_warnings():
+                results = train(settings, args.out, overwrite=args.overwrite)
         except KeyboardInterrupt:
             print(_interrupted(settings, args.out), file=sys.stderr)
             return 130

@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from laplace_equivariance import EquivariantKFAC, __version__, distributed, models, summary
+from laplace_equivariance.chance import NotLearningWarning, at_chance, not_learning_message
 from laplace_equivariance.config import (
     INVARIANT_MARGLIK_SUBSET,
     INVARIANT_WEIGHTS,
@@ -175,9 +177,15 @@ def _train_relaxed(
     """
     learns = settings["method"] == "marglik"
     epochs_done: dict[str, Any] = {}
-    trace_inputs = loader.dataset.tensors[0][:PATH_OUTPUT_EXAMPLES]
+    trace_inputs, labels = loader.dataset.tensors
+    trace_inputs = trace_inputs[:PATH_OUTPUT_EXAMPLES]
+    # where the burn-in ends: a run that is not learning is told before its fits
+    check_epoch = min(max(settings["burnin"], 1), settings["epochs"])
 
     def record(epoch: int, info: dict[str, Any]) -> None:
+        if epoch == check_epoch and at_chance(info["accuracy"], labels):
+            message = not_learning_message(info["accuracy"], labels, f"in epoch {epoch}")
+            warnings.warn(message, NotLearningWarning, stacklevel=2)
         epochs_done.update(
             seconds=info["seconds"],
             epoch_seconds=info["epoch_seconds"],
@@ -381,6 +389,10 @@ def _train_in(
         },
         **extra,
     }
+    results["train_at_chance"] = at_chance(results["train"]["accuracy"], y)
+    if results["train_at_chance"]:
+        message = not_learning_message(results["train"]["accuracy"], y, "after training")
+        warnings.warn(message, NotLearningWarning, stacklevel=2)
     if la is not None:
         results["symmetry"] = symmetry_report(la)
         results["fits"] = read_fits(out / FIT_TRACE_FILE)
@@ -501,7 +513,8 @@ def report(runs: Sequence[Path]) -> str:
     """A plain-text table of runs, one line each.
 
     Each line holds the data set, model, method, test accuracy and NLL, training accuracy
-    ("-" for runs written before ``results.json`` held it) and the learned layers.
+    ("-" for runs written before ``results.json`` held it) and the learned layers, or why
+    there are none (no marginal-likelihood step; a training accuracy at chance).
 
     Args:
         runs: ``--out`` folders of ``train`` runs.
@@ -521,6 +534,8 @@ def report(runs: Sequence[Path]) -> str:
         )
         if s["method"] == "marglik" and not results.get("neg_log_marglik"):
             learned = "not learned: no marginal-likelihood step"
+        if results.get("train_at_chance"):
+            learned = "not learning: training accuracy at chance"
         if "invariance" in results:
             eta = results["invariance"]["eta"][-1]
             learned = ", ".join(

@@ -499,8 +499,36 @@ def test_report_does_not_call_an_unlearned_run_learned(runs, tmp_path):
     learned, _ = runs
     results = json.loads((learned / "results.json").read_text())
     results["neg_log_marglik"] = []
+    results["train_at_chance"] = False  # the tiny run may be at chance: the other reason
     (tmp_path / "results.json").write_text(json.dumps(results))
     assert "not learned" in report([tmp_path]).splitlines()[1]
+
+
+def test_a_run_at_chance_warns_while_training_and_after_and_says_so_everywhere(tmp_path, capsys):
+    """Issue: a Table 3 run trained 60 epochs at chance and wrote its results without a word."""
+    out = tmp_path / "still"
+    # a learning rate of 1e-9 leaves the network as drawn: its accuracy stays at chance
+    options = ["--model", "conv", "--method", "map", "--lr", "1e-9", "--out", str(out)]
+    assert main(["train", "--dataset", "mnist", *TINY, *options]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("warning: training accuracy")]
+    # TINY's burn-in is 1 epoch: the first fit would come after epoch 1
+    assert [" in epoch 1 " in lines[0], " after training " in lines[1]] == [True, True]
+    assert "experiment.py" not in err  # one line each, not Python's file and source line
+    results = json.loads((out / "results.json").read_text())
+    assert results["train_at_chance"] is True
+    assert "not learning: training accuracy at chance" in report([out]).splitlines()[1]
+
+
+def test_a_run_that_learns_is_not_at_chance_and_gives_no_warning(tmp_path, capsys):
+    out = tmp_path / "learns"
+    options = ["--model", "fc", "--method", "map", "--subset", "128"]
+    options += ["--lr", "0.001", "--epochs", "4", "--burnin", "3", "--batch-size", "16"]
+    assert main(["train", "--dataset", "mnist", *TINY, *options, "--out", str(out)]) == 0
+    assert "warning: training accuracy" not in capsys.readouterr().err
+    results = json.loads((out / "results.json").read_text())
+    assert results["train"]["accuracy"] > 0.3  # chance: at most 23.3 % on these 128 digits
+    assert results["train_at_chance"] is False
 
 
 @pytest.mark.parametrize(
