@@ -284,6 +284,11 @@ def train(
     Returns:
         The results written to ``results.json`` (None on ranks other than 0).
 
+    Warns:
+        NotLearningWarning: Where the burn-in ends and after training, when the training
+            accuracy is at chance (:mod:`~laplace_equivariance.chance`); the run goes on and
+            ``results.json`` records ``train_at_chance``.
+
     Raises:
         SystemExit: For settings that cannot give a valid run, or an ``out`` that holds
             another run, is in use by another process or cannot be written (one line each,
