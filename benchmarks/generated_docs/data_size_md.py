@@ -16,7 +16,7 @@ from pathlib import Path
 from benchmarks import data_size, evidence_selection
 from benchmarks.generated_docs import figures
 from benchmarks.generated_docs.common import RESULTS, ROOT
-from benchmarks.generated_docs.results_sections import EvidenceSplitSection
+from benchmarks.generated_docs.measured_sections import EvidenceSplitSection
 from laplace_equivariance import summary
 
 DOCUMENT = ROOT / "docs" / "data_size.md"

@@ -1,30 +1,32 @@
 """docs/results-table1.md: Table 1, translations on quadrant MNIST (and its Fashion-MNIST twin).
 
 Metadata only: each section names its folder(s) under ``benchmarks/results/``, its command,
-the paper's claims checked on its rows (:class:`~benchmarks.generated_docs.results_sections.
-Claim`) and its narrative passages, Markdown fragments under ``fragments/results/`` whose
-figures are placeholders rendered from the runs (:mod:`benchmarks.generated_docs.figures`).
-The renderers are in :mod:`benchmarks.generated_docs.results_sections`.
+the paper's claims checked on its rows (:class:`~benchmarks.generated_docs.claims.Claim`) and
+its narrative passages, Markdown fragments under ``fragments/results/`` whose figures are
+placeholders rendered from the runs (:mod:`benchmarks.generated_docs.figures`). The renderers
+are in :mod:`benchmarks.generated_docs.results_sections` (runs of a folder, the structure they
+learned, fit traces), :mod:`~benchmarks.generated_docs.measured_sections` (benchmarks'
+measurements on trained runs) and the ``*_section`` modules.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from benchmarks.generated_docs.claims import Claim, started, started_equivariant
 from benchmarks.generated_docs.common import ROOT
-from benchmarks.generated_docs.results_sections import (
-    Claim,
+from benchmarks.generated_docs.measured_sections import (
     EvidenceSplitSection,
     ExactBlocksSection,
     FactorBalanceSection,
+    ShiftErrorsSection,
+)
+from benchmarks.generated_docs.results_sections import (
     FitTraceSection,
     Section,
-    ShiftErrorsSection,
     StructureSection,
     fragment,
     render_page,
-    started,
-    started_equivariant,
 )
 
 

@@ -4,13 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from benchmarks.generated_docs.claims import Claim
 from benchmarks.generated_docs.common import ROOT
-from benchmarks.generated_docs.results_sections import (
-    Claim,
-    Section,
-    fragment,
-    render_page,
-)
+from benchmarks.generated_docs.results_sections import Section, fragment, render_page
 
 TABLE2_F_FC_CONV_CLAIMS = [
     Claim(

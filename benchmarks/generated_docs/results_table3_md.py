@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from benchmarks.generated_docs.claims import Claim
 from benchmarks.generated_docs.common import ROOT
 from benchmarks.generated_docs.group_evidence_section import (
     FULL_GCONV_NETWORK,
     GroupEvidenceSection,
 )
+from benchmarks.generated_docs.invariant_weights_section import InvariantWeightsSection
 from benchmarks.generated_docs.results_sections import (
-    Claim,
     FitTraceSection,
-    InvariantWeightsSection,
     Section,
     StructureSection,
     fragment,

@@ -9,6 +9,9 @@ import pytest
 
 from benchmarks import results_tables
 from benchmarks.generated_docs import (
+    claims,
+    invariant_weights_section,
+    measured_sections,
     models_md,
     results_md,
     results_sections,
@@ -77,7 +80,7 @@ class Row:
 
 
 def test_claims_are_judged_by_the_seed_spread():
-    claim = results_sections.Claim("conv above fc", "d", ("conv", "map"), ("fc", "map"))
+    claim = claims.Claim("conv above fc", "d", ("conv", "map"), ("fc", "map"))
     rows = [Row("conv", "map", [90.0, 91.0, 92.0]), Row("fc", "map", [80.0, 81.0, 82.0])]
     assert claim.verdict(rows).startswith("reproduced")
     rows = [Row("conv", "map", [80.0, 85.0, 90.0]), Row("fc", "map", [81.0, 86.0, 88.0])]
@@ -106,7 +109,7 @@ def test_invariant_weights_claims_compare_learned_angles_over_seeds():
         | learned("partially-rotated-mnist", "laplace", [50.0])
         | learned("mnist", "laplace", [5.0])
     )
-    claims = results_sections.InvariantWeightsSection.claims(experiments)
+    claims = invariant_weights_section.InvariantWeightsSection.claims(experiments)
     assert claims[0].endswith("reproduced (difference +90.0 degrees, standard error 8.2)")
     assert "not distinguishable" in claims[1]
     assert all(line.endswith("one seed: no verdict") for line in claims[2:4])
@@ -141,7 +144,7 @@ def test_kfac_differences_need_two_seeds_of_each_mode():
 
 
 def test_claims_compare_rows_by_start_and_refuse_to_guess_between_burn_ins():
-    claim = results_sections.Claim(
+    claim = claims.Claim(
         "held above equivariant",
         "d",
         ("f-fc+conv", "marglik"),
@@ -162,7 +165,7 @@ def test_claims_compare_rows_by_start_and_refuse_to_guess_between_burn_ins():
 
 
 def test_claims_of_a_variant_compare_its_rows_with_the_plain_rows_of_the_other_side():
-    claim = results_sections.Claim(
+    claim = claims.Claim(
         "warm learned not below MAP",
         "d",
         ("f-fc+conv", "marglik"),
@@ -182,10 +185,10 @@ def test_claims_of_a_variant_compare_its_rows_with_the_plain_rows_of_the_other_s
 
 
 def test_learned_claims_started_equivariant_judge_the_equivariant_rows():
-    claims = results_sections.started_equivariant(results_table1_md.TABLE1_CLAIMS)
-    assert [c.better_start for c in claims] == ["equivariant", "equivariant"]
-    assert all("(started equivariant)" in c.text for c in claims)
-    assert all(c.better[1] == "marglik" for c in claims)  # the MAP-only claims are left out
+    started = claims.started_equivariant(results_table1_md.TABLE1_CLAIMS)
+    assert [c.better_start for c in started] == ["equivariant", "equivariant"]
+    assert all("(started equivariant)" in c.text for c in started)
+    assert all(c.better[1] == "marglik" for c in started)  # the MAP-only claims are left out
 
 
 def test_evidence_split_groups_runs_by_training_and_sums_each_paths_terms(tmp_path, monkeypatch):
@@ -213,8 +216,8 @@ def test_evidence_split_groups_runs_by_training_and_sums_each_paths_terms(tmp_pa
         ],
     }
     (tmp_path / "split.json").write_text(json.dumps(measured))
-    monkeypatch.setattr(results_sections, "RESULTS", tmp_path)
-    section = results_sections.EvidenceSplitSection("t", "split.json", "cmd", "about", "end")
+    monkeypatch.setattr(measured_sections, "RESULTS", tmp_path)
+    section = measured_sections.EvidenceSplitSection("t", "split.json", "cmd", "about", "end")
     text = section.render()
     assert (
         "| learned F-FC+CONV, started equivariant | 224 / 268 | 10 / 10 | 10 / 14 | 200 / 240 |"
@@ -251,7 +254,7 @@ def test_a_section_names_claims_that_are_not_the_papers_by_its_own_heading(tmp_p
     run.mkdir(parents=True)
     (run / "results.json").write_text((source / "results.json").read_text())
     monkeypatch.setattr(results_sections, "RESULTS", tmp_path)
-    claim = results_sections.Claim("a above b", "rotated-mnist", ("a", "marglik"), ("b", "map"))
+    claim = claims.Claim("a above b", "rotated-mnist", ("a", "marglik"), ("b", "map"))
     section = results_sections.Section("T", "t", "cmd", "about", [claim])
     assert "The paper's claims at this budget:\n\n- a above b: not run" in section.render()
     own = dataclasses.replace(section, claims_heading="Ours, by test accuracy:")
