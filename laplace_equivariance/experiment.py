@@ -539,14 +539,14 @@ def report(runs: Sequence[Path]) -> str:
         )
         if s["method"] == "marglik" and not results.get("neg_log_marglik"):
             learned = "not learned: no marginal-likelihood step"
-        if results.get("train_at_chance"):
-            learned = "not learning: training accuracy at chance"
         if "invariance" in results:
             eta = results["invariance"]["eta"][-1]
             learned = ", ".join(
                 f"{name} {value:.2f}"
                 for name, value in zip(results["invariance"]["generators"], eta, strict=True)
             )
+        if results.get("train_at_chance"):  # last: no learned structure or eta hides it
+            learned = "not learning: training accuracy at chance"
         # runs written before results.json held the training fit show "-"
         fit = results.get("train")
         train_accuracy = "-" if fit is None else f"{100 * fit['accuracy']:.2f}"

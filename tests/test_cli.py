@@ -520,6 +520,16 @@ def test_a_run_at_chance_warns_while_training_and_after_and_says_so_everywhere(t
     assert "not learning: training accuracy at chance" in report([out]).splitlines()[1]
 
 
+def test_report_says_not_learning_also_for_a_run_with_a_learned_eta(runs, tmp_path):
+    """An invariant-weights run at chance showed its eta instead of "not learning"."""
+    learned, _ = runs
+    results = json.loads((learned / "results.json").read_text())
+    results["invariance"] = {"generators": ["rotation"], "eta": [[0.5]]}
+    results["train_at_chance"] = True
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    assert "not learning: training accuracy at chance" in report([tmp_path]).splitlines()[1]
+
+
 def test_a_run_that_learns_is_not_at_chance_and_gives_no_warning(tmp_path, capsys):
     out = tmp_path / "learns"
     options = ["--model", "fc", "--method", "map", "--subset", "128"]
