@@ -545,8 +545,9 @@ def report(runs: Sequence[Path]) -> str:
                 f"{name} {value:.2f}"
                 for name, value in zip(results["invariance"]["generators"], eta, strict=True)
             )
-        if results.get("train_at_chance"):  # last: no learned structure or eta hides it
-            learned = "not learning: training accuracy at chance"
+        if results.get("train_at_chance"):  # first, so no learned structure or eta hides it
+            verdict = "not learning: training accuracy at chance"
+            learned = f"{verdict}; {learned}" if learned else verdict
         # runs written before results.json held the training fit show "-"
         fit = results.get("train")
         train_accuracy = "-" if fit is None else f"{100 * fit['accuracy']:.2f}"
