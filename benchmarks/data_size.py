@@ -130,6 +130,10 @@ def plan(args: argparse.Namespace) -> Iterator[tuple[Path, dict[str, Any]]]:
                             if method == "marglik"
                             else config.DEFAULTS["prior_structure"]
                         ),
+                        hypersteps=(
+                            args.hypersteps if method == "marglik" else config.DEFAULTS["hypersteps"]
+                        ),
+                        lr_hyp=args.lr_hyp if method == "marglik" else config.DEFAULTS["lr_hyp"],
                         **schedule(
                             n, args.steps, config.DEFAULTS["batch_size"], args.fits, args.held_share
                         ),
@@ -328,6 +332,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=config.DEFAULTS["prior_structure"],
         dest="prior_structure",
         help="learned runs' prior grouping (train's --prior-structure; MAP runs keep the default)",
+    )
+    parser.add_argument(
+        "--hypersteps",
+        type=int,
+        default=config.DEFAULTS["hypersteps"],
+        help="learned runs' hyperparameter steps per fit (train's --hypersteps; MAP runs fit "
+        "nothing)",
+    )
+    parser.add_argument(
+        "--lr-hyp",
+        type=float,
+        default=config.DEFAULTS["lr_hyp"],
+        dest="lr_hyp",
+        help="learned runs' hyperparameter learning rate (train's --lr-hyp)",
     )
     parser.add_argument(
         "--restore-best",

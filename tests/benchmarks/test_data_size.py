@@ -219,6 +219,8 @@ def test_the_sweep_passes_its_fit_options_to_the_learned_runs_alone(tmp_path):
         prior_prec_init=0.5,
         temperature=2.0,
         prior_structure="path",
+        hypersteps=100,
+        lr_hyp=0.3,
         out=tmp_path,
     )
     planned = [(folder.name, settings) for folder, settings in data_size.plan(args)]
@@ -228,6 +230,8 @@ def test_the_sweep_passes_its_fit_options_to_the_learned_runs_alone(tmp_path):
         assert settings["prior_prec_init"] == (0.5 if learned else 1.0)
         assert settings["temperature"] == (2.0 if learned else 1.0)
         assert settings["prior_structure"] == ("path" if learned else "layerwise")
+        assert settings["hypersteps"] == (100 if learned else 20)
+        assert settings["lr_hyp"] == (0.3 if learned else 0.1)
     args.restore_best = False
     assert not any(settings["restore_best"] for _, settings in data_size.plan(args))
 
