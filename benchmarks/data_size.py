@@ -131,9 +131,11 @@ def plan(args: argparse.Namespace) -> Iterator[tuple[Path, dict[str, Any]]]:
                             else config.DEFAULTS["prior_structure"]
                         ),
                         hypersteps=(
-                            args.hypersteps if method == "marglik" else config.DEFAULTS["hypersteps"]
+                            args.hypersteps
+                            if method == "marglik"
+                            else config.DEFAULTS["hypersteps"]
                         ),
-                        lr_hyp=args.lr_hyp if method == "marglik" else config.DEFAULTS["lr_hyp"],
+                        lr_hyp=(args.lr_hyp if method == "marglik" else config.DEFAULTS["lr_hyp"]),
                         **schedule(
                             n, args.steps, config.DEFAULTS["batch_size"], args.fits, args.held_share
                         ),
@@ -171,6 +173,41 @@ def sweep_rows(runs: Sequence[Path]) -> list[dict[str, Any]]:
             }
         )
     return sorted(entries, key=lambda e: (ALL_TASKS.index(e["task"]), e["n"], e["network"]))
+
+
+def prior_drift(result: dict[str, Any], moving: float = 0.05) -> dict[str, float]:
+    """How far a learned run's prior precisions still moved at its last fit.
+
+    For every precision ``delta_g`` (one per parameter group, ``results.json``'s ``fits``):
+    ``|log(delta_g at the last fit / delta_g at the fit before)|``. Settled priors move by
+    little at the last fit; priors that still climb by a few percent per fit have not
+    caught up with the weights they regularise.
+
+    Args:
+        result: A learned run's ``results.json`` with at least two fits.
+        moving: A precision counts as still moving above this change of its logarithm
+            (0.05: about 5 % from one fit to the next).
+
+    Returns:
+        ``{"median": median change, "moving": share of the precisions moving more than
+        ``moving``, "fits": number of fits}``.
+
+    Raises:
+        ValueError: For a run with fewer than two fits (a MAP run, or one stopped early).
+    """
+    fits = result.get("fits", [])
+    if len(fits) < 2:
+        raise ValueError(
+            f"A run with {len(fits)} fit(s) has no last change of its priors; pass a learned "
+            "run that fitted the marginal likelihood at least twice."
+        )
+    before, last = fits[-2]["prior_precision"], fits[-1]["prior_precision"]
+    changes = [abs(math.log(last[name] / before[name])) for name in last]
+    return {
+        "median": statistics.median(changes),
+        "moving": sum(change > moving for change in changes) / len(changes),
+        "fits": len(fits),
+    }
 
 
 def paired_difference(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float] | None:

@@ -158,12 +158,17 @@ class Row:
         return "last (" + ", ".join(map(str, epochs)) + ")"
 
     def budget(self) -> str:
-        """Epochs, examples, the marginal likelihood's subset and first fit, a non-default lr."""
+        """Epochs, examples, the marginal likelihood's subset, first fit and steps per fit.
+
+        The steps per fit only where they differ from the default; a non-default lr last.
+        """
         s = self.settings
         parts = [f"{s['epochs']} ep", f"{self.results[0]['n_train']} ex", f"alpha {s['alpha']}"]
         if s["method"] == "marglik":
             parts.append(f"marglik on {s.get('marglik_subset') or self.results[0]['n_train']}")
             parts.append(f"burn-in {s['burnin']} ep")
+            if s.get("hypersteps", DEFAULTS["hypersteps"]) != DEFAULTS["hypersteps"]:
+                parts.append(f"{s['hypersteps']} hyperparameter steps per fit")
         if s.get("lr", DEFAULTS["lr"]) != DEFAULTS["lr"]:
             parts.append(f"lr {s['lr']:g}")
         return ", ".join(parts)

@@ -79,6 +79,15 @@ def test_budget_names_a_learning_rate_other_than_the_default(tmp_path):
     assert budgets[0].endswith(", lr 0.0042426") and "lr" not in budgets[1]
 
 
+def test_budget_names_the_hyperparameter_steps_per_fit_other_than_the_default(tmp_path):
+    runs = [write_run(tmp_path / "a", 0, 0.8, hypersteps=100), write_run(tmp_path / "b", 0, 0.8)]
+    budgets = [row.budget() for row in summary.rows(runs)]
+    assert budgets[0].endswith(", 100 hyperparameter steps per fit")
+    assert "hyperparameter" not in budgets[1]
+    mapped = write_run(tmp_path / "m", 0, 0.8, method="map", hypersteps=100)
+    assert "hyperparameter" not in summary.rows([mapped])[0].budget()
+
+
 def test_map_runs_differing_only_in_marglik_settings_are_one_experiment(tmp_path):
     """A MAP run takes no marginal-likelihood step: its prior structure (the command line's
     default changed from "path" to "layerwise") and hyperparameter settings do not matter,

@@ -10,6 +10,7 @@ and the structure the learned runs chose per layer.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from pathlib import Path
 
@@ -246,9 +247,10 @@ VARIANTS = (
     "data-size-temperature05",
     "data-size-path-prior",
     "data-size-fits60",
+    "data-size-hypersteps100",
 )
 """Variants of the learned rows, each in its own folder (and fragment), judged against the
-sweep's MAP rows."""
+MAP rows of the digit sweep and of the Fashion-MNIST sweep."""
 
 ABLATION = RESULTS / "path-ablation"
 
@@ -256,6 +258,46 @@ ABLATION = RESULTS / "path-ablation"
 ABLATION_OF_SWEEPS = ("fashion-sweep",)
 """``path-ablation`` files of a whole sweep's learned runs, summarised by task and size
 (:func:`_ablation_by_size`) rather than run by run."""
+
+
+def _variant_tables(folder: str, runs: list[Path]) -> dict[str, str]:
+    """The tables a variant's fragment marks: ``drift`` (:func:`_drift_table`) where it asks."""
+    if "<!-- table: drift -->" not in (FRAGMENTS / f"{folder}.md").read_text():
+        return {}
+    return {"drift": _drift_table(runs)}
+
+
+def _drift_table(variant: list[Path]) -> str:
+    """How far the priors still moved at the last fit (:func:`benchmarks.data_size.prior_drift`):
+    each learned run of a variant (F-FC+CONV or CONV) beside the sweep's run of the same task,
+    size, network and seed."""
+
+    def key(r: dict) -> tuple:
+        s = r["settings"]
+        return (s["dataset"], r["n_train"], data_size.label(s), s["seed"])
+
+    learned = [summary.load_run(run) for run in variant]
+    learned = [r for r in learned if r["settings"]["method"] == "marglik"]
+    sweep = {key(r): r for r in map(summary.load_run, _runs() + _runs(FASHION))}
+    rows = []
+    for r in sorted(learned, key=lambda r: (data_size.ALL_TASKS.index(key(r)[0]), *key(r)[1:])):
+        cells = []
+        for result in (sweep.get(key(r)), r):
+            if result is None:
+                cells.append("- | -")
+                continue
+            drift = data_size.prior_drift(result)
+            cells.append(
+                f"{100 * (math.exp(drift['median']) - 1):.1f} | {100 * drift['moving']:.0f}"
+            )
+        task, n, network, seed = key(r)
+        rows.append(f"| {task} | {n:,} | {network} | {seed} | " + " | ".join(cells) + " |")
+    header = (
+        "| task | N | network | seed | sweep: median change at the last fit % | sweep: "
+        "precisions moving > 5 % (share %) | variant: median change % | variant: moving > 5 % "
+        "(share %) |"
+    )
+    return "\n".join([header, "|---|---|---|---|---|---|---|---|", *rows])
 
 
 def _train_test(accuracies: dict[str, float] | None) -> str:
@@ -480,6 +522,9 @@ def render() -> str:
         _structure(learned),
     ]
     fixed = [e for e in entries if e["network"].startswith("MAP")]
+    fixed_fashion = [
+        e for e in data_size.sweep_rows(_runs(FASHION)) if e["network"].startswith("MAP")
+    ]
     for folder in VARIANTS:
         variant_runs = sorted(p.parent for p in (RESULTS / folder).glob("*/results.json"))
         if not variant_runs:
@@ -487,14 +532,15 @@ def render() -> str:
         variant = data_size.sweep_rows(variant_runs)
         parts += [
             "",
-            _fragment(folder),
+            _fragment(folder, **_variant_tables(folder, variant_runs)),
             data_size.table(variant),
             "",
             "Against the MAP rows of the sweep above (the same test as there):",
             "",
-            "\n".join(_verdict_sentences(fixed + variant)) or "No size has two seeds yet.",
+            "\n".join(_verdict_sentences(fixed + fixed_fashion + variant))
+            or "No size has two seeds yet.",
             "",
-            _structure(variant_runs),
+            _structure(_learned(variant_runs)),
         ]
     cause = _cause_section()
     if cause:

@@ -320,3 +320,17 @@ def test_the_evidence_splits_of_the_sweeps_runs_are_rendered_with_their_conclusi
     assert "{{" not in sections
     monkeypatch.setitem(data_size_md.EVIDENCE_SPLITS, "absent", ("Never measured", "", ""))
     assert data_size_md._evidence_split_sections(("absent",)) == []
+
+
+def test_the_prior_drift_is_the_last_fits_change_of_each_precision():
+    def fit(a, b, c):
+        return {"prior_precision": {"x": a, "y": b, "z": c}}
+
+    result = {"fits": [fit(1.0, 1.0, 1.0), fit(2.0, 1.0, 4.0), fit(2.0, 1.1, 2.0)]}
+    drift = data_size.prior_drift(result)
+    assert drift["median"] == pytest.approx(math.log(1.1))
+    assert drift["moving"] == pytest.approx(2 / 3)
+    assert drift["fits"] == 3
+    assert data_size.prior_drift(result, moving=0.5)["moving"] == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="fitted the marginal likelihood at least twice"):
+        data_size.prior_drift({"fits": [fit(1.0, 1.0, 1.0)]})
