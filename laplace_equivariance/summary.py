@@ -158,17 +158,12 @@ class Row:
         return "last (" + ", ".join(map(str, epochs)) + ")"
 
     def budget(self) -> str:
-        """Epochs, examples, the marginal likelihood's subset, first fit and steps per fit.
-
-        The steps per fit only where they differ from the default; a non-default lr last.
-        """
+        """Epochs, examples, the marginal likelihood's subset and first fit, a non-default lr."""
         s = self.settings
         parts = [f"{s['epochs']} ep", f"{self.results[0]['n_train']} ex", f"alpha {s['alpha']}"]
         if s["method"] == "marglik":
             parts.append(f"marglik on {s.get('marglik_subset') or self.results[0]['n_train']}")
             parts.append(f"burn-in {s['burnin']} ep")
-            if s.get("hypersteps", DEFAULTS["hypersteps"]) != DEFAULTS["hypersteps"]:
-                parts.append(f"{s['hypersteps']} hyperparameter steps per fit")
         if s.get("lr", DEFAULTS["lr"]) != DEFAULTS["lr"]:
             parts.append(f"lr {s['lr']:g}")
         return ", ".join(parts)
@@ -258,7 +253,8 @@ class Row:
         ``"balanced"`` (``balance_factors``, learned runs), the start (:func:`start_words`),
         ``"priors from 0.5"``
         (``prior_prec_init`` other than 1, learned runs), ``"temperature 2"`` (``temperature``
-        other than 1, learned runs) and ``"fc frozen"`` (paths kept silent by
+        other than 1, learned runs), ``"100 hyperparameter steps per fit"`` (``hypersteps``
+        other than the default, learned runs) and ``"fc frozen"`` (paths kept silent by
         ``benchmarks/frozen_paths.py``, recorded as ``frozen_paths``).
         """
         s = LATER_OPTIONS | self.settings
@@ -268,6 +264,8 @@ class Row:
             named.append(f"priors from {s['prior_prec_init']:g}")
         if s["method"] == "marglik" and s["temperature"] != 1.0:
             named.append(f"temperature {s['temperature']:g}")
+        if s["method"] == "marglik" and s["hypersteps"] != DEFAULTS["hypersteps"]:
+            named.append(f"{s['hypersteps']} hyperparameter steps per fit")
         return named + [f"{path} frozen" for path in self.results[0].get("frozen_paths", ())]
 
     def method(self) -> str:
