@@ -248,6 +248,7 @@ VARIANTS = (
     "data-size-path-prior",
     "data-size-fits60",
     "data-size-hypersteps100",
+    "data-size-fits60-hypersteps100",
 )
 """Variants of the learned rows, each in its own folder (and fragment), judged against the
 MAP rows of the digit sweep and of the Fashion-MNIST sweep."""
