@@ -64,6 +64,34 @@ LEARNED = "learned F-FC+CONV"
 """The row the verdict is about, as :func:`label` names it."""
 
 
+LEARNED_OPTIONS = {
+    "prior_prec_init": (
+        {"type": float},
+        "learned runs' initial prior precision (train's --prior-prec-init; MAP runs keep unit "
+        "priors)",
+    ),
+    "temperature": (
+        {"type": float},
+        "learned runs' likelihood temperature (train's --temperature; MAP runs keep 1)",
+    ),
+    "prior_structure": (
+        {"choices": ["layerwise", "path", "scalar"]},
+        "learned runs' prior grouping (train's --prior-structure; MAP runs keep the default)",
+    ),
+    "hypersteps": (
+        {"type": int},
+        "learned runs' hyperparameter steps per fit (train's --hypersteps; MAP runs fit nothing)",
+    ),
+    "lr_hyp": (
+        {"type": float},
+        "learned runs' hyperparameter learning rate (train's --lr-hyp)",
+    ),
+}
+"""``train`` options of the marginal-likelihood fits that the sweep passes on to its learned
+runs alone (MAP runs keep :data:`laplace_equivariance.config.DEFAULTS`): each one's argparse
+keywords and help. The flag is the name with dashes (``--prior-prec-init``)."""
+
+
 def schedule(n_train: int, steps: int, batch_size: int, fits: int, held_share: float) -> dict:
     """Epochs, burn-in and fit frequency of a run of ``steps`` optimiser steps on ``n_train``.
 
@@ -115,27 +143,12 @@ def plan(args: argparse.Namespace) -> Iterator[tuple[Path, dict[str, Any]]]:
                         device=args.device,
                         data_dir=args.data_dir,
                         restore_best=args.restore_best and method == "marglik",
-                        prior_prec_init=(
-                            args.prior_prec_init
+                        **{
+                            name: getattr(args, name)
                             if method == "marglik"
-                            else config.DEFAULTS["prior_prec_init"]
-                        ),
-                        temperature=(
-                            args.temperature
-                            if method == "marglik"
-                            else config.DEFAULTS["temperature"]
-                        ),
-                        prior_structure=(
-                            args.prior_structure
-                            if method == "marglik"
-                            else config.DEFAULTS["prior_structure"]
-                        ),
-                        hypersteps=(
-                            args.hypersteps
-                            if method == "marglik"
-                            else config.DEFAULTS["hypersteps"]
-                        ),
-                        lr_hyp=(args.lr_hyp if method == "marglik" else config.DEFAULTS["lr_hyp"]),
+                            else config.DEFAULTS[name]
+                            for name in LEARNED_OPTIONS
+                        },
                         **schedule(
                             n, args.steps, config.DEFAULTS["batch_size"], args.fits, args.held_share
                         ),
@@ -319,7 +332,8 @@ def figure(entries: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line of :func:`main`, parsed (``argv`` None: ``sys.argv``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="folder of the run folders")
     parser.add_argument("--sizes", type=int, nargs="+", default=[500, 1000, 2000, 4000])
@@ -349,41 +363,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="share of the epochs before the first fit (the FC paths held)",
     )
     parser.add_argument("--marglik-subset", type=int, default=1000, dest="marglik_subset")
-    parser.add_argument(
-        "--prior-prec-init",
-        type=float,
-        default=config.DEFAULTS["prior_prec_init"],
-        dest="prior_prec_init",
-        help="learned runs' initial prior precision (train's --prior-prec-init; MAP runs keep "
-        "unit priors)",
-    )
-    parser.add_argument(
-        "--temperature",
-        type=float,
-        default=config.DEFAULTS["temperature"],
-        help="learned runs' likelihood temperature (train's --temperature; MAP runs keep 1)",
-    )
-    parser.add_argument(
-        "--prior-structure",
-        choices=["layerwise", "path", "scalar"],
-        default=config.DEFAULTS["prior_structure"],
-        dest="prior_structure",
-        help="learned runs' prior grouping (train's --prior-structure; MAP runs keep the default)",
-    )
-    parser.add_argument(
-        "--hypersteps",
-        type=int,
-        default=config.DEFAULTS["hypersteps"],
-        help="learned runs' hyperparameter steps per fit (train's --hypersteps; MAP runs fit "
-        "nothing)",
-    )
-    parser.add_argument(
-        "--lr-hyp",
-        type=float,
-        default=config.DEFAULTS["lr_hyp"],
-        dest="lr_hyp",
-        help="learned runs' hyperparameter learning rate (train's --lr-hyp)",
-    )
+    for name, (kind, text) in LEARNED_OPTIONS.items():
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=name,
+            default=config.DEFAULTS[name],
+            help=text,
+            **kind,
+        )
     parser.add_argument(
         "--restore-best",
         action="store_true",
@@ -398,7 +385,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--data-dir", dest="data_dir")
     parser.add_argument("--table", action="store_true", help="train nothing: print the table")
     parser.add_argument("--figure", type=Path, help="train nothing: draw the figure here")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = arguments(argv)
     planned = list(plan(args))
     if not (args.table or args.figure):
         for folder, settings in planned:

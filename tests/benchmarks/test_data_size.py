@@ -9,6 +9,7 @@ import pytest
 from benchmarks import data_size
 from benchmarks.generated_docs import data_size_md
 from benchmarks.generated_docs.common import RESULTS
+from laplace_equivariance import config
 
 
 @pytest.mark.parametrize("n_train", [500, 1000, 2000, 4000])
@@ -234,6 +235,27 @@ def test_the_sweep_passes_its_fit_options_to_the_learned_runs_alone(tmp_path):
         assert settings["lr_hyp"] == (0.3 if learned else 0.1)
     args.restore_best = False
     assert not any(settings["restore_best"] for _, settings in data_size.plan(args))
+
+
+def test_the_command_line_hands_the_fit_options_to_the_learned_runs(tmp_path):
+    args = data_size.arguments(
+        [
+            *("--out", str(tmp_path), "--sizes", "500", "--networks", "learned", "map-conv"),
+            *("--hypersteps", "100", "--lr-hyp", "0.3", "--temperature", "2"),
+            *("--prior-prec-init", "0.5", "--prior-structure", "path"),
+        ]
+    )
+    for folder, settings in data_size.plan(args):
+        learned = "marglik" in folder.name
+        assert settings["hypersteps"] == (100 if learned else 20)
+        assert settings["lr_hyp"] == (0.3 if learned else 0.1)
+        assert settings["temperature"] == (2.0 if learned else 1.0)
+        assert settings["prior_prec_init"] == (0.5 if learned else 1.0)
+        assert settings["prior_structure"] == ("path" if learned else "layerwise")
+    defaults = data_size.arguments(["--out", str(tmp_path)])
+    assert {name: getattr(defaults, name) for name in data_size.LEARNED_OPTIONS} == {
+        name: config.DEFAULTS[name] for name in data_size.LEARNED_OPTIONS
+    }
 
 
 def test_the_seed_by_seed_table_reads_each_networks_runs_in_seed_order():
