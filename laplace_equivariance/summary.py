@@ -265,7 +265,8 @@ class Row:
         if s["method"] == "marglik" and s["temperature"] != 1.0:
             named.append(f"temperature {s['temperature']:g}")
         if s["method"] == "marglik" and s["hypersteps"] != DEFAULTS["hypersteps"]:
-            named.append(f"{s['hypersteps']} hyperparameter steps per fit")
+            steps = s["hypersteps"]
+            named.append(f"{steps} hyperparameter step{'' if steps == 1 else 's'} per fit")
         return named + [f"{path} frozen" for path in self.results[0].get("frozen_paths", ())]
 
     def method(self) -> str:

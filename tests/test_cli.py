@@ -178,7 +178,7 @@ def test_a_fit_option_reaches_the_trainer_and_names_the_row(
     results = json.loads((out / "results.json").read_text())
     assert results["settings"][key] == value
     (row,) = summary.rows([out])
-    assert row.method() == f"learned, held start, {variant}"
+    assert row.method() == f"learned, held start, {variant}, 2 hyperparameter steps per fit"
 
 
 def test_restore_best_evaluates_the_best_marglik_epoch(tmp_path, monkeypatch):

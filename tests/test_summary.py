@@ -87,6 +87,8 @@ def test_hyperparameter_steps_other_than_the_default_name_a_learned_rows_variant
     assert len(named) == 1 and named[0].endswith(", 100 hyperparameter steps per fit")
     mapped = write_run(tmp_path / "m", 0, 0.8, method="map", hypersteps=100)
     assert summary.rows([mapped])[0].method() == "MAP"
+    single = write_run(tmp_path / "s", 0, 0.8, hypersteps=1)
+    assert summary.rows([single])[0].method().endswith(", 1 hyperparameter step per fit")
 
 
 def test_map_runs_differing_only_in_marglik_settings_are_one_experiment(tmp_path):
