@@ -13,7 +13,9 @@ Public API:
   results on stock models) with per-path priors, lengthscale hyperparameters, checkpoints
   (:class:`CheckpointError` for one that cannot be read or used);
   :func:`paper_schedule`: the paper's schedule as its keyword arguments;
-  :func:`marglik_step_epochs`: which epochs of a schedule learn the priors.
+  :func:`marglik_step_epochs`: which epochs of a schedule learn the priors;
+  :class:`NotLearningWarning`: a classifier whose training accuracy is at chance where its
+  burn-in ends.
 - :mod:`laplace_equivariance.invariance`: the older method we compare with, learned
   invariant weights (:class:`InvariantWeightsNet`, :func:`train_invariant_weights` with the
   ELBO or a Laplace marginal likelihood).
@@ -30,6 +32,7 @@ with warnings.catch_warnings():
     import laplace  # noqa: F401
 
 from laplace_equivariance import curvature, diagnostics, invariance, layers, models
+from laplace_equivariance.chance import NotLearningWarning
 from laplace_equivariance.curvature import (
     EquivariantKFAC,
     UnsupportedBackendError,
@@ -59,6 +62,7 @@ __all__ = [
     "CheckpointError",
     "EquivariantKFAC",
     "InvariantWeightsNet",
+    "NotLearningWarning",
     "PriorGroups",
     "PriorStructure",
     "RelaxedNet",

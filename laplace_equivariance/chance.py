@@ -26,14 +26,14 @@ MARGIN_STD = 3.0
 """How many binomial standard deviations above the majority share still count as chance."""
 
 
-def majority_share(labels: torch.Tensor) -> float:
-    """The share of the most frequent class: the accuracy of the best input-free guess.
+def class_counts(labels: torch.Tensor) -> torch.Tensor:
+    """How often each class occurs.
 
     Args:
         labels: Class indices, shape ``(N,)``, integer dtype.
 
     Returns:
-        ``max_c #{i: labels[i] = c} / N``.
+        ``counts[c] = #{i: labels[i] = c}``, shape ``(max(labels) + 1,)``, on the CPU.
 
     Raises:
         ValueError: For labels that are empty or not a 1-d integer tensor.
@@ -43,50 +43,63 @@ def majority_share(labels: torch.Tensor) -> float:
             f"labels must be a non-empty 1-d tensor of class indices, got shape "
             f"{tuple(labels.shape)} and dtype {labels.dtype}; pass the training targets y."
         )
-    return torch.bincount(labels.cpu()).max().item() / labels.numel()
+    return torch.bincount(labels.cpu())
 
 
-def chance_bound(labels: torch.Tensor) -> float:
-    """The highest accuracy on ``labels`` that still counts as chance (the module's formula).
-
-    Args:
-        labels: Class indices, shape ``(N,)``.
-
-    Returns:
-        ``p + MARGIN_STD * sqrt(p (1 - p) / N)`` with ``p`` the :func:`majority_share`.
-    """
-    p = majority_share(labels)
-    return p + MARGIN_STD * math.sqrt(p * (1 - p) / labels.numel())
-
-
-def at_chance(accuracy: float, labels: torch.Tensor) -> bool:
-    """Whether ``accuracy`` on ``labels`` is no better than a guess without inputs.
+def majority_share(counts: torch.Tensor) -> float:
+    """The share of the most frequent class: the accuracy of the best input-free guess.
 
     Args:
-        accuracy: Fraction of ``labels`` predicted right, in ``[0, 1]``.
-        labels: Class indices the accuracy was measured on, shape ``(N,)``.
+        counts: Examples per class, shape ``(C,)`` (:func:`class_counts`).
 
     Returns:
-        ``accuracy <= chance_bound(labels)``.
+        ``max_c counts[c] / sum_c counts[c]``.
     """
-    return accuracy <= chance_bound(labels)
+    return counts.max().item() / counts.sum().item()
 
 
-def not_learning_message(accuracy: float, labels: torch.Tensor, when: str) -> str:
+def chance_bound(counts: torch.Tensor) -> float:
+    """The highest accuracy that still counts as chance (the module's formula).
+
+    Args:
+        counts: Examples per class of the labels the accuracy is measured on, shape ``(C,)``.
+
+    Returns:
+        ``p + MARGIN_STD * sqrt(p (1 - p) / N)`` with ``p`` the :func:`majority_share` and
+        ``N = sum(counts)``.
+    """
+    p = majority_share(counts)
+    return p + MARGIN_STD * math.sqrt(p * (1 - p) / counts.sum().item())
+
+
+def at_chance(accuracy: float, counts: torch.Tensor) -> bool:
+    """Whether ``accuracy`` is no better than a guess without inputs.
+
+    Args:
+        accuracy: Fraction of the examples predicted right, in ``[0, 1]``.
+        counts: Examples per class of those examples, shape ``(C,)`` (:func:`class_counts`).
+
+    Returns:
+        ``accuracy <= chance_bound(counts)``.
+    """
+    return accuracy <= chance_bound(counts)
+
+
+def not_learning_message(accuracy: float, counts: torch.Tensor, when: str) -> str:
     """The warning for a run at chance: what was measured and what to try.
 
     Args:
         accuracy: The training accuracy measured ``when``.
-        labels: The training targets, shape ``(N,)``.
-        when: When it was measured, e.g. ``"after epoch 6 (the burn-in's end)"``.
+        counts: Training examples per class, shape ``(C,)`` (:func:`class_counts`).
+        when: When it was measured, e.g. ``"in epoch 6"``.
 
     Returns:
         One paragraph naming the accuracy, the bound and the remedies.
     """
     return (
         f"training accuracy {100 * accuracy:.1f} % {when} is no better than always answering "
-        f"the most frequent class ({100 * majority_share(labels):.1f} % of the "
-        f"{labels.numel()} training examples; chance up to {100 * chance_bound(labels):.1f} %): "
-        "this network is not learning. Try another --seed or --lr (for a relaxed model also "
-        "another --start); results.json records it as train_at_chance."
+        f"the most frequent class ({100 * majority_share(counts):.1f} % of the "
+        f"{counts.sum().item()} training examples; chance up to "
+        f"{100 * chance_bound(counts):.1f} %): this network is not learning. Try another seed "
+        "or learning rate (for a relaxed model also another start)."
     )

@@ -25,7 +25,12 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from laplace_equivariance import EquivariantKFAC, __version__, distributed, models, summary
-from laplace_equivariance.chance import NotLearningWarning, at_chance, not_learning_message
+from laplace_equivariance.chance import (
+    NotLearningWarning,
+    at_chance,
+    class_counts,
+    not_learning_message,
+)
 from laplace_equivariance.config import (
     INVARIANT_MARGLIK_SUBSET,
     INVARIANT_WEIGHTS,
@@ -179,12 +184,14 @@ def _train_relaxed(
     epochs_done: dict[str, Any] = {}
     trace_inputs, labels = loader.dataset.tensors
     trace_inputs = trace_inputs[:PATH_OUTPUT_EXAMPLES]
-    # where the burn-in ends: a run that is not learning is told before its fits
+    # where the burn-in ends a run that is not learning is told: a learning run by
+    # marglik_training, before its fits; a MAP run here, in the epoch its burn-in names
     check_epoch = min(max(settings["burnin"], 1), settings["epochs"])
+    counts = class_counts(labels)
 
     def record(epoch: int, info: dict[str, Any]) -> None:
-        if epoch == check_epoch and at_chance(info["accuracy"], labels):
-            message = not_learning_message(info["accuracy"], labels, f"in epoch {epoch}")
+        if not learns and epoch == check_epoch and at_chance(info["accuracy"], counts):
+            message = not_learning_message(info["accuracy"], counts, f"in epoch {epoch}")
             warnings.warn(message, NotLearningWarning, stacklevel=2)
         epochs_done.update(
             seconds=info["seconds"],
@@ -394,9 +401,11 @@ def _train_in(
         },
         **extra,
     }
-    results["train_at_chance"] = at_chance(results["train"]["accuracy"], y)
+    counts = class_counts(y)
+    results["train_at_chance"] = at_chance(results["train"]["accuracy"], counts)
     if results["train_at_chance"]:
-        message = not_learning_message(results["train"]["accuracy"], y, "after training")
+        message = not_learning_message(results["train"]["accuracy"], counts, "after training")
+        message += " results.json records it as train_at_chance."
         warnings.warn(message, NotLearningWarning, stacklevel=2)
     if la is not None:
         results["symmetry"] = symmetry_report(la)

@@ -504,16 +504,25 @@ def test_report_does_not_call_an_unlearned_run_learned(runs, tmp_path):
     assert "not learned" in report([tmp_path]).splitlines()[1]
 
 
-def test_a_run_at_chance_warns_while_training_and_after_and_says_so_everywhere(tmp_path, capsys):
-    """Issue: a Table 3 run trained 60 epochs at chance and wrote its results without a word."""
+@pytest.mark.parametrize("method", ["map", "marglik"])
+def test_a_run_at_chance_warns_while_training_and_after_and_says_so_everywhere(
+    tmp_path, capsys, method
+):
+    """Issue: a Table 3 run trained 60 epochs at chance and wrote its results without a word.
+    A learned run is told by marglik_training where its burn-in ends, a MAP run by train:
+    once each."""
     out = tmp_path / "still"
     # a learning rate of 1e-9 leaves the network as drawn: its accuracy stays at chance
-    options = ["--model", "conv", "--method", "map", "--lr", "1e-9", "--out", str(out)]
+    options = ["--model", "conv", "--method", method, "--lr", "1e-9", "--out", str(out)]
     assert main(["train", "--dataset", "mnist", *TINY, *options]) == 0
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith("warning: training accuracy")]
     # TINY's burn-in is 1 epoch: the first fit would come after epoch 1
-    assert [" in epoch 1 " in lines[0], " after training " in lines[1]] == [True, True]
+    assert [" in epoch 1 " in lines[0], " after training " in lines[1], len(lines)] == [
+        True,
+        True,
+        2,
+    ]
     assert "experiment.py" not in err  # one line each, not Python's file and source line
     results = json.loads((out / "results.json").read_text())
     assert results["train_at_chance"] is True

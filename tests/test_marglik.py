@@ -1,4 +1,5 @@
 import re
+import warnings
 
 import pytest
 import torch
@@ -6,8 +7,7 @@ from laplace import Laplace
 from laplace.curvature import AsdlGGN
 from torch.utils.data import DataLoader, TensorDataset
 
-from laplace_equivariance import EquivariantKFAC, models
-from laplace_equivariance import marglik as marglik_module
+from laplace_equivariance import EquivariantKFAC, NotLearningWarning, marglik_trainer, models
 from laplace_equivariance.layers import FactoredLinear2d
 from laplace_equivariance.marglik import (
     CheckpointError,
@@ -243,7 +243,7 @@ def test_non_finite_hyperparameter_gradient_names_it_and_keeps_the_last_good_che
     tmp_path, monkeypatch, poisoned, message
 ):
     model, loader = setup(name="s-conv", **HYPER)
-    original = marglik_module.log_marginal_likelihood
+    original = marglik_trainer.log_marginal_likelihood
 
     def poison_in_epoch_2(la, loader, prior_precision, derivative):
         marglik = original(la, loader, prior_precision, derivative)
@@ -254,7 +254,7 @@ def test_non_finite_hyperparameter_gradient_names_it_and_keeps_the_last_good_che
         return marglik + NanGradient.apply(target)
 
     stepped = []
-    monkeypatch.setattr(marglik_module, "log_marginal_likelihood", poison_in_epoch_2)
+    monkeypatch.setattr(marglik_trainer, "log_marginal_likelihood", poison_in_epoch_2)
     checkpoint = tmp_path / "run.pt"
     with pytest.raises(FloatingPointError, match=f"Epoch 3, hyperparameter step 1.*{message}"):
         marglik_training(
@@ -486,6 +486,47 @@ def test_a_learning_run_without_any_marginal_likelihood_step_warns():
     assert margliks == []
 
 
+def _separable(n=64, seed=0):
+    """Two classes of ``n / 2`` examples each, told apart by the sign of the first input: a
+    linear model learns them."""
+    g = torch.Generator().manual_seed(seed)
+    y = torch.arange(n) % 2
+    x = torch.randn(n, 4, generator=g)
+    x[:, 0] = x[:, 0].abs() * (2 * y - 1)
+    return DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True)
+
+
+@pytest.mark.parametrize("lr, warns", [(1e-9, True), (1e-1, False)], ids=["still", "learns"])
+def test_a_learning_run_at_chance_where_its_burn_in_ends_warns_once(lr, warns):
+    """A stock model at lr 1e-9 stays as drawn: at most the chance bound of 64 examples
+    (68.8 % on two balanced classes) in epoch 3, the burn-in's end; at lr 0.1 it is far above."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    schedule = dict(n_epochs=4, n_epochs_burnin=3, marglik_frequency=1, n_hypersteps=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        marglik_training(model, _separable(), optimizer_kwargs={"lr": lr}, **schedule)
+    told = [str(w.message) for w in caught if issubclass(w.category, NotLearningWarning)]
+    assert len(told) == int(warns)
+    if warns:
+        assert " in epoch 3 " in told[0] and "chance up to 68.8 %" in told[0]
+
+
+def test_a_map_run_is_not_checked_against_chance():
+    """Without a fit there is no burn-in to end: marglik_training says nothing (train checks
+    its MAP runs itself)."""
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NotLearningWarning)
+        marglik_training(
+            torch.nn.Linear(4, 2),
+            _separable(),
+            optimizer_kwargs={"lr": 1e-9},
+            n_epochs=2,
+            n_epochs_burnin=3,
+        )
+
+
 def test_an_empty_loader_is_named():
     model, _ = setup()
     empty = DataLoader(TensorDataset(torch.zeros(0, 1, 32, 32), torch.zeros(0).long()))
@@ -587,7 +628,7 @@ def test_a_checkpoint_from_another_world_size_resumes_with_a_warning(tmp_path):
 def test_a_process_group_refuses_fits_that_are_not_summed_over_the_ranks(monkeypatch, options):
     """Ranks would learn different hyperparameters: refused before training, saying what to use."""
     model, loader = setup()
-    monkeypatch.setattr(marglik_module.distributed, "world_size", lambda: 2)
+    monkeypatch.setattr(marglik_trainer.distributed, "world_size", lambda: 2)
     with pytest.raises(ValueError, match="In a process group .* backend=EquivariantKFAC"):
         marglik_training(model, loader, **(SCHEDULE | options))
 
@@ -760,6 +801,16 @@ def test_a_training_step_reads_nothing_on_the_host():
     epoch ends, and the prior term's per-tensor sizes are copied there once (a read per step
     makes a GPU wait for every queued kernel)."""
     one, three = (_reads_of_a_run(n, n_epochs=1, n_epochs_burnin=2) for n in (8, 24))
+    assert three == one
+
+
+def test_counting_the_classes_of_the_burn_in_epoch_reads_nothing_per_step():
+    """The class counts for the chance check add up on the device (one read per epoch)."""
+    with pytest.warns(UserWarning, match="nothing is learned"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotLearningWarning)  # the random labels: at chance
+        one, three = (
+            _reads_of_a_run(n, n_epochs=1, n_epochs_burnin=1, marglik_frequency=5) for n in (8, 24)
+        )
     assert three == one
 
 
