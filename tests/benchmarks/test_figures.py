@@ -6,6 +6,7 @@ import pytest
 
 from benchmarks.generated_docs import figures, results_md
 from benchmarks.generated_docs.common import RESULTS
+from benchmarks.generated_docs.figures import common, run_rows
 from laplace_equivariance import summary
 
 HELD_150 = "table1-digit-4000-150ep-held f-fc+conv marglik"
@@ -94,8 +95,8 @@ def test_ranges_span_every_seed_and_the_chosen_layers_of_a_path():
 
 
 def test_a_range_whose_ends_round_alike_is_one_value():
-    assert figures._span([0.1234, 0.1236], 2) == "0.12"
-    assert figures._span([1234.0, 5678.0], 0) == "1,234-5,678"
+    assert common.span([0.1234, 0.1236], 2) == "0.12"
+    assert common.span([1234.0, 5678.0], 0) == "1,234-5,678"
 
 
 def test_a_range_of_a_missing_path_or_no_layer_is_refused():
@@ -252,7 +253,7 @@ CONV_150 = "table1-digit-4000-150ep conv map dataset=quadrant-mnist-digit start=
 
 
 def _digit_150_results() -> list[dict]:
-    return figures._row(DIGIT_150).results
+    return run_rows.named_row(DIGIT_150).results
 
 
 def test_seed_option_renders_that_seeds_run_alone_and_refuses_a_missing_seed():
@@ -284,7 +285,7 @@ def test_a_frozen_filter_tells_runs_of_the_same_settings_apart_by_their_frozen_p
         result["frozen_paths"], result["test"]["accuracy"] = frozen, accuracy
         (tmp_path / "t3" / name).mkdir(parents=True)
         (tmp_path / "t3" / name / "results.json").write_text(json.dumps(result))
-    monkeypatch.setattr(figures, "RESULTS", tmp_path)
+    monkeypatch.setattr(run_rows, "RESULTS", tmp_path)
     row = "t3 f-fc+conv+gconv marglik"
     assert figures.render(f"{{{{acc_seeds {row} frozen=conv,fc}}}}") == "90.0"
     assert figures.render(f"{{{{acc_seeds {row} frozen=fc,gconv}}}}") == "80.0"
@@ -325,11 +326,11 @@ def test_last_fit_ranges_read_a_tensors_precision_or_norm_at_a_fit():
     name = "layer4.conv.weight"
     values = [r["fits"][-1]["prior_precision"][name] for r in results]
     rendered = figures.render(f"{{{{precision_range {DIGIT_150} tensor=conv.weight layers=4}}}}")
-    assert rendered == f"{figures._scientific(min(values))}-{figures._scientific(max(values))}"
+    assert rendered == f"{common.scientific(min(values))}-{common.scientific(max(values))}"
     norm = results[0]["fits"][2]["squared_norm"][name]
     epoch = results[0]["fits"][2]["epoch"]
     spec = f"{DIGIT_150} tensor=conv.weight layers=4 seed=0 epoch={epoch}"
-    assert figures.render(f"{{{{norm_range {spec}}}}}") == figures._scientific(norm)
+    assert figures.render(f"{{{{norm_range {spec}}}}}") == common.scientific(norm)
     with pytest.raises(ValueError, match="no fit at epoch=3"):
         figures.render(f"{{{{norm_range {DIGIT_150} epoch=3}}}}")
     with pytest.raises(ValueError, match="no prior precision of a tensor ending in 'gconv'"):
@@ -341,7 +342,7 @@ def test_last_fit_ranges_read_a_tensors_precision_or_norm_at_a_fit():
     [(2.8e5, "2.8e5"), (5.04e-5, "5e-5"), (164.1, "164"), (6.52, "6.5"), (0.183, "0.18")],
 )
 def test_scientific_figures_keep_two_significant_digits(value, written):
-    assert figures._scientific(value) == written
+    assert common.scientific(value) == written
 
 
 def test_effective_means_average_each_layer_over_the_seeds():
@@ -359,12 +360,12 @@ def test_accuracy_and_time_spans_over_seeds():
     results = _digit_150_results()
     accuracies = [100 * r["test"]["accuracy"] for r in results]
     minutes = [r["train_seconds"] / 60 for r in results]
-    assert figures.render(f"{{{{acc_range {DIGIT_150}}}}}") == figures._span(accuracies, 0)
-    assert figures.render(f"{{{{run_minutes {DIGIT_150}}}}}") == figures._span(minutes, 0)
+    assert figures.render(f"{{{{acc_range {DIGIT_150}}}}}") == common.span(accuracies, 0)
+    assert figures.render(f"{{{{run_minutes {DIGIT_150}}}}}") == common.span(minutes, 0)
 
 
 def test_two_rows_compare_by_mean_span_and_seed_by_seed():
-    mine, theirs = (figures._row(s) for s in (DIGIT_150, CONV_150))
+    mine, theirs = (run_rows.named_row(s) for s in (DIGIT_150, CONV_150))
     difference = sum(mine.accuracy()) / 3 - sum(theirs.accuracy()) / 3
     rendered = figures.render(f"{{{{acc_diff {DIGIT_150} vs {CONV_150}}}}}")
     assert rendered == f"{difference:+.1f}".replace("-", "\u2212")
