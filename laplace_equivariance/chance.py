@@ -100,6 +100,6 @@ def not_learning_message(accuracy: float, counts: torch.Tensor, when: str) -> st
         f"training accuracy {100 * accuracy:.1f} % {when} is no better than always answering "
         f"the most frequent class ({100 * majority_share(counts):.1f} % of the "
         f"{counts.sum().item()} training examples; chance up to "
-        f"{100 * chance_bound(counts):.1f} %): this network is not learning. Try another seed "
-        "or learning rate (for a relaxed model also another start)."
+        f"{100 * chance_bound(counts):.1f} %): this network has learned nothing so far. If it "
+        "stays so, try another seed or learning rate (for a relaxed model also another start)."
     )
