@@ -115,10 +115,11 @@ class Trainer:
             options.n_epochs, options.n_epochs_burnin, options.marglik_frequency
         )
         self.first_fit = fits[0] if fits else None
-        # where the burn-in ends, the training accuracy is checked against chance (learning
-        # runs of a classifier): a network not learning is told before its fits
+        # where the burn-in ends, a classifier's training accuracy is checked against chance: a
+        # network not learning is told before its fits (a MAP run, whose burn-in outlasts it,
+        # never reaches that epoch)
         self.chance_epoch = None
-        if options.likelihood == "classification" and options.n_epochs_burnin <= options.n_epochs:
+        if options.likelihood == "classification":
             self.chance_epoch = max(options.n_epochs_burnin, 1)
         self.class_counts: torch.Tensor | None = None
         self.held = options.checked_held(model, self.first_fit)
