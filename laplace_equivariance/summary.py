@@ -23,6 +23,7 @@ from laplace_equivariance.config import (
     SILENCED_STARTS,
     default_start,
 )
+from laplace_equivariance.parsed_json import read_json
 
 __all__ = ["Row", "compare", "load_run", "markdown", "mean_std", "rows", "structure_markdown"]
 
@@ -48,7 +49,8 @@ def load_run(run: Path) -> dict[str, Any]:
     """The ``results.json`` of a run.
 
     Its ``path_outputs`` come from :data:`PATH_OUTPUTS_FILE` where ``results.json`` has none
-    and that file exists.
+    and that file exists. Both are parsed once while unchanged
+    (:func:`~laplace_equivariance.parsed_json.read_json`); every call returns new objects.
 
     Raises:
         FileNotFoundError: If ``run`` has no ``results.json`` (saying whether it is an
@@ -64,7 +66,7 @@ def load_run(run: Path) -> dict[str, Any]:
             )
         raise FileNotFoundError(f"{path} does not exist: is {run} the --out folder of a train run?")
     try:
-        results = json.loads(path.read_text())
+        results = read_json(path)
     except json.JSONDecodeError as error:
         raise ValueError(
             f"{path} cannot be read ({error}): it is corrupt or truncated; rerun the run's "
@@ -72,7 +74,7 @@ def load_run(run: Path) -> dict[str, Any]:
         ) from None
     measured_later = Path(run) / PATH_OUTPUTS_FILE
     if "path_outputs" not in results and measured_later.exists():
-        results["path_outputs"] = json.loads(measured_later.read_text())
+        results["path_outputs"] = read_json(measured_later)
     return results
 
 
