@@ -357,7 +357,7 @@ class Trainer:
             "accuracy": accuracy,
             "neg_log_marglik": self.progress.margliks[-1] if marglik_step else None,
             "prior_precision": self.groups.summary(self.log_prior_prec.exp()),
-            "sigma_noise": float(self.sigma_noise()),
+            "sigma_noise": float(torch.as_tensor(self.sigma_noise()).detach()),
             "lengthscale": {name: omega.item() for name, omega in self.lengthscales.items()},
             "seconds": self.progress.seconds,
             "epoch_seconds": list(self.progress.epoch_seconds),

@@ -23,6 +23,9 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 import laplace_equivariance
 from laplace_equivariance import EquivariantKFAC
 
+# runs on random labels: at chance by design, so their NotLearningWarning says nothing
+pytestmark = pytest.mark.filterwarnings("ignore::laplace_equivariance.chance.NotLearningWarning")
+
 N, D, K = 24, 5, 3
 RTOL = 1e-6
 SHORT = {"n_epochs": 3, "n_hypersteps": 2, "marglik_frequency": 1, "n_epochs_burnin": 1}

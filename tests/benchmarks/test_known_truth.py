@@ -19,6 +19,9 @@ import torch
 
 from benchmarks import known_truth
 
+# runs of a few optimiser steps: at chance by design, so their NotLearningWarning says nothing
+pytestmark = pytest.mark.filterwarnings("ignore::laplace_equivariance.chance.NotLearningWarning")
+
 
 def _defaults() -> argparse.Namespace:
     """The benchmark's default settings."""
