@@ -405,6 +405,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"(best: {v['best_nll']})"
         )
     if args.figure:
+        if not entries:
+            raise SystemExit(
+                f"No finished run of the tasks {', '.join(args.tasks)} in {args.out}: nothing to "
+                "draw; name the runs' tasks with --tasks."
+            )
         figure(entries, args.figure)
 
 

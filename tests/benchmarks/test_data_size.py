@@ -359,3 +359,11 @@ def test_the_prior_drift_is_the_last_fits_change_of_each_precision():
     assert data_size.prior_drift(result, moving=0.5)["moving"] == pytest.approx(1 / 3)
     with pytest.raises(ValueError, match="fitted the marginal likelihood at least twice"):
         data_size.prior_drift({"fits": [fit(1.0, 1.0, 1.0)]})
+
+
+def test_a_figure_of_tasks_without_runs_names_the_tasks_option(tmp_path):
+    with pytest.raises(
+        SystemExit, match="No finished run of the tasks quadrant-mnist-digit.*--tasks"
+    ):
+        data_size.main(["--out", str(tmp_path), "--figure", str(tmp_path / "sweep.png")])
+    assert not (tmp_path / "sweep.png").exists()
