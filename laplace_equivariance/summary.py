@@ -49,7 +49,7 @@ def load_run(run: Path) -> dict[str, Any]:
     """The ``results.json`` of a run.
 
     Its ``path_outputs`` come from :data:`PATH_OUTPUTS_FILE` where ``results.json`` has none
-    and that file exists. Both are parsed once while unchanged
+    and that file exists. Both are parsed once while their bytes are unchanged
     (:func:`~laplace_equivariance.parsed_json.read_json`); every call returns new objects.
 
     Raises:

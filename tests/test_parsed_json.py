@@ -46,10 +46,14 @@ def test_a_rewritten_file_is_parsed_again(tmp_path, parses):
     path.write_text('{"seed": 10}')  # another size
     assert read_json(path) == {"seed": 10}
     stat = path.stat()
-    path.write_text('{"seed": 11}')  # the same size: told apart by the modification time
+    path.write_text('{"seed": 11}')  # the same size, a later modification time
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
     assert read_json(path) == {"seed": 11}
-    assert len(parses) == 3
+    same = path.stat()
+    path.write_text('{"seed": 12}')  # the same size and modification time: told apart by content
+    os.utime(path, ns=(same.st_atime_ns, same.st_mtime_ns))
+    assert read_json(path) == {"seed": 12}
+    assert len(parses) == 4
 
 
 def test_the_least_recently_read_file_is_dropped_beyond_max_files(tmp_path, parses, monkeypatch):
