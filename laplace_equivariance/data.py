@@ -418,6 +418,49 @@ def _standardise(images: torch.Tensor, mean, std) -> torch.Tensor:
     return (images - mean) / std
 
 
+def _pixels(name: str, data_dir: str | Path | None, download: bool, seed: int):
+    """``name``'s source images in [0, 1], unresized and unmoved, and labels (both splits)."""
+    if name not in DATASETS:
+        raise ValueError(f"Unknown data set {name!r}; choose one of {list(DATASETS)}.")
+    data_dir = Path(data_dir) if data_dir is not None else None
+    if name.endswith("cifar10"):
+        if data_dir is None:
+            raise FileNotFoundError(
+                "CIFAR-10 cannot be installed offline: pass --data-dir with torchvision's files "
+                "(and --download where a network is available)."
+            )
+        return _torchvision("cifar10", data_dir, download)
+    if "fashion" in name:
+        return fashion_pixels(data_dir, download)
+    return _mnist_pixels(data_dir, download, seed)
+
+
+def training_labels(
+    name: str, data_dir: str | Path | None = None, n_train: int | None = None, seed: int = 0
+) -> torch.Tensor:
+    """The training labels :func:`load_dataset` returns, without building the images.
+
+    Shifts, rotations and quarter turns keep an image's label, so only the quadrant tasks,
+    whose labels name the quadrant, place their images (:func:`quadrant_mnist`).
+
+    Args:
+        name: The data set.
+        data_dir: As for :func:`load_dataset`.
+        n_train: As for :func:`load_dataset`.
+        seed: As for :func:`load_dataset`.
+
+    Returns:
+        ``load_dataset(name, data_dir, False, n_train, seed=seed).y_train``, shape ``(N,)``.
+
+    Raises:
+        ValueError: For an unknown name.
+        FileNotFoundError: If the data set's files are missing, with how to get them.
+    """
+    if name.startswith("quadrant-"):
+        return load_dataset(name, data_dir, False, n_train, seed=seed).y_train
+    return _pixels(name, data_dir, False, seed)[1][:n_train]
+
+
 def load_dataset(
     name: str,
     data_dir: str | Path | None = None,
@@ -443,20 +486,7 @@ def load_dataset(
         ValueError: For an unknown name.
         FileNotFoundError: If the data set's files are missing, with how to get them.
     """
-    if name not in DATASETS:
-        raise ValueError(f"Unknown data set {name!r}; choose one of {list(DATASETS)}.")
-    data_dir = Path(data_dir) if data_dir is not None else None
-    if name.endswith("cifar10"):
-        if data_dir is None:
-            raise FileNotFoundError(
-                "CIFAR-10 cannot be installed offline: pass --data-dir with torchvision's files "
-                "(and --download where a network is available)."
-            )
-        x_train, y_train, x_test, y_test, source = _torchvision("cifar10", data_dir, download)
-    elif "fashion" in name:
-        x_train, y_train, x_test, y_test, source = fashion_pixels(data_dir, download)
-    else:
-        x_train, y_train, x_test, y_test, source = _mnist_pixels(data_dir, download, seed)
+    x_train, y_train, x_test, y_test, source = _pixels(name, data_dir, download, seed)
     x_train, y_train = x_train[:n_train], y_train[:n_train]
     x_test, y_test = x_test[:n_test], y_test[:n_test]
     if name.startswith("quadrant-"):

@@ -100,6 +100,25 @@ def test_offline_mnist_variants(name, classes):
     assert len(set(data.y_train.tolist())) > 5  # shuffled: not sorted by label
 
 
+@pytest.mark.parametrize(
+    "name, n_train, seed",
+    [
+        ("mnist", None, 0),
+        ("rotated-mnist", 300, 2),
+        ("quarter-turn-mnist", 300, 1),
+        ("quadrant-mnist", 300, 1),
+    ],
+)
+def test_training_labels_are_load_datasets_without_the_images(name, n_train, seed):
+    """The labels alone, for the chance check of old runs: the same as the full load's."""
+    from laplace_equivariance.data import load_dataset, training_labels
+
+    labels = training_labels(name, n_train=n_train, seed=seed)
+    assert torch.equal(labels, load_dataset(name, n_train=n_train, n_test=10, seed=seed).y_train)
+    with pytest.raises(ValueError, match="Unknown data set"):
+        training_labels("svhn")
+
+
 def test_fashion_mnist_from_the_debian_package():
     from laplace_equivariance.data import DEBIAN_FASHION_MNIST, load_dataset
 
