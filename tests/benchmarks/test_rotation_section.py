@@ -200,31 +200,27 @@ def test_a_run_without_a_fit_cannot_be_ranked_by_evidence(section):
         RotationSplitSection("T", "t3", "cmd", "about", rivals=("t3b",)).render()
 
 
-def test_a_seed_whose_run_never_learned_fails_the_target(section):
-    """A network at chance has shares of no meaning: its seed must not count as holding."""
-    root, rotation = section
-    dead = _run("rotated-mnist", 1, MOSTLY_ABOVE)
-    dead["train"]["accuracy"] = 0.104
-    _write(root, [_run("mnist", s, UPRIGHT) for s in (0, 1)])
-    _write(root, [_run("rotated-mnist", 0, MOSTLY_ABOVE), dead])
-    text = rotation.render()
-    assert "seed 1: the rotated-mnist run (10.4 %, chance up to 11." in text
-    assert "never learned (training accuracy at chance)" in text
-    effective = "GCONV's share of the relative effective parameters higher on rotated"
-    assert f"{effective} digits in most layers, in every seed (2 seeds): fails" in text
-
-
-def test_a_run_above_the_chance_bound_learned_whatever_its_accuracy(section):
-    """The chance bound is the labels' (ten digits, 4,000 images: 12 %), not a fixed 20 %."""
+@pytest.mark.parametrize(
+    "accuracy, verdict",
+    [
+        # ten digits, 4,000 images: at chance up to 11.9 %; such a run's shares mean nothing
+        (0.104, "fails"),
+        # above that bound the run learned, though below the fixed 20 % once used
+        (0.15, "holds"),
+    ],
+)
+def test_a_seed_fails_the_target_where_its_run_is_at_chance(section, accuracy, verdict):
+    """A seed whose run never learned must not count as holding; one above chance counts."""
     root, rotation = section
     weak = _run("rotated-mnist", 1, MOSTLY_ABOVE)
-    weak["train"]["accuracy"] = 0.15
+    weak["train"]["accuracy"] = accuracy
     _write(root, [_run("mnist", s, UPRIGHT) for s in (0, 1)])
     _write(root, [_run("rotated-mnist", 0, MOSTLY_ABOVE), weak])
     text = rotation.render()
-    assert "never learned" not in text
+    dead = "seed 1: the rotated-mnist run (10.4 %, chance up to 11.9 %) never learned"
+    assert (dead in text) == (verdict == "fails")
     effective = "GCONV's share of the relative effective parameters higher on rotated"
-    assert f"{effective} digits in most layers, in every seed (2 seeds): holds" in text
+    assert f"{effective} digits in most layers, in every seed (2 seeds): {verdict}" in text
 
 
 def test_a_recorded_chance_verdict_is_read_not_recomputed(section):
