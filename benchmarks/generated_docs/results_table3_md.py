@@ -152,9 +152,8 @@ SECTIONS = [
         "laplace-equivariance train --dataset D --model f-fc+conv+gconv-full --method map "
         "--alpha 2 --epochs 60 --threads 1 --seed S --out benchmarks/results/table3-mnist-60ep-"
         "gconv-full-map/D-f-fc+conv+gconv-full-map-seedS (D = mnist, translated-mnist, "
-        "rotated-mnist, partially-rotated-mnist, quarter-turn-mnist; S = 0, 1, 2); the learned rows "
-        "are the runs of "
-        "the sections above",
+        "rotated-mnist, partially-rotated-mnist, quarter-turn-mnist; S = 0, 1, 2); the learned "
+        "rows are the runs of the sections above",
         fragment("table3-gconv-full-map-60-about"),
         [
             Claim(
