@@ -299,10 +299,20 @@ def table(entries: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def network_colours(entries: list[dict[str, Any]]) -> dict[str, str]:
+    """One matplotlib colour (``"C0"``, ``"C1"``, ...) per network, the same in every panel.
+
+    Networks are numbered in name order over all tasks, so a network that ran on one task
+    only does not shift the others' colours.
+    """
+    return {network: f"C{k}" for k, network in enumerate(sorted({e["network"] for e in entries}))}
+
+
 def figure(entries: list[dict[str, Any]], path: Path) -> None:
     """Test accuracy and NLL against the training-set size, one line per network and task.
 
-    The shaded band is the mean ± one standard deviation over seeds.
+    The shaded band is the mean ± one standard deviation over seeds; a network keeps its colour
+    across the tasks (:func:`network_colours`).
     """
     import matplotlib
 
@@ -311,6 +321,7 @@ def figure(entries: list[dict[str, Any]], path: Path) -> None:
     import numpy as np
 
     tasks = [t for t in ALL_TASKS if any(e["task"] == t for e in entries)]
+    colours = network_colours(entries)
     fig, axes = plt.subplots(2, len(tasks), figsize=(5 * len(tasks), 7), squeeze=False)
     for column, task in enumerate(tasks):
         for network in sorted({e["network"] for e in entries if e["task"] == task}):
@@ -320,8 +331,9 @@ def figure(entries: list[dict[str, Any]], path: Path) -> None:
                 mean = np.array([np.mean(e[key]) for e in points])
                 std = np.array([np.std(e[key], ddof=1) if len(e[key]) > 1 else 0 for e in points])
                 ax = axes[row][column]
-                (line,) = ax.plot(sizes, mean, marker="o", label=network)
-                ax.fill_between(sizes, mean - std, mean + std, color=line.get_color(), alpha=0.2)
+                colour = colours[network]
+                ax.plot(sizes, mean, marker="o", label=network, color=colour)
+                ax.fill_between(sizes, mean - std, mean + std, color=colour, alpha=0.2)
                 ax.set_xscale("log")
                 ax.set_xlabel("training examples")
                 ax.set_ylabel("test accuracy %" if key == "accuracy" else "test NLL")

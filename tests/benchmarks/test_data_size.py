@@ -367,3 +367,20 @@ def test_a_figure_of_tasks_without_runs_names_the_tasks_option(tmp_path):
     ):
         data_size.main(["--out", str(tmp_path), "--figure", str(tmp_path / "sweep.png")])
     assert not (tmp_path / "sweep.png").exists()
+
+
+def test_a_network_keeps_its_colour_in_every_panel():
+    """MAP FC ran on one task only: the networks after it in name order keep their colours."""
+    entries = [
+        {"task": task, "network": network}
+        for task, networks in (
+            ("quadrant-fashion-item", ("MAP CONV", "learned F-FC+CONV")),
+            ("quadrant-fashion", ("MAP CONV", "MAP FC", "learned F-FC+CONV")),
+        )
+        for network in networks
+    ]
+    assert data_size.network_colours(entries) == {
+        "MAP CONV": "C0",
+        "MAP FC": "C1",
+        "learned F-FC+CONV": "C2",
+    }
