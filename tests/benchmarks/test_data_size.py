@@ -384,3 +384,32 @@ def test_a_network_keeps_its_colour_in_every_panel():
         "MAP FC": "C1",
         "learned F-FC+CONV": "C2",
     }
+
+
+def test_the_figure_draws_a_network_in_one_colour_in_every_panel(tmp_path, monkeypatch):
+    """The drawn lines, read back from the figure: one colour per network over all panels."""
+    import matplotlib.colors
+    import matplotlib.pyplot as plt
+
+    drawn = []
+    monkeypatch.setattr(plt, "close", drawn.append)
+    entries = [
+        {"task": task, "network": network, "n": n, "accuracy": [0.5, 0.6], "nll": [1.0, 1.1]}
+        for task, networks in (
+            ("quadrant-fashion-item", ("MAP CONV", "learned F-FC+CONV")),
+            ("quadrant-fashion", ("MAP CONV", "MAP FC", "learned F-FC+CONV")),
+        )
+        for network in networks
+        for n in (500, 1000)
+    ]
+    data_size.figure(entries, tmp_path / "figure.png")
+    colours = {}
+    for ax in drawn[0].axes:
+        for line in ax.get_lines():
+            colours.setdefault(line.get_label(), set()).add(
+                matplotlib.colors.to_hex(line.get_color())
+            )
+    assert set(colours) == {"MAP CONV", "MAP FC", "learned F-FC+CONV"}
+    monkeypatch.undo()  # the real close, so the figure does not stay open in pyplot
+    plt.close(drawn[0])
+    assert all(len(c) == 1 for c in colours.values()), colours
