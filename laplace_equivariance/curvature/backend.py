@@ -15,6 +15,7 @@ from laplace.utils.matrix import Kron
 from torch import nn
 
 from laplace_equivariance.curvature.activation_graph import activation_graph_only
+from laplace_equivariance.curvature.batches import is_mapping, moved, on_gpu, repeated
 from laplace_equivariance.curvature.cross_entropy import ReducedRankCrossEntropyGGN
 from laplace_equivariance.curvature.factor_rows import FactorRows
 from laplace_equivariance.curvature.fit_merging import FitMerging
@@ -434,10 +435,11 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
         ``loader`` itself, or its batches concatenated :func:`batches_per_pass` at a time
         (:attr:`fit_batch_size`; None: on a GPU up to :data:`GPU_PASS_ROWS` rows, examples
         times the exact GGN's batched class copies). The choice reads the loader's
-        ``batch_size`` and one example of its data set, never iterates the loader (a shuffled
-        loader would draw from the global random generator). Loaders without a
-        ``batch_size`` (a batch sampler) or whose examples do not start with a tensor (dicts)
-        are left as they are.
+        ``batch_size`` and one example of its data set (collated by the loader's own
+        ``collate_fn``), never iterates the loader (a shuffled loader would draw from the
+        global random generator). Loaders without a ``batch_size`` (a batch sampler) are left
+        as they are. Dict-like batches are concatenated value by value
+        (:func:`~laplace_equivariance.curvature.batches.concatenated`).
 
         Args:
             loader: The loader given to ``fit``.
@@ -446,29 +448,30 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
         if self.fit_batch_size is None and device.type != "cuda":
             return loader
         batch_size = getattr(loader, "batch_size", None)
-        example = loader.dataset[0] if batch_size else None
-        if not isinstance(example, (tuple, list)) or not isinstance(example[0], torch.Tensor):
+        if not batch_size:
             return loader
         pass_examples = self.fit_batch_size
         if pass_examples is None:
-            pass_examples = GPU_PASS_ROWS // self._class_copies(example[0][None].to(device))
+            example = loader.collate_fn([loader.dataset[0]])
+            x = example if is_mapping(example) else example[0]
+            pass_examples = GPU_PASS_ROWS // self._class_copies(moved(x, device))
         k = batches_per_pass(batch_size, pass_examples)
         return loader if k == 1 else ConcatenatedBatches(loader, k)
 
     def _class_copies(self, x) -> int:
         """Copies of the batch for the exact GGN's batched class passes (1: separate passes).
 
-        ``K - 1`` for the exact GGN of a classifier on a tensor batch when
-        :attr:`batched_classes` (or, if None, the batch being on a GPU) says so. ``K`` is
-        read once from the model's output for one example.
+        ``K - 1`` for the exact GGN of a classifier when :attr:`batched_classes` (or, if None,
+        the batch being on a GPU) says so; a dict-like batch is copied value by value
+        (:func:`~laplace_equivariance.curvature.batches.repeated`). ``K`` is read once from
+        the model's output for one example.
         """
         exact_classifier = (
             self._ggn_type == FISHER_EXACT
             and self.loss_type == LOSS_CROSS_ENTROPY
             and not self.last_layer
-            and isinstance(x, torch.Tensor)
         )
-        wanted = x.is_cuda if self.batched_classes is None else self.batched_classes
+        wanted = on_gpu(x) if self.batched_classes is None else self.batched_classes
         if not (exact_classifier and wanted):
             return 1
         if self._n_outputs is None:
@@ -500,7 +503,7 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
         fisher_maker.a_scale = 1 / N
         if copies > 1:
             fisher_maker.replicas = copies
-            x = x.repeat(copies, *[1] * (x.dim() - 1))
+            x = repeated(x, copies)
         fisher_maker.setup_model_call(self._model, x)
         f, _ = fisher_maker.forward_and_backward()
         f = f[: len(f) // copies]

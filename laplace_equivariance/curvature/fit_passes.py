@@ -26,7 +26,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-import torch
+from laplace_equivariance.curvature.batches import concatenated
 
 __all__ = [
     "GPU_PASS_ROWS",
@@ -70,28 +70,25 @@ def batches_per_pass(batch_examples: int, pass_examples: int) -> int:
     return max(1, pass_examples // max(batch_examples, 1))
 
 
-def _is_tensor_batch(batch: Any) -> bool:
-    """Whether ``batch`` is a tuple or list of tensors (what can be concatenated)."""
-    return isinstance(batch, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in batch)
-
-
 class ConcatenatedBatches:
     """A loader whose batches are ``k`` consecutive batches of another, concatenated.
 
-    Iterating it iterates ``loader`` once; every ``k`` batches ``(X, y)`` (tuples or lists
-    of tensors; the last group may hold fewer) become one, each tensor concatenated along its
-    first dimension. ``dataset`` is ``loader.dataset`` (laplace-torch reads its length as
+    Iterating it iterates ``loader`` once; every ``k`` batches (the last group may hold fewer)
+    become one, each tensor concatenated along its first dimension: ``(X, y)`` tuples or lists
+    of tensors, or dict-like batches (laplace-torch's ``dict_key_x`` / ``dict_key_y``), whose
+    tensor values are concatenated (:func:`~laplace_equivariance.curvature.batches.
+    concatenated`). ``dataset`` is ``loader.dataset`` (laplace-torch reads its length as
     the fit's ``N``).
 
     Args:
-        loader: A loader whose batches are tuples or lists of tensors.
+        loader: A loader whose batches are tuples or lists of tensors, or mappings.
         k: Batches per concatenated batch, at least 1.
 
     Raises:
         ValueError: If ``k`` is below 1.
-        TypeError: While iterating, for a batch that is not a tuple or list of tensors
-            (a dict batch): fit such loaders with ``fit_batch_size=None`` on the CPU, or
-            give their batches the size of a pass.
+        TypeError: While iterating, for batches that cannot be joined (neither tensors nor
+            mappings of the same keys): fit such loaders with ``fit_batch_size`` equal to
+            their batch size.
     """
 
     def __init__(self, loader: Any, k: int) -> None:
@@ -104,23 +101,12 @@ class ConcatenatedBatches:
     def __len__(self) -> int:
         return math.ceil(len(self.loader) / self.k)
 
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, ...]]:
+    def __iter__(self) -> Iterator[Any]:
         group: list = []
         for batch in self.loader:
-            if not _is_tensor_batch(batch):
-                raise TypeError(
-                    f"Only batches of tensors can be concatenated, got a {type(batch).__name__}: "
-                    "pass fit_batch_size equal to the loader's batch size to fit batch by batch."
-                )
             group.append(batch)
             if len(group) == self.k:
-                yield self._concatenated(group)
+                yield concatenated(group)
                 group = []
         if group:
-            yield self._concatenated(group)
-
-    @staticmethod
-    def _concatenated(group: list) -> tuple[torch.Tensor, ...]:
-        if len(group) == 1:
-            return tuple(group[0])
-        return tuple(torch.cat(parts) for parts in zip(*group, strict=True))
+            yield concatenated(group)

@@ -13,6 +13,7 @@ on chunks of examples whose Jacobians fit ``memory_limit``.
 from __future__ import annotations
 
 import functools
+from collections.abc import MutableMapping
 from typing import Any
 
 import torch
@@ -20,6 +21,7 @@ from laplace.baselaplace import FullLaplace
 from laplace.curvature.curvature import CurvatureInterface, GGNInterface
 from torch import nn
 
+from laplace_equivariance.curvature.batches import first_example
 from laplace_equivariance.curvature.kron import OuterProductJacobian
 from laplace_equivariance.layers import FactoredInputMap, FactoredOutputMap
 
@@ -48,16 +50,20 @@ def naming_the_batch(error: ValueError, x: torch.Tensor) -> ValueError:
     return ValueError(str(error).replace(f"got {one}", f"got {tuple(x.shape)}"))
 
 
-def output_size(model: nn.Module, x: torch.Tensor) -> int:
+def output_size(model: nn.Module, x: torch.Tensor | MutableMapping) -> int:
     """The model's number of outputs, from its first example (without gradients).
+
+    ``x`` is a tensor batch or a dict-like one (laplace-torch's ``dict_key_x`` inputs).
 
     Raises:
         ValueError: A layer's shape check, naming the whole batch's shape.
     """
     try:
         with torch.no_grad():
-            return model(x[:1]).shape[-1]
+            return model(first_example(x)).shape[-1]
     except ValueError as error:
+        if not isinstance(x, torch.Tensor):
+            raise
         raise naming_the_batch(error, x) from None
 
 

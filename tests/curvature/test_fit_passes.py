@@ -55,18 +55,20 @@ class DictBatches:
         return 1
 
 
-def test_concatenated_batches_refuse_dict_batches_and_k_below_one():
+def test_concatenated_batches_join_dict_batches_and_refuse_k_below_one():
+    (joined,) = list(ConcatenatedBatches(DictBatches(), 2))
+    assert joined["input_ids"].shape == (2, 3)
     with pytest.raises(TypeError, match="fit_batch_size"):
-        list(ConcatenatedBatches(DictBatches(), 2))
+        list(ConcatenatedBatches(DataLoader(["a", "b"], batch_size=1), 2))
     with pytest.raises(ValueError, match="at least 1"):
         ConcatenatedBatches(DataLoader(TensorDataset(torch.zeros(2)), batch_size=1), 0)
 
 
-def test_a_loader_of_dict_batches_is_fitted_as_it_is():
+def test_a_loader_of_dict_batches_is_concatenated_like_tensor_batches():
     model = models.build("conv", (1, 32, 32), K, alpha=1)
     backend = EquivariantKFAC(model, "classification", fit_batch_size=64)
-    batches = DictBatches()
-    assert backend.fit_loader(batches, torch.device("cpu")) is batches
+    passes = backend.fit_loader(DictBatches(), torch.device("cpu"))
+    assert isinstance(passes, ConcatenatedBatches) and passes.k == 32
 
 
 @pytest.mark.parametrize(
