@@ -36,6 +36,9 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check laplace_equivariance tests benchmarks examples
 
 bench: $(STAMP)
+	# the headline ratios against the committed CPU report: exits 1 if one got slower
+	# beyond the machine's noise (run on an idle machine)
+	$(PY) -m benchmarks.speed_check
 	$(PY) -m benchmarks.layer_speed
 	$(PY) -m benchmarks.kfac_speed
 
