@@ -19,3 +19,15 @@ def test_the_site_builds_offline_with_warnings_as_errors(tmp_path):
     assert built.returncode == 0, built.stderr[-3000:]
     reference = (tmp_path / "api" / "index.html").read_text()
     assert "EquivariantKFAC" in reference and "marglik_training" in reference
+
+
+def test_the_readme_and_usage_list_where_results_differ_from_laplace_torch():
+    """The drop-in's deliberate differences are stated where users read of the drop-in: in
+    docs/usage.md's section, which the README links by its anchor."""
+    usage = (ROOT / "docs" / "usage.md").read_text()
+    section = usage.split("### Where the results differ from laplace-torch's", 1)[1]
+    section = section.split("\n#", 1)[0]
+    for case in ("drop_last", "SubsetRandomSampler", "model.train()", "dropout"):
+        assert case in section, case
+    readme = (ROOT / "README.md").read_text()
+    assert "docs/usage.md#where-the-results-differ-from-laplace-torchs" in readme

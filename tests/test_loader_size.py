@@ -3,6 +3,7 @@
 import pytest
 import torch
 from laplace import Laplace
+from laplace.curvature import AsdlGGN
 from torch.utils.data import (
     BatchSampler,
     DataLoader,
@@ -13,7 +14,7 @@ from torch.utils.data import (
     TensorDataset,
 )
 
-from laplace_equivariance import marglik_training, models
+from laplace_equivariance import EquivariantKFAC, marglik_training, models
 from laplace_equivariance.loader_size import counted, examples_in
 from tests.curvature.reference import fit_kron
 
@@ -98,3 +99,16 @@ def test_a_marglik_loader_with_a_sampler_gets_the_subsets_temperature():
     assert la_sampler.temperature == la_subset.temperature == 0.25
     assert la_sampler.n_data == la_subset.n_data == 32
     torch.testing.assert_close(by_sampler, by_subset, rtol=1e-5, atol=0)
+
+
+def test_a_drop_last_fit_of_a_stock_network_counts_the_examples_yielded_unlike_laplace_torch():
+    """docs/usage.md, "Where the results differ from laplace-torch's": 40 examples in batches
+    of 16 with drop_last yield 32; EquivariantKFAC's fit counts 32, AsdlGGN's the data set's 40."""
+    model = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
+    data = TensorDataset(torch.randn(40, 4), torch.randint(0, 3, (40,)))
+    counts = {}
+    for backend in (EquivariantKFAC, AsdlGGN):
+        la = Laplace(model, "classification", "all", hessian_structure="kron", backend=backend)
+        la.fit(DataLoader(data, batch_size=16, drop_last=True))
+        counts[backend.__name__] = la.n_data
+    assert counts == {"EquivariantKFAC": 32, "AsdlGGN": 40}
