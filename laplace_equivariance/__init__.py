@@ -21,40 +21,39 @@ Public API:
   ELBO or a Laplace marginal likelihood).
 """
 
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import sys
 import warnings
+from typing import TYPE_CHECKING, Any
 
-with warnings.catch_warnings():
-    # ASDL 0.1a4 (its PSGD kernels) and linear_operator (laplace-torch imports it) compile
-    # functions with torch.jit.script at import, which torch deprecates with a FutureWarning
-    # that a user cannot act on
-    warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated")
-    import asdl  # noqa: F401
-    import laplace  # noqa: F401
-
-from laplace_equivariance import curvature, diagnostics, invariance, layers, models
-from laplace_equivariance.chance import NotLearningWarning
-from laplace_equivariance.curvature import (
-    EquivariantKFAC,
-    UnsupportedBackendError,
-    UnsupportedModuleError,
-)
-from laplace_equivariance.diagnostics import (
-    effective_parameters,
-    occam_terms,
-    path_output_shares,
-    path_shift_errors,
-    plot_symmetry,
-    symmetry_report,
-)
-from laplace_equivariance.invariance import InvariantWeightsNet, train_invariant_weights
-from laplace_equivariance.marglik import (
-    CheckpointError,
-    marglik_step_epochs,
-    marglik_training,
-    paper_schedule,
-)
-from laplace_equivariance.models import RelaxedNet, build, count_parameters
-from laplace_equivariance.priors import PriorGroups, PriorStructure
+if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ imports them on first use
+    from laplace_equivariance import curvature, diagnostics, invariance, layers, models
+    from laplace_equivariance.chance import NotLearningWarning
+    from laplace_equivariance.curvature import (
+        EquivariantKFAC,
+        UnsupportedBackendError,
+        UnsupportedModuleError,
+    )
+    from laplace_equivariance.diagnostics import (
+        effective_parameters,
+        occam_terms,
+        path_output_shares,
+        path_shift_errors,
+        plot_symmetry,
+        symmetry_report,
+    )
+    from laplace_equivariance.invariance import InvariantWeightsNet, train_invariant_weights
+    from laplace_equivariance.marglik import (
+        CheckpointError,
+        marglik_step_epochs,
+        marglik_training,
+        paper_schedule,
+    )
+    from laplace_equivariance.models import RelaxedNet, build, count_parameters
+    from laplace_equivariance.priors import PriorGroups, PriorStructure
 
 __version__ = "0.4.0"
 
@@ -87,3 +86,98 @@ __all__ = [
     "symmetry_report",
     "train_invariant_weights",
 ]
+
+
+_HOMES = {
+    "curvature": "curvature",
+    "diagnostics": "diagnostics",
+    "invariance": "invariance",
+    "layers": "layers",
+    "models": "models",
+    "NotLearningWarning": "chance",
+    "EquivariantKFAC": "curvature",
+    "UnsupportedBackendError": "curvature",
+    "UnsupportedModuleError": "curvature",
+    "effective_parameters": "diagnostics",
+    "occam_terms": "diagnostics",
+    "path_output_shares": "diagnostics",
+    "path_shift_errors": "diagnostics",
+    "plot_symmetry": "diagnostics",
+    "symmetry_report": "diagnostics",
+    "InvariantWeightsNet": "invariance",
+    "train_invariant_weights": "invariance",
+    "CheckpointError": "marglik",
+    "marglik_step_epochs": "marglik",
+    "marglik_training": "marglik",
+    "paper_schedule": "marglik",
+    "RelaxedNet": "models",
+    "build": "models",
+    "count_parameters": "models",
+    "PriorGroups": "priors",
+    "PriorStructure": "priors",
+}
+"""The module of each public name (a submodule: itself), in the order the library imports them."""
+
+LIGHT_MODULES = (f"{__name__}.cli", f"{__name__}.__main__")
+"""Submodules that import without the library: the command line imports it when a command runs,
+so that ``--help`` and ``--version`` answer at once (no torch)."""
+
+
+def _load() -> None:
+    """Import the library: ASDL and laplace-torch, then every module of a public name.
+
+    Once, on the first use of a public name (:func:`__getattr__`) or the first import of a
+    submodule other than :data:`LIGHT_MODULES` (:class:`_LibraryFirst`): what importing the
+    package did before the command line needed a light one, in the same order, so the
+    curvature backend has registered its layers with ASDL and laplace-torch before anything
+    else of the package runs.
+    """
+    if _LIBRARY_FIRST not in sys.meta_path:  # loaded, or loading (a module imported below)
+        return
+    sys.meta_path.remove(_LIBRARY_FIRST)
+    try:
+        with warnings.catch_warnings():
+            # ASDL 0.1a4 (its PSGD kernels) and linear_operator (laplace-torch imports it)
+            # compile functions with torch.jit.script at import, which torch deprecates with a
+            # FutureWarning that a user cannot act on
+            warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated")
+            import asdl  # noqa: F401
+            import laplace  # noqa: F401
+        for name, home in _HOMES.items():
+            module = importlib.import_module(f"{__name__}.{home}")
+            globals()[name] = module if name == home else getattr(module, name)
+    except BaseException:
+        sys.meta_path.insert(0, _LIBRARY_FIRST)  # the next use tries again and raises again
+        raise
+
+
+class _LibraryFirst(importlib.abc.MetaPathFinder):
+    """Loads the library (:func:`_load`) before the first of its submodules is imported."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
+        """Load the library for a submodule of it; find nothing (the usual finders do)."""
+        if fullname.startswith(f"{__name__}.") and fullname not in LIGHT_MODULES:
+            _load()
+
+
+_LIBRARY_FIRST = _LibraryFirst()
+sys.meta_path.insert(0, _LIBRARY_FIRST)
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, the library imported on its first use (PEP 562).
+
+    ``import laplace_equivariance`` imports no torch, so that the command line answers
+    ``--help`` and ``--version`` at once.
+    """
+    if name in _HOMES:
+        _load()
+        if name in globals():
+            return globals()[name]
+        if name != _HOMES[name]:  # while loading: what its module defines by now
+            return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -36,43 +36,66 @@ import contextlib
 import json
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 
-import tqdm
+# the library (torch, laplace-torch) is imported when a command runs, not for --help or
+# --version: importing torch alone takes seconds
+from laplace_equivariance import __version__
 
-from laplace_equivariance import __version__, config, summary
-from laplace_equivariance.chance import NotLearningWarning
-from laplace_equivariance.experiment import (
-    PATH_OUTPUT_EXAMPLES,
-    PREDICTIVES,
-    _interrupted,
-    evaluate,
-    path_outputs,
-    report,
-    train,
-)
+COMMANDS = ("train", "evaluate", "paths", "report")
+"""The subcommands."""
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(commands: Collection[str] = COMMANDS) -> argparse.ArgumentParser:
+    """The command line's parser, with the arguments of ``commands`` (default: all).
+
+    Every subcommand is listed (its help); only those of ``commands`` get their arguments,
+    which import the library.
+    """
     parser = argparse.ArgumentParser(
-        prog="laplace-equivariance", description=__doc__.splitlines()[0]
+        prog="laplace-equivariance",
+        description="laplace-equivariance train | evaluate | paths | report: learn layer-wise "
+        "equivariance with Kronecker-factored Laplace marginal likelihoods, evaluate the "
+        "trained networks, measure their paths, and tabulate runs.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
-    train = commands.add_parser(
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    train = subparsers.add_parser(
         "train",
         help="train a model (MAP or marginal likelihood)",
         description="Defaults in brackets; --config sets the paper's values of some, and every "
         "option given overrides them.",
     )
-    config.add_train_arguments(train)
-    evaluate = commands.add_parser(
+    evaluate = subparsers.add_parser(
         "evaluate",
-        help="evaluate a trained run on its test set",
+        help="evaluate a trained run on its test set (or, --split train, its training set)",
         description="Accuracy and NLL of the trained network's own softmax (the MAP weights, "
         "as results.json reports them), or with --predictive glm of its Laplace predictive.",
     )
+    paths = subparsers.add_parser(
+        "paths",
+        help="each path's share of its layer's output on a trained run's training images",
+        description="Each relaxed layer's paths' shares of the layer's output energy on the "
+        "run's first training images, as JSON (results.json records them as path_outputs).",
+    )
+    report = subparsers.add_parser("report", help="print a table of runs")
+    if "train" in commands:
+        from laplace_equivariance import config
+
+        config.add_train_arguments(train)
+    if "evaluate" in commands:
+        _add_evaluate_arguments(evaluate)
+    if "paths" in commands:
+        _add_paths_arguments(paths)
+    if "report" in commands:
+        _add_report_arguments(report)
+    return parser
+
+
+def _add_evaluate_arguments(evaluate: argparse.ArgumentParser) -> None:
+    from laplace_equivariance.experiment import PREDICTIVES
+
     evaluate.add_argument("run", type=Path, help="the --out folder of a train run")
     evaluate.add_argument(
         "--split",
@@ -87,10 +110,11 @@ def _parser() -> argparse.ArgumentParser:
         help="map: the network's own softmax (as results.json) [default]; glm: the GLM "
         "predictive (probit) of its Laplace approximation, refitted at the learned precisions",
     )
-    paths = commands.add_parser(
-        "paths",
-        help="each path's share of its layer's output on a trained run's training images",
-    )
+
+
+def _add_paths_arguments(paths: argparse.ArgumentParser) -> None:
+    from laplace_equivariance.experiment import PATH_OUTPUT_EXAMPLES
+
     paths.add_argument("run", type=Path, help="the --out folder of a train run")
     paths.add_argument(
         "--examples",
@@ -98,7 +122,9 @@ def _parser() -> argparse.ArgumentParser:
         default=PATH_OUTPUT_EXAMPLES,
         help=f"training images to measure on [{PATH_OUTPUT_EXAMPLES}]",
     )
-    report = commands.add_parser("report", help="print a table of runs")
+
+
+def _add_report_arguments(report: argparse.ArgumentParser) -> None:
     report.add_argument("runs", type=Path, nargs="+", help="--out folders of train runs")
     report.add_argument(
         "--markdown",
@@ -106,7 +132,6 @@ def _parser() -> argparse.ArgumentParser:
         help="a markdown table with one row per experiment: mean ± std over its seeds, the "
         "evaluated epoch, budget, device and threads",
     )
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -118,7 +143,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit status.
     """
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # the command is the first word that is no option (the parser's own take no value)
+    command = next((word for word in argv if not word.startswith("-")), None)
+    args = _parser({command} & set(COMMANDS)).parse_args(argv)
     try:
         return _dispatch(args)
     except (FileNotFoundError, ImportError) as error:  # a missing run, data set or package
@@ -132,6 +160,10 @@ def _one_line_not_learning_warnings() -> Iterator[None]:
     Without the file, line and source that Python's format adds, which name the package's
     code, not anything a user of the command line can change. Other warnings are unchanged.
     """
+    import tqdm
+
+    from laplace_equivariance.chance import NotLearningWarning
+
     show = warnings.showwarning
 
     def one_line(message, category, filename, lineno, file=None, line=None):
@@ -147,6 +179,15 @@ def _one_line_not_learning_warnings() -> Iterator[None]:
 
 def _dispatch(args: argparse.Namespace) -> int:
     """Run the parsed command; see :func:`main`."""
+    from laplace_equivariance import config, summary
+    from laplace_equivariance.experiment import (
+        _interrupted,
+        evaluate,
+        path_outputs,
+        report,
+        train,
+    )
+
     if args.command == "train":
         settings = config.settings_from_arguments(args)
         try:

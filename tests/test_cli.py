@@ -825,6 +825,54 @@ def test_top_level_help_names_every_command_and_version_prints_the_version(capsy
 
 
 @pytest.mark.parametrize(
+    "how",
+    [["-m", "laplace_equivariance"], ["-c", "from laplace_equivariance.cli import main; main()"]],
+)
+@pytest.mark.parametrize("option", ["--help", "--version"])
+def test_help_and_version_import_neither_torch_nor_the_library(how, option):
+    """--help and --version answer without the seconds of importing torch (issue 70.4).
+
+    Counts what is imported (``-X importtime``), not time: ``python -m`` and the console
+    script's import (``laplace_equivariance.cli:main``).
+    """
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *how, option], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    imported = {
+        line.rsplit("|", 1)[1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert "laplace_equivariance.cli" in imported
+    heavy = {"torch", "laplace", "asdl", "numpy", "tqdm", "laplace_equivariance.config"}
+    assert not heavy & imported
+    assert ("train | evaluate | paths | report" in done.stdout) == (option == "--help")
+    assert "``" not in done.stdout and ":mod:" not in done.stdout  # no reST markup
+
+
+def test_the_package_is_the_library_on_first_use_and_quietly():
+    """Light as ``import laplace_equivariance`` is, every public name, a submodule imported
+    directly, and the curvature backend's hooks are there as before, without torch's
+    FutureWarnings of ASDL's and linear_operator's imports."""
+    code = (
+        "import sys, warnings\n"
+        "warnings.simplefilter('error')\n"
+        "import laplace_equivariance as le\n"
+        "assert 'torch' not in sys.modules\n"
+        "import laplace_equivariance.models\n"
+        "assert 'laplace_equivariance.curvature.backend' in sys.modules\n"
+        "from laplace_equivariance import EquivariantKFAC, __all__, build\n"
+        "assert all(hasattr(le, name) for name in __all__) and set(__all__) <= set(dir(le))\n"
+        "assert le.curvature.EquivariantKFAC is EquivariantKFAC\n"
+        "print(build.__module__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "laplace_equivariance.models" and not done.stderr
+
+
+@pytest.mark.parametrize(
     "options, message",
     [
         (["--method", "map", "--stochastic"], "--stochastic does not apply to --method map"),
