@@ -528,21 +528,37 @@ def report(runs: Sequence[Path]) -> str:
 
     Each line holds the data set, model, method, test accuracy and NLL, training accuracy
     ("-" for runs written before ``results.json`` held it) and the learned layers, or why
-    there are none (no marginal-likelihood step; a training accuracy at chance).
+    there are none (no marginal-likelihood step; a training accuracy at chance). Runs of
+    the same data set, model and method name the settings that tell them apart after the
+    method (:func:`~laplace_equivariance.summary.named_settings`, their seed included).
 
     Args:
         runs: ``--out`` folders of ``train`` runs.
 
     Returns:
         The table.
+
+    Raises:
+        ValueError: If a folder is named twice (as ``report --markdown``), or a
+            ``results.json`` is corrupt.
     """
     lines = [
         f"{'dataset':22} {'model':16} {'method':8} {'acc %':>6} {'nll':>6} {'train %':>7}  "
         "learned layers / eta"
     ]
-    for run in runs:
-        results = summary.load_run(run)
+    summary.check_named_once(runs)
+    loaded = [summary.load_run(run) for run in runs]
+    named = summary.named_settings(
+        [r["settings"] for r in loaded],
+        [
+            (r["settings"]["dataset"], r["settings"]["model"], r["settings"]["method"])
+            for r in loaded
+        ],
+        seed=True,
+    )
+    for results, words in zip(loaded, named, strict=True):
         s, test = results["settings"], results["test"]
+        method = s["method"] + (f" ({', '.join(words)})" if words else "")
         learned = " ".join(
             row["learned"] for row in results.get("symmetry", {}).get("layers", [])[:8]
         )
@@ -561,7 +577,7 @@ def report(runs: Sequence[Path]) -> str:
         fit = results.get("train")
         train_accuracy = "-" if fit is None else f"{100 * fit['accuracy']:.2f}"
         lines.append(
-            f"{s['dataset']:22} {s['model']:16} {s['method']:8} {100 * test['accuracy']:6.2f} "
+            f"{s['dataset']:22} {s['model']:16} {method:8} {100 * test['accuracy']:6.2f} "
             f"{test['nll']:6.3f} {train_accuracy:>7}  {learned or '-'}"
         )
     return "\n".join(lines)

@@ -19,13 +19,23 @@ from typing import Any
 
 from laplace_equivariance.config import (
     DEFAULTS,
+    INVARIANT_WEIGHTS,
     MARGINAL_LIKELIHOOD_ONLY,
     SILENCED_STARTS,
     default_start,
 )
 from laplace_equivariance.parsed_json import read_json
 
-__all__ = ["Row", "compare", "load_run", "markdown", "mean_std", "rows", "structure_markdown"]
+__all__ = [
+    "Row",
+    "compare",
+    "load_run",
+    "markdown",
+    "mean_std",
+    "named_settings",
+    "rows",
+    "structure_markdown",
+]
 
 NOT_THE_EXPERIMENT = (
     "seed",
@@ -112,6 +122,9 @@ class Row:
     def __init__(self, results: list[dict[str, Any]]) -> None:
         self.results = results
         self.settings = results[0]["settings"]
+        self.named: list[str] = []
+        """Settings that tell this row from another of the same label (:func:`named_settings`),
+        which :meth:`method` names; set by the tables."""
 
     def _values(self, *path: str) -> list[float]:
         values = []
@@ -132,9 +145,16 @@ class Row:
         return self._values(split, "nll")
 
     def neg_log_marglik_per_example(self) -> list[float]:
-        """The last marginal-likelihood step's ``-log p(D) / N``, one per learned seed."""
+        """The last marginal-likelihood step's ``-log p(D) / N``, one per learned seed.
+
+        The invariant-weights network records its objective per example already (the negative
+        ELBO, or output-layer log marginal likelihood, over ``N``): taken as recorded.
+        """
+        per_example = self.settings["model"] == INVARIANT_WEIGHTS
         return [
-            r["neg_log_marglik"][-1] / r["n_train"] for r in self.results if r["neg_log_marglik"]
+            r["neg_log_marglik"][-1] / (1 if per_example else r["n_train"])
+            for r in self.results
+            if r["neg_log_marglik"]
         ]
 
     def evidence_cell(self) -> str:
@@ -142,8 +162,15 @@ class Row:
 
         At likelihood temperature ``T`` the fits maximise the evidence of the likelihood
         raised to ``1 / T``: its value is not comparable with an untempered row's, so the
-        cell reads e.g. ``"1.21 ± 0.22 (at T = 2)"``.
+        cell reads e.g. ``"1.21 ± 0.22 (at T = 2)"``. An invariant-weights run's ELBO is a
+        bound on it (``"3.09 ± - (-ELBO / N)"``); its ``likelihood`` objective is no evidence
+        (``"-"``).
         """
+        if self.settings["model"] == INVARIANT_WEIGHTS:
+            if self.settings["method"] == "likelihood":
+                return "-"
+            cell = mean_std(self.neg_log_marglik_per_example(), digits=2)
+            return f"{cell} (-ELBO / N)" if self.settings["method"] == "elbo" else cell
         cell = mean_std(self.neg_log_marglik_per_example(), digits=2)
         temperature = (LATER_OPTIONS | self.settings)["temperature"]
         if temperature != 1.0 and self.settings["method"] == "marglik":
@@ -160,9 +187,14 @@ class Row:
         return "last (" + ", ".join(map(str, epochs)) + ")"
 
     def budget(self) -> str:
-        """Epochs, examples, the marginal likelihood's subset and first fit, a non-default lr."""
+        """Epochs, examples, width, the marginal likelihood's subset and first fit, another lr.
+
+        The width is the relaxed networks' ``alpha``, the invariant-weights network's ``width``.
+        """
         s = self.settings
-        parts = [f"{s['epochs']} ep", f"{self.results[0]['n_train']} ex", f"alpha {s['alpha']}"]
+        invariant = s["model"] == INVARIANT_WEIGHTS
+        width = f"width {s['width']}" if invariant else f"alpha {s['alpha']}"
+        parts = [f"{s['epochs']} ep", f"{self.results[0]['n_train']} ex", width]
         if s["method"] == "marglik":
             parts.append(f"marglik on {s.get('marglik_subset') or self.results[0]['n_train']}")
             parts.append(f"burn-in {s['burnin']} ep")
@@ -175,12 +207,12 @@ class Row:
 
         Every distinct device and thread count of the seeds (``"Xeon, 2 threads"``), then the
         median matrix-product speed of the runs that recorded one (``device_gflops``,
-        :mod:`laplace_equivariance.device_speed`): ``"AMD EPYC, 1 threads, 31 GFLOP/s"``; when
+        :mod:`laplace_equivariance.device_speed`): ``"AMD EPYC, 1 thread, 31 GFLOP/s"``; when
         the fastest run's is over :data:`SAME_SPEED` times the slowest's, the range and "speeds
         differ": the runs had another machine, or the same one busy with other work, so their
         minutes do not compare.
         """
-        machines = {f"{r['device']}, {r.get('threads', '?')} threads" for r in self.results}
+        machines = {f"{r['device']}, {_threads(r.get('threads', '?'))}" for r in self.results}
         text = "; ".join(sorted(machines))
         speeds = [r["device_gflops"] for r in self.results if "device_gflops" in r]
         if not speeds:
@@ -272,10 +304,13 @@ class Row:
         return named + [f"{path} frozen" for path in self.results[0].get("frozen_paths", ())]
 
     def method(self) -> str:
-        """``"MAP"`` or ``"learned"``, then the :meth:`variants`, e.g. ``"learned, balanced"``."""
+        """``"MAP"`` or ``"learned"``, then the :meth:`variants` and :attr:`named` settings.
+
+        E.g. ``"learned, balanced"``, ``"learned, batch size 64"``.
+        """
         s = self.settings
         base = s["method"].upper() if s["method"] != "marglik" else "learned"
-        return ", ".join([base, *self.variants()])
+        return ", ".join([base, *self.variants(), *self.named])
 
     def cells(self) -> list[str]:
         """The markdown cells of this row."""
@@ -296,6 +331,71 @@ class Row:
             self.machine(),
             mean_std(minutes),
         ]
+
+
+def _threads(count: Any) -> str:
+    """``"1 thread"``, ``"2 threads"``."""
+    return f"{count} thread{'' if count == 1 else 's'}"
+
+
+def _setting_words(key: str, value: Any) -> str:
+    """A setting as a row names it: ``"batch size 64"``, ``"stochastic on"``."""
+    if isinstance(value, bool):
+        shown = "on" if value else "off"
+    elif isinstance(value, float):
+        shown = f"{value:g}"
+    else:
+        shown = "default" if value is None else str(value)
+    return f"{key.replace('_', ' ')} {shown}"
+
+
+def named_settings(
+    settings: Sequence[dict[str, Any]], labels: Sequence[Any], seed: bool = False
+) -> list[list[str]]:
+    """Per row, the settings that tell it from another row of the same label, in words.
+
+    Rows are split by every setting of an experiment (:func:`_experiment`), but a table's
+    label shows only some (data, model, method, budget): two rows of one label would read as
+    one experiment twice. Each row of a label that several rows share names every setting
+    whose value differs between them (e.g. ``"prior structure path"``, ``"stochastic on"``).
+
+    Args:
+        settings: Each row's settings.
+        labels: Each row's label as the table shows it (equal labels read alike).
+        seed: Rows are runs, not experiments: their seed tells them apart too.
+
+    Returns:
+        The words for each row (empty where its label is its own).
+    """
+    keys = [
+        dict(_experiment(s)) | ({"seed": repr(s.get("seed"))} if seed else {}) for s in settings
+    ]
+    named: list[list[str]] = [[] for _ in settings]
+    for label in set(labels):
+        alike = [i for i, other in enumerate(labels) if other == label]
+        differing = sorted(
+            {k for i in alike for k in keys[i] if len({keys[j].get(k) for j in alike}) > 1}
+        )
+        for i in alike:
+            full = LATER_OPTIONS | settings[i]
+            named[i] = [_setting_words(k, full.get(k)) for k in differing]
+    return named
+
+
+def check_named_once(runs: Sequence[Path]) -> None:
+    """Refuse a run folder named twice (a table would show it twice, as two runs).
+
+    Raises:
+        ValueError: Naming the folder and its two names.
+    """
+    folders: dict[Path, Path] = {}
+    for run in runs:
+        folder = Path(run).resolve()
+        if folder in folders:
+            raise ValueError(
+                f"{run} is named twice (also as {folders[folder]}): name each run once."
+            )
+        folders[folder] = Path(run)
 
 
 SAME_SPEED = 1.5
@@ -357,14 +457,8 @@ def rows(runs: Sequence[Path]) -> list[Row]:
     """
     groups: dict[tuple, list[dict[str, Any]]] = {}
     seen: dict[tuple, Path] = {}
-    folders: dict[Path, Path] = {}
+    check_named_once(runs)
     for run in runs:
-        folder = Path(run).resolve()
-        if folder in folders:
-            raise ValueError(
-                f"{run} is named twice (also as {folders[folder]}): name each run once."
-            )
-        folders[folder] = Path(run)
         result = load_run(run)
         key = (*_experiment(result["settings"]), *result.get("frozen_paths", ()))
         seed = (key, result["settings"].get("seed"))
@@ -385,10 +479,18 @@ def markdown(runs: Sequence[Path]) -> str:
         runs: ``--out`` folders of ``train`` runs.
 
     Returns:
-        The table, one row per experiment.
+        The table, one row per experiment; rows of one label name the settings that split them
+        (:func:`named_settings`).
     """
+    experiments = rows(runs)
+    labels = [
+        (r.settings["dataset"], r.settings["model"], r.method(), r.budget()) for r in experiments
+    ]
+    named = named_settings([r.settings for r in experiments], labels)
+    for row, words in zip(experiments, named, strict=True):
+        row.named = words
     lines = [HEADER, "|" + "---|" * HEADER.count(" | ") + "---|"]
-    lines += ["| " + " | ".join(row.cells()) + " |" for row in rows(runs)]
+    lines += ["| " + " | ".join(row.cells()) + " |" for row in experiments]
     return "\n".join(lines)
 
 
@@ -451,14 +553,21 @@ def structure_markdown(runs: Sequence[Path]) -> str:
         The markdown table.
     """
     lines = [STRUCTURE_HEADER, "|" + "---|" * STRUCTURE_HEADER.count(" | ") + "---|"]
-    for row in rows(runs):
+    experiments = rows(runs)
+    labels = [
+        (r.settings["dataset"], r.settings["model"], (LATER_OPTIONS | r.settings)["kfac_approx"])
+        + tuple(r.variants())
+        for r in experiments
+    ]
+    named = named_settings([r.settings for r in experiments], labels)
+    for row, words in zip(experiments, named, strict=True):
         s = LATER_OPTIONS | row.settings
         seeds = sorted(r["settings"]["seed"] for r in row.results)
         shares = " ".join(f"{share:.2f}" for share in row.path_shares("fc")) or "-"
         cells = [
             s["dataset"],
             s["model"],
-            ", ".join([s["kfac_approx"], *row.variants()]),
+            ", ".join([s["kfac_approx"], *row.variants(), *words]),
             ", ".join(map(str, seeds)),
             mean_std(row.accuracy("test")),
             mean_std(row.nll(), digits=2),

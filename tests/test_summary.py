@@ -110,7 +110,7 @@ def test_map_runs_differing_only_in_marglik_settings_are_one_experiment(tmp_path
 def test_machines_of_the_seeds_are_all_named(tmp_path):
     runs = [write_run(tmp_path / "a", 0, 0.8), write_run(tmp_path / "b", 1, 0.8, threads=1)]
     (row,) = summary.rows(runs)
-    assert row.machine() == "Xeon, 1 threads; Xeon, 2 threads"
+    assert row.machine() == "Xeon, 1 thread; Xeon, 2 threads"
 
 
 @pytest.mark.parametrize(
@@ -251,3 +251,94 @@ def test_a_tempered_rows_evidence_says_its_temperature(tmp_path):
 def test_a_start_is_named_unless_it_is_the_default_mixed_one(model, method, start, words):
     settings = dict(config.DEFAULTS, model=model, method=method, start=start)
     assert summary.start_words(settings) == words
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "words"),
+    [
+        ("prior_structure", "path", "prior structure path"),
+        ("batch_size", 64, "batch size 64"),
+        ("optimizer", "sgd", "optimizer sgd"),
+        ("lr_hyp", 0.05, "lr hyp 0.05"),
+        ("kfac_approx", "reduce", "kfac approx reduce"),
+        ("stochastic", True, "stochastic on"),
+        ("augment", True, "augment on"),
+    ],
+)
+def test_rows_split_by_a_setting_their_label_does_not_show_name_it(
+    tmp_path, capsys, setting, value, words
+):
+    """Two rows of one label would read as one experiment twice (issue 70.5): plain and markdown."""
+    default = write_run(tmp_path / "default", 0, 0.8)
+    other = write_run(tmp_path / "other", 0, 0.7, **{setting: value})
+    lone = write_run(tmp_path / "lone", 0, 0.6, epochs=60)  # its budget tells it apart already
+    lines = summary.markdown([default, other, lone]).splitlines()[2:]
+    methods = [[c.strip() for c in line.strip("|").split("|")][2] for line in lines]
+    default_words = words.split(" ")[0]
+    assert methods[1] == f"learned, held start, {words}"
+    assert methods[0].startswith("learned, held start, " + default_words)
+    assert methods[2] == "learned, held start"
+    structure = summary.structure_markdown([default, other]).splitlines()[2:]
+    assert len({line.split("|")[3] for line in structure}) == 2
+    assert cli.main(["report", str(default), str(other), str(lone)]) == 0
+    report = capsys.readouterr().out.splitlines()[1:]
+    # the plain report's label (data, model, method) shows neither setting: both are named
+    assert words in report[1] and "epochs 20" in report[1]
+    assert default_words in report[0] and "epochs 60" in report[2]
+
+
+def test_the_plain_report_names_the_seed_of_runs_of_one_experiment(tmp_path, capsys):
+    runs = [write_run(tmp_path / f"s{seed}", seed, 0.8) for seed in range(2)]
+    assert cli.main(["report", *map(str, runs)]) == 0
+    report = capsys.readouterr().out.splitlines()[1:]
+    assert ["marglik (seed 0)" in report[0], "marglik (seed 1)" in report[1]] == [True, True]
+
+
+def test_the_plain_report_refuses_a_run_named_twice_as_markdown_does(tmp_path, capsys):
+    run = write_run(tmp_path / "a", 0, 0.8)
+    for markdown in ([], ["--markdown"]):
+        with pytest.raises(SystemExit, match="named twice"):
+            cli.main(["report", *markdown, str(run), str(tmp_path / "." / "a")])
+    assert capsys.readouterr().out == ""
+
+
+def write_invariant_run(folder, method, objective):
+    """An invariant-weights run as train records it: its objective per example already."""
+    results = {
+        "settings": dict(
+            config.DEFAULTS,
+            dataset="rotated-mnist",
+            model="invariant-weights",
+            method=method,
+            width=64,
+            epochs=20,
+            seed=0,
+        ),
+        "device": "Xeon",
+        "threads": 1,
+        "n_train": 60,
+        "train_seconds": 60.0,
+        "losses": [1.0],
+        "neg_log_marglik": [5.0, objective],
+        "test": {"accuracy": 0.8, "nll": 0.5},
+        "train": {"accuracy": 0.9, "nll": 0.2},
+        "evaluated_epoch": 20,
+    }
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps(results))
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("method", "evidence"),
+    [("elbo", "3.09 ± - (-ELBO / N)"), ("laplace", "3.09 ± -"), ("likelihood", "-")],
+)
+def test_an_invariant_weights_rows_objective_is_per_example_once_and_its_width_named(
+    tmp_path, method, evidence
+):
+    """Its objective is recorded per example (3.09 was shown as 3.09 / 60 = 0.05), and its
+    width is --width: it has no alpha (issue 70.6)."""
+    run = write_invariant_run(tmp_path / method, method, 3.09)
+    cells = [c.strip() for c in summary.markdown([run]).splitlines()[2].strip("|").split("|")]
+    assert cells[7] == evidence
+    assert cells[9] == "20 ep, 60 ex, width 64"
