@@ -184,7 +184,9 @@ def marglik_training(
             their names; a resume with another set is refused.
         backend_kwargs: The backend's options for every Laplace fit, as laplace-torch's
             ``Laplace(..., backend_kwargs=...)`` (``fit_batch_size``, ``host_eigenvalues``,
-            ...); ``stochastic``, ``n_mc_samples`` and ``kfac_approx`` are refused there.
+            ...); ``stochastic``, ``n_mc_samples``, ``kfac_approx`` and the dict keys (this
+            function's own arguments) and ``last_layer`` and ``subnetwork_indices`` (it fits
+            every weight) are refused there.
         compile_kwargs: The MAP steps run ``torch.compile(model, **compile_kwargs)``
             (``{"mode": "reduce-overhead"}``: CUDA graphs); fits, hyperparameter steps and
             the returned model stay eager (docs/usage.md).
@@ -204,14 +206,17 @@ def marglik_training(
             epoch's labels (:mod:`~laplace_equivariance.chance`). Training goes on.
 
     Raises:
-        ValueError: Before training, for an unknown likelihood or prior structure, an empty
+        ValueError: Before training, for an unknown likelihood or prior structure, a
+            ``prior_prec_init``, ``temperature`` or (regression) ``sigma_noise_init`` that is
+            not a finite number above 0, ``prior_structure="diag"`` with
+            ``hessian_structure="kron"``, an empty
             loader, lengthscale hyperparameters with another
             structure, backend or likelihood than ``"kron"``, ``EquivariantKFAC`` and
             classification, the total derivative with ``stochastic=True``, or
             ``n_mc_samples`` not a positive integer, or other than one without
             ``stochastic=True`` and ``EquivariantKFAC``, ``backend_kwargs`` naming an option the
             backend does not take or one of
-            those own arguments, or ``held_until_fit`` naming a
+            those own arguments or a subset of the weights, or ``held_until_fit`` naming a
             tensor that is not a trainable parameter of the model, or given to a schedule
             without a fit.
         CheckpointError: (a ``ValueError``) Before training, for a checkpoint that cannot be

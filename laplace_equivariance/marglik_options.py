@@ -8,6 +8,7 @@ they imply.
 from __future__ import annotations
 
 import inspect
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +35,22 @@ LIKELIHOODS = ("classification", "regression")
 OWN_BACKEND_OPTIONS = ("stochastic", "n_mc_samples", "kfac_approx")
 """Backend options that are arguments of :func:`marglik_training` itself (refused in its
 ``backend_kwargs``: two places to set one option would be one too many)."""
+
+_PASSED_BY_LAPLACE = ("model", "likelihood", "dict_key_x", "dict_key_y")
+"""Backend arguments that laplace-torch's ``Laplace`` passes itself (the dict keys are
+:func:`marglik_training`'s own arguments ``dict_key_x`` and ``dict_key_y``)."""
+
+_WEIGHT_SUBSETS = ("last_layer", "subnetwork_indices")
+"""Backend options that pick a subset of the weights: :func:`marglik_training` fits all of
+them (laplace-torch's ``subset_of_weights="all"``)."""
+
+
+def _as_float(value: Any) -> float:
+    """``value`` as a float; NaN for what is no number (so that every check refuses it)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 @dataclass
@@ -79,6 +96,23 @@ class MarglikOptions:
         """Raise ValueError, before any training, for options that cannot work together."""
         if self.likelihood not in LIKELIHOODS:
             raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {self.likelihood!r}.")
+        positive = ("prior_prec_init", "temperature")
+        if self.likelihood == "regression":
+            positive += ("sigma_noise_init",)
+        for name in positive:
+            value = getattr(self, name)
+            if not 0 < _as_float(value) < math.inf:  # also NaN
+                raise ValueError(
+                    f"{name} must be a finite number above 0, got {value!r} (the training "
+                    "starts from its logarithm)."
+                )
+        if self.prior_structure == "diag" and self.hessian_structure == "kron":
+            raise ValueError(
+                "prior_structure='diag' (one precision per parameter) does not go with "
+                "hessian_structure='kron': laplace-torch's Kronecker approximation takes one "
+                "precision per network or per tensor. Use prior_structure='layerwise', "
+                "'scalar' or 'path', or hessian_structure='diag' or 'full'."
+            )
         if self.n_hypersteps < 1 or self.marglik_frequency < 1:
             raise ValueError(
                 f"n_hypersteps ({self.n_hypersteps}) and marglik_frequency "
@@ -137,21 +171,30 @@ class MarglikOptions:
         not take (otherwise the first fit, after the burn-in, would raise).
         """
         given = set(self.backend_kwargs or {})
-        own = sorted(given & set(OWN_BACKEND_OPTIONS))
+        own = sorted(given & {*OWN_BACKEND_OPTIONS, *_PASSED_BY_LAPLACE})
         if own:
             raise ValueError(
                 f"backend_kwargs sets {own}, which marglik_training sets itself: pass them as "
-                "its own arguments (stochastic=..., n_mc_samples=..., kfac_approx=...)."
+                f"its own arguments ({', '.join(f'{name}=...' for name in own)})."
+            )
+        subset = sorted(given & set(_WEIGHT_SUBSETS))
+        if subset:
+            raise ValueError(
+                f"backend_kwargs sets {subset}, which would pick a subset of the weights; "
+                "marglik_training fits all of them (laplace-torch's subset_of_weights='all'): "
+                "drop it (for a last-layer approximation, fit Laplace(model, ..., "
+                "subset_of_weights='last_layer') on the returned model)."
             )
         parameters = inspect.signature(self.backend).parameters
         if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
             return
-        options = [name for name in parameters if name not in ("model", "likelihood")]
+        taken = {*OWN_BACKEND_OPTIONS, *_PASSED_BY_LAPLACE, *_WEIGHT_SUBSETS}
+        options = [name for name in parameters if name not in taken]
         unknown = sorted(given - set(options))
         if unknown:
             raise ValueError(
                 f"backend_kwargs sets {unknown}, which {self.backend.__name__} does not take; "
-                f"its options: {options}."
+                f"its options: {options or 'none'}."
             )
 
     def laplace_backend_kwargs(self) -> dict[str, Any] | None:

@@ -1,3 +1,4 @@
+import inspect
 import re
 import warnings
 
@@ -372,6 +373,63 @@ def test_backend_kwargs_may_not_set_marglik_trainings_own_options(own):
     model, loader = setup()
     with pytest.raises(ValueError, match=f"backend_kwargs sets \\['{own}'\\]"):
         marglik_training(model, loader, backend_kwargs={own: 1}, **SCHEDULE)
+
+
+def test_the_backend_options_a_refusal_lists_are_exactly_the_accepted_ones():
+    """The list named stochastic, n_mc_samples and kfac_approx, which are then refused."""
+    model, loader = setup()
+    with pytest.raises(ValueError, match="its options: ") as refused:
+        marglik_training(model, loader, backend_kwargs={"fit_batchsize": 16}, **SCHEDULE)
+    listed = re.search(r"its options: \[(.*)\]", str(refused.value)).group(1)
+    listed = [name.strip(" '") for name in listed.split(",")]
+    defaults = inspect.signature(EquivariantKFAC).parameters
+    assert set(listed) < set(defaults) and "stochastic" not in listed
+    no_fit = dict(SCHEDULE, n_epochs=1, n_epochs_burnin=2, final_laplace=False)
+    for name in listed:  # each is taken: one MAP epoch, no refusal
+        kwargs = {name: defaults[name].default}
+        marglik_training(model, loader, backend_kwargs=kwargs, **no_fit)
+    for name in set(defaults) - {"model", "likelihood", *listed}:  # each is refused
+        with pytest.raises(ValueError, match=f"backend_kwargs sets \\['{name}'\\]"):
+            marglik_training(model, loader, backend_kwargs={name: None}, **no_fit)
+
+
+def test_a_last_layer_backend_option_is_refused_saying_what_to_do():
+    """It ended in an AttributeError ('RelaxedNet' object has no attribute 'last_layer')."""
+    model, loader = setup()
+    with pytest.raises(ValueError, match="fits all of them.*subset_of_weights='last_layer'"):
+        marglik_training(model, loader, backend_kwargs={"last_layer": True}, **SCHEDULE)
+
+
+@pytest.mark.parametrize(
+    "options, named",
+    [
+        ({"prior_prec_init": 0.0}, "prior_prec_init"),
+        ({"prior_prec_init": -1.0}, "prior_prec_init"),
+        ({"prior_prec_init": float("inf")}, "prior_prec_init"),
+        ({"temperature": 0.0}, "temperature"),
+        ({"temperature": float("nan")}, "temperature"),
+    ],
+)
+def test_a_prior_precision_or_temperature_not_above_zero_is_named(options, named):
+    """They failed with "math domain error" (the log of the initial precision)."""
+    model, loader = setup()
+    with pytest.raises(ValueError, match=f"^{named} must be a finite number above 0"):
+        marglik_training(model, loader, **options, **SCHEDULE)
+
+
+def test_a_diagonal_prior_with_the_kronecker_hessian_is_refused_before_training():
+    """It failed in laplace-torch at the first fit, after the burn-in's epochs."""
+    model, loader = setup()
+    epochs = []
+    with pytest.raises(ValueError, match="prior_structure='diag'.*hessian_structure='kron'"):
+        marglik_training(
+            model,
+            loader,
+            prior_structure="diag",
+            callback=lambda epoch, _: epochs.append(epoch),
+            **dict(SCHEDULE, n_epochs_burnin=2),
+        )
+    assert epochs == []
 
 
 @pytest.mark.parametrize(
