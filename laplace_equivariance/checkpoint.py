@@ -4,7 +4,8 @@ One file holds the whole training state after an epoch: the weights, both optimi
 scheduler, the hyperparameters, the random state, the progress (epoch, losses, the best
 epoch), the parameters held until the first fit and the options that change what training
 computes (:data:`RESULT_OPTIONS`). A resume continues the saved run and refuses, naming the
-difference, one whose settings, model, prior structure, likelihood or schedule differ. The
+difference, one whose settings, model, prior structure, likelihood, schedule or number of
+training examples (``N`` weighs the prior in the loss) differ. The
 file is written atomically (a crash never leaves half a file), from rank 0 of a process group.
 
 The functions take the run's trainer (``marglik_trainer.Trainer``): its ``path``, ``model``,
@@ -141,6 +142,7 @@ def save(trainer: Any) -> None:
         "world_size": distributed.world_size(),
         "held_until_fit": trainer.held_names,
         "settings": settings_record(trainer.options),
+        "n_data": trainer.n_data,
     }
     save_atomically(state, trainer.path)
     distributed.barrier()
@@ -155,8 +157,9 @@ def check_settings(trainer: Any, saved: dict[str, Any]) -> None:
     """Refuse a resume whose result-changing options differ from the checkpoint's.
 
     Raises:
-        CheckpointError: Naming every option that differs, with both values, or if the
-            checkpoint holds an epoch past this run's ``n_epochs``.
+        CheckpointError: Naming every option that differs, with both values, if the
+            checkpoint holds an epoch past this run's ``n_epochs``, or if it was written for
+            another number of training examples.
     """
     epoch = saved["state"]["epoch"]
     if epoch > trainer.options.n_epochs:
@@ -185,6 +188,22 @@ def check_settings(trainer: Any, saved: dict[str, Any]) -> None:
             "resuming would continue the saved run as if they applied. Pass the saved "
             "settings to resume, or delete the checkpoint (or pass another path) to start "
             "afresh with these."
+        )
+    saved_n = saved.get("n_data")
+    if saved_n is None:
+        warnings.warn(
+            f"Checkpoint {trainer.path} was written by an older version, which did not record "
+            f"the size of its training set: this run's ({trainer.n_data} examples) is taken as "
+            "the checkpoint's, unchecked.",
+            stacklevel=5,
+        )
+    elif saved_n != trainer.n_data:
+        raise CheckpointError(
+            f"Checkpoint {trainer.path} was written by a run on {saved_n} training examples, "
+            f"and this run's train_loader yields {trainer.n_data}: the size weighs the prior "
+            "in the training loss, so resuming would continue the saved run with another "
+            "objective. Pass the same training data, or delete the checkpoint (or pass another "
+            "path) to start afresh."
         )
 
 

@@ -915,6 +915,23 @@ def test_a_resume_with_changed_settings_is_refused_naming_them(tmp_path, changed
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
 
 
+def test_a_resume_on_another_number_of_training_examples_is_refused(tmp_path):
+    """N weighs the prior in the loss; a resume on 16 of the 24 examples went on silently."""
+    checkpoint = tmp_path / "run.pt"
+    model, loader = setup()
+    with pytest.raises(_Stop):
+        marglik_training(model, loader, checkpoint=checkpoint, callback=_stop_after(2), **SCHEDULE)
+    assert torch.load(checkpoint, weights_only=False)["n_data"] == 24
+    fewer = DataLoader(torch.utils.data.Subset(loader.dataset, range(16)), batch_size=8)
+    with pytest.raises(CheckpointError, match="on 24 training examples.*yields 16"):
+        marglik_training(model, fewer, checkpoint=checkpoint, **SCHEDULE)
+    saved = torch.load(checkpoint, weights_only=False)
+    del saved["n_data"]  # as an older version wrote it
+    torch.save(saved, checkpoint)
+    with pytest.warns(UserWarning, match="did not record the size of its training set"):
+        marglik_training(model, loader, checkpoint=checkpoint, **SCHEDULE)
+
+
 def test_a_resume_shorter_than_the_checkpoint_or_with_another_prior_structure_is_refused(
     tmp_path,
 ):
