@@ -301,14 +301,22 @@ def path_shift_errors(
 
     Raises:
         ValueError: If the model has no relaxed layer or is in training mode, ``x`` or a
-            relaxed layer's input is not a non-empty batch of images, or a layer's grid does
-            not divide the shift.
+            relaxed layer's input is not a non-empty batch of images, the shift is a multiple
+            of the image size on both axes (the identity), or a layer's grid does not divide
+            the shift.
     """
     if x.dim() != 4:
         raise ValueError(
             f"path_shift_errors needs a batch of images (N, C, H, W), got {tuple(x.shape)}."
         )
     height, width = x.shape[-2:]
+    if shift[0] % height == 0 and shift[1] % width == 0:
+        raise ValueError(
+            f"The shift {tuple(shift)} of a {height}x{width} input is a multiple of the image "
+            "size: a circular shift by it is the identity, under which every network is "
+            "equivariant. Use a shift that is not a multiple of the grid size (e.g. half the "
+            f"image, ({height // 2}, {width // 2}))."
+        )
     sums: dict[str, dict[str, list[float]]] = {}
 
     def scaled(size: tuple[int, int], name: str, where: str) -> tuple[int, int]:

@@ -311,6 +311,17 @@ def test_path_shift_errors_refuse_what_they_cannot_measure():
         path_shift_errors(model.train(), x, (16, 0))
 
 
+@pytest.mark.parametrize("shift", [(32, 0), (0, -32), (64, 32)])
+def test_path_shift_errors_refuse_a_shift_that_is_the_identity(shift):
+    """A multiple of the image size moves nothing: every path, FC included, would read as
+    exactly equivariant (issue 70.10; docs/usage.md's (16, 16) on a 16-pixel network)."""
+    model = _quadrant_network()
+    x = torch.randn(2, 1, 32, 32, dtype=torch.float64)
+    with pytest.raises(ValueError, match="not a multiple of the grid size"):
+        path_shift_errors(model, x, shift)
+    assert path_shift_errors(model, x, (32, 16))[0]["paths"]["fc"] > 0.1  # one axis moves
+
+
 def test_path_shift_errors_refuse_a_relaxed_layer_on_vectors():
     """Rolling the last two axes of (N, features) would mix the batch: refused, not measured."""
     from laplace_equivariance.layers import RelaxedLayer
