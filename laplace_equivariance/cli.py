@@ -190,6 +190,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     if args.command == "train":
         settings = config.settings_from_arguments(args)
+        config.check_settings(settings)  # one line naming the option, before anything is made
         try:
             with _one_line_not_learning_warnings():
                 results = train(settings, args.out, overwrite=args.overwrite)

@@ -9,7 +9,7 @@ refuse settings that cannot give a valid run, one line each.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from laplace_equivariance.run_config import (
     INVARIANT_MARGLIK_SUBSET,
     INVARIANT_WEIGHTS,
     RunConfig,
+    SettingError,
     Start,
     add_options,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "SILENCED_STARTS",
     "STARTS",
     "build_model",
+    "check_run",
     "check_settings",
     "default_start",
     "held_parameters",
@@ -193,10 +195,6 @@ def held_parameters(model: nn.Module, settings: dict[str, Any]) -> list[nn.Param
     return model.non_equivariant_parameters(kept_paths(settings))
 
 
-POSITIVE = ("epochs", "alpha", "batch_size", "marglik_frequency", "hypersteps", "mc_samples")
-"""Settings that must be at least 1 (``burnin`` at least 0; subsets at least 1 when given)."""
-
-
 def default_start(settings: dict[str, Any]) -> str:
     """Where training starts when ``--start`` is not given.
 
@@ -227,91 +225,113 @@ def _path_kinds(model: str) -> set[str]:
     return {models.PATH_NAME[kind] for kind in models.MODEL_NAMES.get(model, ())}
 
 
-def check_settings(settings: dict[str, Any]) -> None:
+def check_run(settings: Mapping[str, Any]) -> None:
     """Refuse, before anything is loaded or created, settings that cannot give a valid run.
 
+    The library's check (:func:`laplace_equivariance.experiment.train`'s); the command line's
+    is :func:`check_settings`.
+
     Raises:
-        SystemExit: With one line naming the option, for a count below its minimum, a
-            marginal-likelihood run that takes no marginal-likelihood step (it would be
-            reported as learned at the initial priors), a device this machine lacks, a key
-            that is no setting or a value outside its choices (:class:`RunConfig`).
+        SettingError: (a ``ValueError``) Naming the setting, for a setting missing from the
+            dict, a value of another type or outside its range or choices (:class:`RunConfig`),
+            a marginal-likelihood run that takes no marginal-likelihood step (it would be
+            reported as learned at the initial priors), a start the model lacks, or a device
+            this machine lacks.
+        ValueError: For a key that is no setting.
     """
-    try:
-        RunConfig.from_settings(settings)
-    except (TypeError, ValueError) as error:
-        raise SystemExit(str(error)) from None
-    for key in POSITIVE:
-        if settings[key] < 1:
-            raise SystemExit(f"--{key.replace('_', '-')} must be at least 1, got {settings[key]}.")
-    for key in ("subset", "test_subset", "marglik_subset", "threads"):
-        if settings[key] is not None and settings[key] < 1:
-            raise SystemExit(f"--{key.replace('_', '-')} must be at least 1, got {settings[key]}.")
-    if settings["burnin"] < 0:
-        raise SystemExit(f"--burnin must be at least 0, got {settings['burnin']}.")
-    for key in ("lr", "lr_hyp", "prior_prec_init", "temperature"):
-        if not settings[key] > 0:  # also NaN
-            raise SystemExit(f"--{key.replace('_', '-')} must be above 0, got {settings[key]}.")
+    missing = [name for name in DEFAULTS if name not in settings]
+    if missing:
+        raise SettingError(
+            missing[0],
+            f"The settings lack {missing}: give every key of DEFAULTS (dict(DEFAULTS, ...)), "
+            "or pass a RunConfig, which fills in the defaults.",
+        )
+    RunConfig.from_settings(settings)
     invariant = settings["model"] == INVARIANT_WEIGHTS
     start = settings.get("start")
     if start in SILENCED_STARTS and not _path_kinds(settings["model"]) & set(
         models.EQUIVARIANT_PATHS
     ):
-        raise SystemExit(
+        raise SettingError(
+            "start",
             f"--start {start} silences the FC-type paths; --model {settings['model']} has "
-            "no equivariant path to start from (use a model with conv or gconv, e.g. f-fc+conv)."
+            "no equivariant path to start from (use a model with conv or gconv, e.g. f-fc+conv).",
         )
     if start == Start.HELD_GCONV.value and "gconv" not in _path_kinds(settings["model"]):
-        raise SystemExit(
+        raise SettingError(
+            "start",
             f"--start held-gconv starts a model as its GCONV network; --model "
-            f"{settings['model']} has no GCONV path (use --start held, or f-fc+conv+gconv)."
+            f"{settings['model']} has no GCONV path (use --start held, or f-fc+conv+gconv).",
         )
     if start in HELD_STARTS and settings["method"] != "marglik":
-        raise SystemExit(
+        raise SettingError(
+            "start",
             f"--start {start} holds the silenced paths until the first marginal-likelihood "
-            f"fit; --method {settings['method']} has none (use --start equivariant)."
+            f"fit; --method {settings['method']} has none (use --start equivariant).",
         )
     if invariant and settings.get("compile_mode"):
-        raise SystemExit(
+        raise SettingError(
+            "compile_mode",
             f"--compile-mode compiles marglik_training's MAP steps; --model {INVARIANT_WEIGHTS} "
-            "trains with train_invariant_weights, which it does not reach: leave it out."
+            "trains with train_invariant_weights, which it does not reach: leave it out.",
         )
     if invariant and settings["lr_min"]:
-        raise SystemExit(
+        raise SettingError(
+            "lr_min",
             f"--lr-min sets the end of the relaxed models' cosine schedule; --model "
-            f"{INVARIANT_WEIGHTS} anneals to 0 (train_invariant_weights)."
+            f"{INVARIANT_WEIGHTS} anneals to 0 (train_invariant_weights).",
         )
     if settings["method"] in ("marglik", "laplace"):
         # train_invariant_weights steps after epoch ``burnin``, marglik_training from it on
         burnin = settings["burnin"] + 1 if invariant else settings["burnin"]
         if not marglik_step_epochs(settings["epochs"], burnin, settings["marglik_frequency"]):
-            raise SystemExit(
+            raise SettingError(
+                "epochs",
                 f"--method {settings['method']} with --epochs {settings['epochs']} takes no "
                 f"marginal-likelihood step (--burnin {settings['burnin']}, one every "
                 f"--marglik-frequency {settings['marglik_frequency']} epochs): nothing would "
-                "be learned. Train longer, lower --burnin, or use --method map."
+                "be learned. Train longer, lower --burnin, or use --method map.",
             )
     _check_device(settings["device"])
 
 
+def check_settings(settings: Mapping[str, Any]) -> None:
+    """The command line's :func:`check_run`: one line naming the option (``--lr-min``).
+
+    Raises:
+        SystemExit: With :func:`check_run`'s message, the setting named as its option.
+    """
+    try:
+        check_run(settings)
+    except SettingError as error:
+        raise SystemExit(error.option_message) from None
+    except (TypeError, ValueError) as error:
+        raise SystemExit(str(error)) from None
+
+
 def _check_device(device: str) -> None:
-    """Raise SystemExit unless ``device`` names a device this machine has."""
+    """Raise :class:`SettingError` unless ``device`` names a device this machine has."""
     try:
         kind = torch.device(device)
     except RuntimeError as error:
-        raise SystemExit(f"--device {device}: {error}") from None
+        raise SettingError("device", f"--device {device}: {error}") from None
     if kind.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit(
+        raise SettingError(
+            "device",
             f"--device {device}: this machine has no CUDA device (torch.cuda.is_available() is "
-            "False); use --device cpu."
+            "False); use --device cpu.",
         )
     if kind.type == "cuda" and kind.index is not None and kind.index >= torch.cuda.device_count():
-        raise SystemExit(
-            f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)."
+        raise SettingError(
+            "device",
+            f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s).",
         )
     if kind.type == "mps" and not torch.backends.mps.is_available():
-        raise SystemExit(f"--device {device}: MPS is not available here; use --device cpu.")
+        raise SettingError(
+            "device", f"--device {device}: MPS is not available here; use --device cpu."
+        )
     if kind.type not in ("cpu", "cuda", "mps"):
-        raise SystemExit(f"--device {device}: use cpu, cuda[:N] or mps.")
+        raise SettingError("device", f"--device {device}: use cpu, cuda[:N] or mps.")
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:

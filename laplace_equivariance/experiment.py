@@ -35,7 +35,7 @@ from laplace_equivariance.config import (
     INVARIANT_MARGLIK_SUBSET,
     INVARIANT_WEIGHTS,
     build_model,
-    check_settings,
+    check_run,
     default_start,
     held_parameters,
 )
@@ -275,7 +275,7 @@ def train(
 ) -> dict[str, Any] | None:
     """Train as ``settings`` say and write the run's files to ``out``.
 
-    Steps: check the settings (:func:`check_settings`), load the data (both before anything
+    Steps: check the settings (:func:`check_run`), load the data (both before anything
     is created), lock the folder (:func:`~laplace_equivariance.run_lock.run_lock`: one
     writer per folder), prepare it (:func:`prepare_out`: resume only the same run), build the
     model, train, evaluate, write the files, unlock. Under ``torchrun --nproc-per-node W`` the
@@ -297,14 +297,16 @@ def train(
             ``results.json`` records ``train_at_chance``.
 
     Raises:
-        SystemExit: For settings that cannot give a valid run, or an ``out`` that holds
-            another run, is in use by another process or cannot be written (one line each,
-            naming what to do).
+        ValueError: For settings that cannot give a valid run, naming the setting
+            (:func:`check_run`; a ``dict`` must hold every setting).
+        SystemExit: For a ``marglik_subset`` above the training examples, or an ``out`` that
+            holds another run, is in use by another process or cannot be written (one line
+            each, naming what to do).
     """
     if isinstance(settings, RunConfig):
         settings = settings.settings()
-    settings = dict(settings, start=settings.get("start") or default_start(settings))
-    check_settings(settings)
+    check_run(settings)
+    settings = dict(settings, start=settings["start"] or default_start(settings))
     world = _join_process_group(settings)
     invariant = settings["model"] == INVARIANT_WEIGHTS
     if world > 1 and invariant:

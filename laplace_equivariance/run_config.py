@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import enum
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,6 +43,7 @@ __all__ = [
     "Method",
     "Optimizer",
     "RunConfig",
+    "SettingError",
     "Start",
     "add_options",
 ]
@@ -88,6 +90,46 @@ KfacApprox = enum.Enum("KfacApprox", {name.upper(): name for name in KFAC_APPROX
 """KFAC of weights shared over positions: ``EXPAND`` or ``REDUCE`` (docs/curvature.md)."""
 
 
+class SettingError(ValueError):
+    """A setting that cannot give a valid run.
+
+    Its message names the setting as Python does (``lr_min``); :attr:`option_message` names it
+    as the command line does (``--lr-min``).
+
+    Args:
+        field: The setting (a :class:`RunConfig` field).
+        message: The message (for Python).
+        option_message: The command line's message (default: ``message``).
+    """
+
+    def __init__(self, field: str, message: str, option_message: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.option_message = message if option_message is None else option_message
+
+    @classmethod
+    def of_field(cls, field: str, problem: str) -> SettingError:
+        """``"FIELD PROBLEM"``, on the command line ``"--FIELD PROBLEM"``."""
+        return cls(field, f"{field} {problem}", f"--{field.replace('_', '-')} {problem}")
+
+
+COUNTS = (
+    "alpha",
+    "epochs",
+    "batch_size",
+    "marglik_frequency",
+    "hypersteps",
+    "mc_samples",
+    "width",
+    "samples",
+)
+"""Settings that must be at least 1 (``burnin`` at least 0)."""
+OPTIONAL_COUNTS = ("subset", "test_subset", "marglik_subset", "threads")
+"""Settings that must be at least 1 when given (None: all, or the default)."""
+RATES = ("lr", "lr_hyp", "prior_prec_init", "temperature")
+"""Settings that must be finite and above 0."""
+
+
 def _option(default: Any, help: str, shown: str | None = None, **argparse: Any) -> Any:
     """A field of :class:`RunConfig`: its default and how the command line offers it.
 
@@ -116,9 +158,12 @@ class RunConfig:
     """Every setting of one ``train`` run (App. F.1, F.6 where the paper gives one).
 
     Enum fields accept their values as strings (``method="map"``); a value outside a field's
-    choices, or a count below one, raises ``ValueError`` naming the choices. The checks that
-    involve several fields (a schedule with no fit, a start the model lacks, a device this
-    machine lacks) are :func:`laplace_equivariance.config.check_settings`'s.
+    choices raises ``ValueError`` naming the choices, and a value of another type, a count
+    below one (``burnin`` below zero), a learning rate, prior precision or temperature that is
+    not finite and above 0, or an ``lr_min`` below 0 or above ``lr`` raises
+    :class:`SettingError` (a ``ValueError``) naming the field. The checks that involve the
+    model and the schedule (a schedule with no fit, a start the model lacks, a device this
+    machine lacks) are :func:`laplace_equivariance.config.check_run`'s.
     """
 
     dataset: str = _option("quadrant-mnist", "the data", choices=list(DATASETS))
@@ -284,6 +329,44 @@ class RunConfig:
             kind = _ENUMS.get(f.name)
             if kind is not None:
                 object.__setattr__(self, f.name, kind(value))
+        self._check_values()
+
+    def _check_values(self) -> None:
+        """Raise :class:`SettingError` for a value of another type or outside its range."""
+        for f in dataclasses.fields(self):
+            value, kind = getattr(self, f.name), f.metadata["argparse"].get("type")
+            if value is None and f.name in OPTIONAL_COUNTS:
+                continue
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if kind is int and not (number and isinstance(value, int)):
+                raise SettingError.of_field(f.name, f"must be an integer, got {value!r}.")
+            if kind is float and not number:
+                raise SettingError.of_field(f.name, f"must be a number, got {value!r}.")
+            if f.metadata["argparse"].get("action") == "store_true" and not isinstance(value, bool):
+                raise SettingError.of_field(f.name, f"must be True or False, got {value!r}.")
+        for name in (*COUNTS, *OPTIONAL_COUNTS):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise SettingError.of_field(name, f"must be at least 1, got {value}.")
+        if self.burnin < 0:
+            raise SettingError.of_field("burnin", f"must be at least 0, got {self.burnin}.")
+        for name in RATES:
+            value = getattr(self, name)
+            if not value > 0:  # also NaN
+                raise SettingError.of_field(name, f"must be above 0, got {value}.")
+            if not math.isfinite(value):
+                raise SettingError.of_field(name, f"must be finite, got {value}.")
+        if not 0 <= self.lr_min <= self.lr:  # also NaN
+            problem = (
+                f"must be at least 0 and at most the learning rate {{}} ({self.lr}), got "
+                f"{self.lr_min}: the cosine schedule anneals the learning rate from {{}} down "
+                "to it."
+            )
+            raise SettingError(
+                "lr_min",
+                "lr_min " + problem.format("lr", "lr"),
+                "--lr-min " + problem.format("--lr", "--lr"),
+            )
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> RunConfig:

@@ -84,13 +84,19 @@ def paper_schedule(
         ``marglik_frequency`` and ``prior_prec_init``; override any by updating the dict.
 
     Raises:
-        ValueError: For an optimiser other than ``"adam"`` and ``"sgd"``, or with
+        ValueError: For an optimiser other than ``"adam"`` and ``"sgd"``, an ``lr_min`` below
+            0 or above ``lr`` (the schedule would step against the gradient or up), or with
             ``marglik=True`` for a run too short for any marginal-likelihood step
             (:func:`marglik_step_epochs`; with the paper's burn-in, fewer than 10 epochs):
             nothing would be learned.
     """
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}.")
+    if not 0 <= lr_min <= lr:  # also NaN
+        raise ValueError(
+            f"lr_min must be at least 0 and at most lr ({lr}), got {lr_min}: the cosine "
+            "schedule anneals the learning rate from lr down to lr_min."
+        )
     burnin, frequency = n_epochs_burnin, marglik_frequency
     if marglik and not marglik_step_epochs(n_epochs, burnin, frequency):
         raise ValueError(

@@ -524,6 +524,14 @@ def test_paper_schedule_takes_the_reference_codes_sgd_on_request():
         paper_schedule(40, 3, optimizer="rmsprop")
 
 
+@pytest.mark.parametrize("lr_min", [-1.0, 0.1, float("nan")])
+def test_paper_schedule_refuses_an_end_below_zero_or_above_the_learning_rate(lr_min):
+    """lr_min=-1 annealed into negative learning rates: accuracy 0, NLL 1.3e7, no error."""
+    with pytest.raises(ValueError, match=r"lr_min must be at least 0 and at most lr \(0.01\)"):
+        paper_schedule(n_epochs=20, steps_per_epoch=3, lr=0.01, lr_min=lr_min)
+    paper_schedule(n_epochs=20, steps_per_epoch=3, lr=0.01, lr_min=0.01)  # constant: taken
+
+
 def test_paper_schedule_refuses_a_run_too_short_to_learn():
     """The first marginal-likelihood step comes at epoch 10: 9 epochs would learn nothing."""
     with pytest.raises(ValueError, match="no marginal-likelihood step.*marglik=False"):

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import math
 
 import pytest
 
@@ -58,7 +59,7 @@ def test_train_takes_a_run_config_and_records_its_dict_form(tmp_path):
 
 
 def test_train_refuses_a_dict_with_a_key_that_is_no_setting(tmp_path):
-    with pytest.raises(SystemExit, match=r"\['epoch'\] is not a setting"):
+    with pytest.raises(ValueError, match=r"\['epoch'\] is not a setting"):
         train(
             dict(
                 DEFAULTS,
@@ -74,6 +75,60 @@ def test_train_refuses_a_dict_with_a_key_that_is_no_setting(tmp_path):
             ),
             tmp_path / "run",
         )  # tiny, so that without the check the test fails fast instead of training long
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ({"epochs": 0}, "epochs must be at least 1, got 0"),
+        ({"alpha": -1}, "alpha must be at least 1, got -1"),
+        ({"subset": 0}, "subset must be at least 1, got 0"),
+        ({"burnin": -1}, "burnin must be at least 0, got -1"),
+        ({"lr": -1.0}, "lr must be above 0, got -1.0"),
+        ({"lr": math.inf}, "lr must be finite, got inf"),
+        ({"prior_prec_init": 0.0}, "prior_prec_init must be above 0"),
+        ({"prior_prec_init": math.inf}, "prior_prec_init must be finite"),
+        ({"temperature": 0.0}, "temperature must be above 0"),
+        ({"temperature": math.inf}, "temperature must be finite"),
+        ({"lr_min": -1.0}, "lr_min must be at least 0 and at most the learning rate lr"),
+        ({"lr": 0.01, "lr_min": 0.1}, r"lr_min must be .* at most the learning rate lr \(0.01\)"),
+        ({"epochs": "20"}, "epochs must be an integer, got '20'"),
+        ({"lr": "0.1"}, "lr must be a number, got '0.1'"),
+        ({"augment": "yes"}, "augment must be True or False"),
+    ],
+)
+def test_a_value_outside_its_range_or_of_another_type_is_refused_naming_the_field(setting, message):
+    """The docstring promised it; RunConfig(epochs=0), lr_min=-1 or epochs="20" were taken
+    (lr_min=-1 trained to accuracy 0 and NLL 1.3e7 without an error)."""
+    with pytest.raises(run_config.SettingError, match=f"^{message}") as refused:
+        RunConfig(**setting)
+    assert isinstance(refused.value, ValueError) and refused.value.field in setting
+    assert refused.value.option_message.startswith("--")
+    with pytest.raises(ValueError, match=f"^{message}"):
+        RunConfig.from_settings(dict(DEFAULTS, **setting))
+
+
+def test_valid_edges_of_the_ranges_are_taken():
+    RunConfig(lr_min=0.003, lr=0.003, burnin=0, epochs=1, subset=1, temperature=2)
+    RunConfig(lr=1, lr_min=1e-4, prior_prec_init=1, timeout=5)  # integers for numbers
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        (dict(DEFAULTS, epochs=0), "^epochs must be at least 1"),
+        (dict(DEFAULTS, lr_min=-1.0), "^lr_min must be at least 0"),
+        (dict(DEFAULTS, epochs="20"), "^epochs must be an integer"),
+        ({k: v for k, v in DEFAULTS.items() if k != "alpha"}, r"lack \['alpha'\]"),
+        (dict(DEFAULTS, model="f-fc", start="held"), "--start held silences the FC-type"),
+    ],
+    ids=["count", "lr-min", "type", "missing-key", "start"],
+)
+def test_train_refuses_settings_that_cannot_run_with_a_value_error(tmp_path, settings, message):
+    """It raised SystemExit naming a flag, a TypeError, or KeyError 'alpha'."""
+    with pytest.raises(ValueError, match=message):
+        train(settings, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
 
 
 def test_the_enums_offer_what_the_training_code_accepts():
