@@ -341,7 +341,18 @@ def _torchvision(name: str, data_dir: Path, download: bool):
     }[name]
     try:
         splits = [cls(str(data_dir), train=train, download=download) for train in (True, False)]
-    except RuntimeError as error:
+    except (RuntimeError, OSError) as error:  # OSError: urllib's URLError, a socket's error
+        if download:  # the last line of torchvision's message is the reason (no network, ...)
+            lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+            raise FileNotFoundError(
+                f"Downloading {name} into {data_dir} failed "
+                f"({lines[-1] if lines else type(error).__name__}): on a machine without a "
+                f"network, get torchvision's {name} files on one with it "
+                f"(torchvision.datasets.{cls.__name__}(ROOT, download=True)), copy ROOT's "
+                "files into --data-dir, and leave out --download."
+            ) from error
+        if not isinstance(error, RuntimeError):
+            raise
         raise FileNotFoundError(
             f"{name} was not found under {data_dir}: put torchvision's files there or pass "
             "--download where a network is available."

@@ -691,6 +691,24 @@ def test_a_missing_data_set_creates_nothing_and_says_so_in_one_line(tmp_path, mo
     assert not out.exists()
 
 
+def test_a_failed_download_is_one_line_saying_how_to_give_the_files(tmp_path, monkeypatch):
+    """It printed urllib's traceback (URLError: Name or service not known)."""
+    import urllib.error
+
+    import torchvision
+
+    class Offline:
+        def __init__(self, root, train=True, download=False):
+            raise urllib.error.URLError("[Errno -2] Name or service not known")
+
+    monkeypatch.setattr(torchvision.datasets, "CIFAR10", Offline)
+    out = tmp_path / "cifar"
+    argv = ["train", "--dataset", "cifar10", "--data-dir", str(tmp_path / "data"), "--download"]
+    with pytest.raises(SystemExit, match="^Downloading cifar10 into .* failed .*--data-dir"):
+        main([*argv, "--out", str(out), *TINY_BUDGET])
+    assert not out.exists()
+
+
 def test_paths_reproduces_the_path_output_shares_in_the_results(runs, capsys):
     learned, baseline = runs
     main(["paths", str(learned)])

@@ -186,6 +186,50 @@ def test_missing_data_says_how_to_get_it(monkeypatch, tmp_path):
         module.load_dataset("svhn")
 
 
+class _Offline:
+    """A torchvision data set class on a machine without a network (as torchvision fails)."""
+
+    error = None
+
+    def __init__(self, root, train=True, download=False):
+        raise self.error if download else RuntimeError("Dataset not found.")
+
+
+@pytest.mark.parametrize(
+    "name, cls, error",
+    [
+        ("cifar10", "CIFAR10", "urlopen error [Errno -2] Name or service not known"),
+        (
+            "mnist",
+            "MNIST",
+            "Error downloading train-images-idx3-ubyte.gz:\nTried https://x/, got:\n"
+            "<urlopen error [Errno -2] Name or service not known>",
+        ),
+    ],
+)
+def test_a_failed_download_says_so_and_how_to_give_the_files(
+    monkeypatch, tmp_path, name, cls, error
+):
+    """CIFAR-10's ended in urllib's traceback; MNIST's said "pass --download" to --download."""
+    import urllib.error
+
+    import torchvision
+
+    from laplace_equivariance.data import load_dataset
+
+    offline = type(cls, (_Offline,), {})
+    offline.error = urllib.error.URLError(error) if cls == "CIFAR10" else RuntimeError(error)
+    monkeypatch.setattr(torchvision.datasets, cls, offline)
+    with pytest.raises(FileNotFoundError) as refused:
+        load_dataset(name, data_dir=tmp_path, download=True)
+    message = str(refused.value)
+    assert message.startswith(f"Downloading {name} into {tmp_path} failed (")
+    assert "Name or service not known" in message and "into --data-dir" in message
+    assert "\n" not in message
+    with pytest.raises(FileNotFoundError, match="was not found.*pass --download"):
+        load_dataset(name, data_dir=tmp_path)
+
+
 def test_partial_rotation_stays_within_a_quarter_turn_either_way():
     from laplace_equivariance.data import load_dataset
 
