@@ -139,12 +139,23 @@ def symmetry_report(la: KronLaplace) -> dict[str, Any]:
         tensor (the MAP weights' ``||theta||^2``). Trainable tensors outside every relaxed
         layer (a stock head) are listed under ``"outside"``, one entry each: they belong to
         no path, so they enter no layer's shares.
+
+    Raises:
+        ValueError: If ``la`` approximates only some of the model's weights (a last-layer
+            Laplace: its head is in no relaxed layer's path).
     """
     gammas = effective_parameters(la)
     precisions = la.prior_precision.detach().expand(len(gammas)).tolist()
     layers: dict[str, dict[str, dict[str, Any]]] = {}
     outside: dict[str, dict[str, Any]] = {}
     weights = {n: p.detach() for n, p in la.model.named_parameters() if p.requires_grad}
+    if len(gammas) != len(weights):
+        raise ValueError(
+            f"symmetry_report needs a Laplace approximation of every weight "
+            f"(subset_of_weights='all'); this {type(la).__name__} covers {len(gammas)} of the "
+            f"model's {len(weights)} parameter tensors (a last-layer Laplace covers only the "
+            "head, which is in no relaxed layer's path)."
+        )
     where = parameter_paths(la.model)
     for name, gamma, precision in zip(weights, gammas, precisions, strict=True):
         weight = weights[name]

@@ -330,3 +330,26 @@ def test_path_shift_errors_refuse_a_relaxed_layer_on_vectors():
     model = torch.nn.Sequential(torch.nn.Flatten(), RelaxedLayer(paths)).eval()
     with pytest.raises(ValueError, match="not image grids"):
         path_shift_errors(model, torch.zeros(2, 1, 2, 2), (1, 1))
+
+
+def test_symmetry_report_of_a_last_layer_laplace_says_it_needs_every_weight():
+    """A last-layer Laplace covers the head alone: the report raised zip()'s "argument 2 is
+    shorter" (issue 70.14); it says what it needs."""
+    from laplace import Laplace
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from laplace_equivariance import EquivariantKFAC
+
+    torch.manual_seed(0)
+    model = models.build("conv", (1, 32, 32), 3, alpha=1)
+    x, y = torch.randn(4, 1, 32, 32), torch.randint(0, 3, (4,))
+    la = Laplace(
+        model,
+        "classification",
+        subset_of_weights="last_layer",
+        hessian_structure="kron",
+        backend=EquivariantKFAC,
+    )
+    la.fit(DataLoader(TensorDataset(x, y), batch_size=4))
+    with pytest.raises(ValueError, match="subset_of_weights='all'.*covers 2 of the model's"):
+        symmetry_report(la)
