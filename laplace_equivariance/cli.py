@@ -201,11 +201,17 @@ def _dispatch(args: argparse.Namespace) -> int:
             print(json.dumps(results["test"]))
             print(f"wrote {args.out / 'results.json'}")
     elif args.command == "evaluate":
-        print(json.dumps(evaluate(args.run, args.split, args.predictive)))
+        try:
+            print(json.dumps(evaluate(args.run, args.split, args.predictive)))
+        except ValueError as error:  # a corrupt results.json
+            raise SystemExit(str(error)) from None
     elif args.command == "paths":
         if args.examples < 1:
             raise SystemExit(f"--examples must be at least 1, got {args.examples}.")
-        print(json.dumps(path_outputs(args.run, args.examples)))
+        try:
+            print(json.dumps(path_outputs(args.run, args.examples)))
+        except ValueError as error:  # a corrupt results.json, a model without relaxed layers
+            raise SystemExit(str(error)) from None
     else:
         try:
             print(summary.markdown(args.runs) if args.markdown else report(args.runs))

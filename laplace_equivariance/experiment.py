@@ -44,6 +44,7 @@ from laplace_equivariance.device_speed import matmul_gflops
 from laplace_equivariance.diagnostics import path_output_shares, symmetry_report
 from laplace_equivariance.invariance import (
     INVARIANCES,
+    InvariantWeightsNet,
     train_invariant_weights,
 )
 from laplace_equivariance.layers import AnchorBasis, RelaxedLayer
@@ -65,10 +66,29 @@ from laplace_equivariance.runs import (
 )
 from laplace_equivariance.tensor_batches import BatchedTensorDataset, batch_loader
 
+METRICS_SEED = 0
+"""Seed of the transformations the invariant-weights network samples when it is evaluated."""
+
 
 def _metrics(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, device: str) -> dict:
+    """Accuracy and NLL of the model's own softmax on ``(x, y)``, in batches of 512.
+
+    The invariant-weights network averages its prediction over transformations it samples at
+    every forward pass: its figures are one Monte-Carlo estimate (``--samples`` draws per
+    batch), drawn from :data:`METRICS_SEED` without touching the global random state, so
+    that ``evaluate`` gives what ``results.json`` records (on the same device) at every call.
+    """
     model.eval()
-    with torch.no_grad():
+    sampled = isinstance(model, InvariantWeightsNet)
+    where = torch.device(device)
+    on_cuda = (
+        []
+        if where.type != "cuda"
+        else [torch.cuda.current_device() if where.index is None else where.index]
+    )
+    with torch.no_grad(), torch.random.fork_rng(devices=on_cuda, enabled=sampled):
+        if sampled:
+            torch.manual_seed(METRICS_SEED)
         logits = torch.cat([model(b.to(device)).cpu() for b in x.split(512)])
     return {
         "accuracy": (logits.argmax(-1) == y).float().mean().item(),

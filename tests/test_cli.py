@@ -386,6 +386,40 @@ def test_invariant_weights_model_trains_from_the_command_line(tmp_path, method):
     assert (out / "results.json").read_text() == before
 
 
+@pytest.fixture(scope="module")
+def invariant_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("invariant") / "elbo"
+    argv = ["train", "--dataset", "rotated-mnist", "--model", "invariant-weights"]
+    argv += ["--width", "16", "--samples", "4", "--out", str(out), *TINY_BUDGET]
+    assert main(argv) == 0
+    return out
+
+
+def test_evaluate_of_an_invariant_weights_run_is_what_results_json_records(invariant_run):
+    """The network samples transformations at every forward pass: evaluate gave another
+    accuracy at each call, none of them the recorded one (issue 70.8)."""
+    recorded = json.loads((invariant_run / "results.json").read_text())
+    torch.manual_seed(123)  # whatever the global random state
+    assert evaluate(invariant_run) == recorded["test"]
+    assert evaluate(invariant_run) == recorded["test"]
+    assert evaluate(invariant_run, "train") == recorded["train"]
+
+
+def test_paths_of_an_invariant_weights_run_and_evaluate_of_a_corrupt_run_say_one_line(
+    invariant_run, tmp_path
+):
+    """Both ended in a traceback whose last line was right (issue 70.14): only that line."""
+    with pytest.raises(SystemExit, match="RelaxedLayer") as stopped:
+        main(["paths", str(invariant_run)])
+    assert isinstance(stopped.value.code, str)
+    corrupt = tmp_path / "corrupt"
+    shutil.copytree(invariant_run, corrupt)
+    (corrupt / "results.json").write_text('{"settings": ')
+    for command in (["evaluate"], ["paths"]):
+        with pytest.raises(SystemExit, match="corrupt or truncated"):
+            main([*command, str(corrupt)])
+
+
 def test_invariant_weights_rejects_the_relaxed_models_methods(tmp_path):
     argv = ["train", "--model", "invariant-weights", "--method", "marglik"]
     with pytest.raises(SystemExit, match="does not go with"):
