@@ -313,8 +313,8 @@ def _check_device(device: str) -> None:
     """Raise :class:`SettingError` unless ``device`` names a device this machine has."""
     try:
         kind = torch.device(device)
-    except RuntimeError as error:
-        raise SettingError("device", f"--device {device}: {error}") from None
+    except RuntimeError:  # torch lists every device type it knows, most of them not ours
+        raise SettingError("device", f"--device {device}: use cpu, cuda[:N] or mps.") from None
     if kind.type == "cuda" and not torch.cuda.is_available():
         raise SettingError(
             "device",

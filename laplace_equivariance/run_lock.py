@@ -70,10 +70,12 @@ def run_lock(out: Path) -> Iterator[None]:
 
     Raises:
         SystemExit: If another live process, or a process on another host, holds the lock
-            (naming it and the file to delete if that process is known to be gone), or
-            ``out`` cannot be written.
+            (naming it and the file to delete if that process is known to be gone), ``out``
+            is a file, or ``out`` cannot be written.
     """
     path = out / LOCK_FILE
+    if out.exists() and not out.is_dir():
+        raise SystemExit(f"--out {out} is a file, not a folder: give a folder for the run's files.")
     try:
         out.mkdir(parents=True, exist_ok=True)
         created = _create(path)

@@ -602,7 +602,10 @@ def test_a_run_that_learns_is_not_at_chance_and_gives_no_warning(tmp_path, capsy
         (["--lr", "inf"], "--lr must be finite, got inf"),
         (["--prior-prec-init", "inf"], "--prior-prec-init must be finite, got inf"),
         (["--temperature", "inf"], "--temperature must be finite, got inf"),
-        (["--device", "tpu"], "--device tpu"),
+        (
+            ["--device", "tpu"],
+            "^--device tpu: use cpu, cuda\\[:N\\] or mps\\.$",
+        ),  # not torch's list
         (["--model", "f-fc", "--start", "equivariant"], "no equivariant path"),
         (["--method", "map", "--start", "held"], "--method map has none"),
         (["--method", "map", "--model", "f-fc+conv+gconv", "--start", "held-gconv"], "has none"),
@@ -622,6 +625,15 @@ def test_cuda_on_a_machine_without_it_stops_before_anything_exists(tmp_path):
     with pytest.raises(SystemExit, match="no CUDA device.*--device cpu"):
         main(["train", "--out", str(out), *TINY, "--device", "cuda"])
     assert not out.exists()
+
+
+def test_an_out_naming_a_file_says_so(tmp_path):
+    """It said "cannot write there (File exists)"."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(SystemExit, match="^--out .*file is a file, not a folder"):
+        main(["train", "--out", str(blocker), *TINY])
+    assert blocker.read_text() == ""
 
 
 def test_an_unwritable_out_is_one_line(tmp_path):
