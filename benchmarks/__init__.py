@@ -1,2 +1,14 @@
 """Benchmark and experiment scripts, each run from the repository root as
-``python -m benchmarks.NAME``."""
+``python -m benchmarks.NAME``.
+
+Scripts import laplace-torch themselves, and ASDL 0.1a4 (which it imports) compiles functions
+with ``torch.jit.script`` at import, which torch deprecates with a FutureWarning that a user
+cannot act on; the package silences it for its own import, and so do the scripts here (it was
+the first line ``make demo`` printed).
+"""
+
+import warnings
+
+warnings.filterwarnings(
+    "ignore", message=r"`torch\.jit\.script` is deprecated", category=FutureWarning
+)

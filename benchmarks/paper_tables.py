@@ -10,7 +10,10 @@
   6.1): the digit task is translation invariant, the (digit, quadrant) task is not. MAP
   F-FC+CONV (unit priors, as the reference code's toy-problem scripts also run) separates
   what the learned priors do from what the relaxed architecture does at the budget. ``make
-  demo`` runs it at alpha=4 (15 to 17 minutes on 2 CPU cores).
+  demo`` runs it at alpha=4 without MAP FC (``--models conv f-fc+conv``), whose 20 epochs of
+  over a hundred million weights would take most of its time; the committed FC runs are shown
+  instead. With ``--compare``, it prints first how long the committed runs of the planned
+  experiments took.
 
 Every run writes its ``results.json`` and plots under ``--out/<data>-<model>-<method>-seed<k>``
 and resumes from its checkpoint (delete the folder to start over); ``--seeds`` runs the table
@@ -35,6 +38,8 @@ Usage (from the repository root):
 from __future__ import annotations
 
 import argparse
+import json
+import statistics
 import time
 from pathlib import Path
 
@@ -140,18 +145,26 @@ def main() -> None:
         "--compare",
         type=Path,
         help="after training, print each run beside the mean ± std of the same experiment's "
-        "runs under this folder (the committed seeds), and whether it is within their spread",
+        "runs under this folder (the committed seeds), and whether it is within their spread; "
+        "the table's runs left out by --models or --methods are shown from this folder; "
+        "before training, how long the committed runs of the planned ones took",
     )
     args = parser.parse_args()
     planned: list[tuple[str, str, str]] = []
+    left_out: list[tuple[str, str, str]] = []
     for dataset, model, method in PLANS[args.table]:
-        if (args.models and model not in args.models) or (
-            args.methods and method not in args.methods
-        ):
-            continue
         dataset = args.dataset or dataset
-        if (dataset, model, method) not in planned:  # --dataset can make two runs one
-            planned.append((dataset, model, method))
+        chosen = not (args.models and model not in args.models) and not (
+            args.methods and method not in args.methods
+        )
+        into = planned if chosen else left_out
+        if (dataset, model, method) not in into:  # --dataset can make two runs one
+            into.append((dataset, model, method))
+    reference = (
+        [] if args.compare is None else sorted(p.parent for p in args.compare.rglob("results.json"))
+    )
+    if reference and not args.markdown:
+        print(expected_time(planned, reference, len(args.seeds)), flush=True)
     folders: list[Path] = []
     for seed in args.seeds:  # seed by seed, so that every finished seed is a whole table
         for dataset, model, method in planned:
@@ -202,8 +215,49 @@ def main() -> None:
     done = [folder for folder in folders if (folder / "results.json").exists()]
     print(summary.markdown(done) if args.markdown else experiment.report(done))
     if args.compare is not None:
-        reference = sorted(p.parent for p in args.compare.rglob("results.json"))
         print(summary.compare(done, reference))
+        committed = runs_of(left_out, reference)
+        if committed:
+            print(
+                f"\nNot trained here (--models / --methods), the committed runs under "
+                f"{args.compare}:\n{experiment.report(committed)}"
+            )
+
+
+def runs_of(experiments: list[tuple[str, str, str]], folders: list[Path]) -> list[Path]:
+    """The run folders (``<data>-<model>-<method>-seed<k>``) of the given experiments."""
+    prefixes = tuple(f"{dataset}-{model}-{method}-seed" for dataset, model, method in experiments)
+    return [
+        folder
+        for folder in folders
+        if folder.name.startswith(prefixes) and folder.name.rsplit("seed", 1)[1].isdigit()
+    ]
+
+
+def expected_time(planned: list[tuple[str, str, str]], reference: list[Path], n_seeds: int) -> str:
+    """How long the planned runs took when the committed ones were made, per seed.
+
+    The median of each experiment's committed training times, summed over the planned
+    experiments and multiplied by the seeds to run; an experiment without committed runs is
+    named instead.
+    """
+    seconds, unknown, threads = 0.0, [], set()
+    for experiment_ in planned:
+        runs = runs_of([experiment_], reference)
+        if not runs:
+            unknown.append("-".join(experiment_))
+            continue
+        results = [json.loads((run / "results.json").read_text()) for run in runs]
+        seconds += statistics.median(result["train_seconds"] for result in results)
+        threads.update(result["threads"] for result in results if result.get("threads"))
+    text = (
+        f"Training {len(planned) * n_seeds} runs: their committed runs took about "
+        f"{seconds * n_seeds / 60:.0f} minutes on {'/'.join(map(str, sorted(threads)))} "
+        "thread(s) of the machine that made them."
+    )
+    if unknown:
+        text += f" No committed runs of {', '.join(unknown)} to estimate from."
+    return text
 
 
 if __name__ == "__main__":

@@ -57,3 +57,43 @@ def test_paper_tables_warms_only_the_learned_runs(tmp_path, monkeypatch):
     assert learned["settings"]["temperature"] == 2.0
     map_run = json.loads((tmp_path / folders[0] / "results.json").read_text())
     assert map_run["settings"]["temperature"] == 1.0
+
+
+COMMITTED = paper_tables.Path("benchmarks/results/table1-20ep")
+
+
+def test_the_demo_shows_the_left_out_fc_runs_from_the_committed_ones(tmp_path, monkeypatch, capsys):
+    """``make demo``'s table trains CONV and F-FC+CONV only; MAP FC comes from the committed runs
+    (--compare), and before training it says how long the committed runs took."""
+    argv = ["paper_tables", "table1", "--models", "conv", "--alpha", "4", "--markdown"]
+    monkeypatch.setattr("sys.argv", [*argv, "--out", str(tmp_path), "--compare", str(COMMITTED)])
+    paper_tables.main()
+    printed = capsys.readouterr().out
+    shown = printed.split("Not trained here", 1)[1].splitlines()[2:]
+    rows = [line.split() for line in shown if line.startswith("quadrant-mnist")]
+    assert {row[1] for row in rows} == {"fc", "f-fc+conv"}
+    assert {row[0] for row in rows} == {"quadrant-mnist", "quadrant-mnist-digit"}
+
+
+def test_expected_time_sums_the_median_committed_time_of_each_planned_experiment():
+    reference = sorted(p.parent for p in COMMITTED.rglob("results.json"))
+    planned = [("quadrant-mnist", "conv", "map"), ("nowhere", "conv", "map")]
+    runs = paper_tables.runs_of(planned[:1], reference)
+    seconds = sorted(json.loads((r / "results.json").read_text())["train_seconds"] for r in runs)
+    text = paper_tables.expected_time(planned, reference, n_seeds=2)
+    assert f"Training 4 runs: their committed runs took about {2 * seconds[1] / 60:.0f} min" in text
+    assert "No committed runs of nowhere-conv-map" in text
+
+
+def test_the_scripts_import_without_torchs_jit_warning():
+    """The first line ``make demo`` printed was torch's jit.script FutureWarning, raised by ASDL
+    when a script imports laplace-torch before the package."""
+    import subprocess
+    import sys
+
+    imported = subprocess.run(
+        [sys.executable, "-W", "error::FutureWarning", "-c", "import benchmarks.known_truth"],
+        capture_output=True,
+        text=True,
+    )
+    assert imported.returncode == 0, imported.stderr[-2000:]
