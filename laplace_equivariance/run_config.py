@@ -150,6 +150,9 @@ def _default_device() -> str:
 
 
 _FLAG = {"action": "store_true"}
+_SWITCH = {"action": argparse.BooleanOptionalAction}
+"""A flag a ``--config`` preset may turn on: ``--no-FLAG`` turns it off again."""
+_FLAGS = ("store_true", argparse.BooleanOptionalAction)
 _WEIGHTS_ONLY = f"{INVARIANT_WEIGHTS}: "
 
 
@@ -203,7 +206,7 @@ class RunConfig:
         "random horizontal flips and shifts of up to 4 pixels of the training batches (App. "
         "F.6's CIFAR-10 recipe; the marginal likelihood sees unaugmented images)",
         shown="off; on with --config table2",
-        **_FLAG,
+        **_SWITCH,
     )
     lr_hyp: float = _option(0.1, "Adam learning rate of the log prior precisions", type=float)
     prior_prec_init: float = _option(
@@ -342,7 +345,7 @@ class RunConfig:
                 raise SettingError.of_field(f.name, f"must be an integer, got {value!r}.")
             if kind is float and not number:
                 raise SettingError.of_field(f.name, f"must be a number, got {value!r}.")
-            if f.metadata["argparse"].get("action") == "store_true" and not isinstance(value, bool):
+            if f.metadata["argparse"].get("action") in _FLAGS and not isinstance(value, bool):
                 raise SettingError.of_field(f.name, f"must be True or False, got {value!r}.")
         for name in (*COUNTS, *OPTIONAL_COUNTS):
             value = getattr(self, name)
@@ -429,7 +432,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         kwargs = dict(meta["argparse"])
         if "choices" in kwargs:
             kwargs["choices"] = _values(kwargs["choices"])
-        if kwargs.get("action") == "store_true":
+        if kwargs.get("action") in _FLAGS:
             kwargs["default"] = None
         parser.add_argument(
             "--" + f.name.replace("_", "-"),

