@@ -14,8 +14,8 @@ Public API:
   (:class:`CheckpointError` for one that cannot be read or used);
   :func:`paper_schedule`: the paper's schedule as its keyword arguments;
   :func:`marglik_step_epochs`: which epochs of a schedule learn the priors;
-  :class:`NotLearningWarning`: a classifier whose training accuracy is at chance where its
-  burn-in ends.
+  :class:`NotLearningWarning`: a classifier whose training accuracy is at chance in the
+  epoch of its first fit.
 - :mod:`laplace_equivariance.invariance`: the older method we compare with, learned
   invariant weights (:class:`InvariantWeightsNet`, :func:`train_invariant_weights` with the
   ELBO or a Laplace marginal likelihood).

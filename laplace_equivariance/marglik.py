@@ -201,9 +201,9 @@ def marglik_training(
             marginal-likelihood epoch (:func:`marglik_step_epochs`): the result is then the
             MAP model at the initial prior, as laplace-torch's would be.
         NotLearningWarning: (a ``RuntimeWarning``) A classifier that learns, when its
-            training accuracy in epoch ``max(n_epochs_burnin, 1)`` (the burn-in's end, before
-            any fit) is no better than always answering the most frequent class of that
-            epoch's labels (:mod:`~laplace_equivariance.chance`). Training goes on.
+            training accuracy in the epoch of the first fit (the first of
+            :func:`marglik_step_epochs`, checked before the fit) is no better than always
+            answering the most frequent class of that epoch's labels (:mod:`~laplace_equivariance.chance`). Training goes on.
 
     Raises:
         ValueError: Before training, for an unknown likelihood or prior structure, a

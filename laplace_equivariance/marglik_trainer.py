@@ -115,12 +115,12 @@ class Trainer:
             options.n_epochs, options.n_epochs_burnin, options.marglik_frequency
         )
         self.first_fit = fits[0] if fits else None
-        # where the burn-in ends, a classifier's training accuracy is checked against chance: a
-        # network not learning is told before its fits (a MAP run, whose burn-in outlasts it,
-        # never reaches that epoch)
+        # in the epoch of the first fit, before it, a classifier's training accuracy is checked
+        # against chance: a network not learning is told before the evidence is taken of it
+        # (a MAP run has no fit and is not checked)
         self.chance_epoch = None
         if options.likelihood == "classification":
-            self.chance_epoch = max(options.n_epochs_burnin, 1)
+            self.chance_epoch = self.first_fit
         self.class_counts: torch.Tensor | None = None
         self.held = options.checked_held(model, self.first_fit)
         held_ids = {id(p) for p in self.held}
@@ -234,7 +234,7 @@ class Trainer:
         return performance / self.n_data
 
     def warn_if_at_chance(self, epoch: int, accuracy: float) -> None:
-        """Warn if the burn-in's last epoch is at chance on the labels it saw (rank 0).
+        """Warn if the first fit's epoch is at chance on the labels it saw (rank 0).
 
         The warning is a :class:`~laplace_equivariance.chance.NotLearningWarning`.
         """

@@ -582,6 +582,20 @@ def test_a_learning_run_at_chance_where_its_burn_in_ends_warns_once(lr, warns):
         assert " in epoch 3 " in told[0] and "chance up to 68.8 %" in told[0]
 
 
+def test_a_run_without_burn_in_is_checked_in_the_epoch_of_its_first_fit():
+    """laplace-torch's defaults (no burn-in) with fits every second epoch: a network is not
+    told it learned nothing after one epoch, before any fit is due, but where the first fit is
+    (the README's first snippet warned after one epoch)."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    schedule = dict(n_epochs=4, marglik_frequency=2, n_hypersteps=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        marglik_training(model, _separable(), optimizer_kwargs={"lr": 1e-9}, **schedule)
+    told = [str(w.message) for w in caught if issubclass(w.category, NotLearningWarning)]
+    assert len(told) == 1 and " in epoch 2 " in told[0]
+
+
 def test_a_map_run_is_not_checked_against_chance():
     """Without a fit there is no burn-in to end: marglik_training says nothing (train checks
     its MAP runs itself)."""
