@@ -203,7 +203,8 @@ def marglik_training(
         NotLearningWarning: (a ``RuntimeWarning``) A classifier that learns, when its
             training accuracy in the epoch of the first fit (the first of
             :func:`marglik_step_epochs`, checked before the fit) is no better than always
-            answering the most frequent class of that epoch's labels (:mod:`~laplace_equivariance.chance`). Training goes on.
+            answering the most frequent class of that epoch's labels
+            (:mod:`~laplace_equivariance.chance`). Training goes on.
 
     Raises:
         ValueError: Before training, for an unknown likelihood or prior structure, a
