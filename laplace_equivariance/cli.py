@@ -177,6 +177,15 @@ def _one_line_not_learning_warnings() -> Iterator[None]:
         yield
 
 
+def _file_state(path: Path) -> tuple[int, int, int] | None:
+    """``path``'s inode, size and modification time (None if absent): a write changes them."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     """Run the parsed command; see :func:`main`."""
     from laplace_equivariance import config, summary
@@ -191,6 +200,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "train":
         settings = config.settings_from_arguments(args)
         config.check_settings(settings)  # one line naming the option, before anything is made
+        written = args.out / "results.json"
+        before = _file_state(written)
         try:
             with _one_line_not_learning_warnings():
                 results = train(settings, args.out, overwrite=args.overwrite)
@@ -199,7 +210,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             return 130
         if results is not None:  # rank 0 (or the only process)
             print(json.dumps(results["test"]))
-            print(f"wrote {args.out / 'results.json'}")
+            if before is not None and _file_state(written) == before:
+                print(f"{written} is unchanged (the run was already finished)")
+            else:
+                print(f"wrote {written}")
     elif args.command == "evaluate":
         try:
             print(json.dumps(evaluate(args.run, args.split, args.predictive)))

@@ -1038,6 +1038,19 @@ def test_a_finished_run_rerun_says_so_and_rewrites_nothing(runs, capsys):
     }
 
 
+def test_a_finished_run_rerun_at_the_command_line_says_results_json_is_unchanged(runs, capsys):
+    """Issue 70: it said "wrote .../results.json" though it wrote nothing."""
+    _, baseline = runs
+    before = (baseline / "results.json").read_text()
+    argv = ["train", "--dataset", "quadrant-mnist-digit", "--model", "conv", "--method", "map"]
+    capsys.readouterr()
+    assert main([*argv, "--out", str(baseline), *TINY_BUDGET]) == 0
+    out = capsys.readouterr().out
+    assert "wrote" not in out
+    assert f"{baseline / 'results.json'} is unchanged (the run was already finished)" in out
+    assert (baseline / "results.json").read_text() == before
+
+
 def test_a_resume_with_other_threads_is_refused(tmp_path):
     """The record would state one thread count for epochs that ran with another (also for a
     finished run rerun: it rewrote threads and train_seconds)."""
