@@ -293,9 +293,9 @@ def train(
     Raises:
         ValueError: For settings that cannot give a valid run, naming the setting
             (:func:`check_run`; a ``dict`` must hold every setting).
-        SystemExit: For a ``marglik_subset`` above the training examples, or an ``out`` that
-            holds another run, is in use by another process or cannot be written (one line
-            each, naming what to do).
+        SystemExit: For a ``subset``, ``test_subset`` or ``marglik_subset`` above the
+            training (test) examples the data set has, or an ``out`` that holds another run, is
+            in use by another process or cannot be written (one line each, naming what to do).
     """
     if isinstance(settings, RunConfig):
         settings = settings.settings()
@@ -317,6 +317,18 @@ def train(
         settings["seed"],
     )
     n_train = len(data.x_train)
+    # a run records the data size it asked for: one larger than the data would label the run
+    # with a size it never had
+    for name, kind, available in (
+        ("subset", "training", n_train),
+        ("test_subset", "test", len(data.x_test)),
+    ):
+        if settings[name] is not None and settings[name] > available:
+            raise SystemExit(
+                f"--{name.replace('_', '-')} {settings[name]} is more than the {available} "
+                f"{kind} examples of {settings['dataset']}: give at most {available}, or leave "
+                "it out to use all of them."
+            )
     if settings["marglik_subset"] is not None and settings["marglik_subset"] > n_train:
         raise SystemExit(
             f"--marglik-subset {settings['marglik_subset']} is more than the {n_train} training "

@@ -743,6 +743,24 @@ def test_no_augment_turns_off_a_presets_augment():
     assert "--augment, --no-augment" in train_parser.format_help()
 
 
+@pytest.mark.parametrize("option, kind", [("--subset", "training"), ("--test-subset", "test")])
+def test_a_subset_larger_than_the_data_is_refused_before_anything_exists(tmp_path, option, kind):
+    """Issue 70: --subset 100000 on the digits' few thousand images trained on all of them and
+    recorded subset 100000 (a run labelled with a data size it never had)."""
+    data = load_dataset("quadrant-mnist-digit")
+    available = len(data.x_train if kind == "training" else data.x_test)
+    out = tmp_path / "run"
+    argv = ["train", "--model", "conv", "--method", "map", "--out", str(out), *TINY]
+    argv[argv.index(option) + 1] = "100000"
+    with pytest.raises(SystemExit) as refused:
+        main(argv)
+    assert str(refused.value) == (
+        f"{option} 100000 is more than the {available} {kind} examples of quadrant-mnist-digit: "
+        f"give at most {available}, or leave it out to use all of them."
+    )
+    assert not out.exists()
+
+
 def test_a_missing_data_set_creates_nothing_and_says_so_in_one_line(tmp_path, monkeypatch):
     from laplace_equivariance import data
 
