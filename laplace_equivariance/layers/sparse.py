@@ -123,7 +123,8 @@ class AnchorBasis(nn.Module):
         - Output of :meth:`forward`: ``(X * Y, M)``.
 
     Raises:
-        ValueError: If ``n_anchors`` is not in ``[1, X * Y]``.
+        ValueError: If ``n_anchors`` is not in ``[1, X * Y]``, or ``lengthscale_mode`` is not
+            one of :class:`LengthscaleMode`'s values (the message lists them).
     """
 
     def __init__(
@@ -136,6 +137,11 @@ class AnchorBasis(nn.Module):
     ) -> None:
         super().__init__()
         self.size = pair(size)
+        if lengthscale_mode not in list(LengthscaleMode):
+            raise ValueError(
+                f"lengthscale_mode={lengthscale_mode!r} is not one of "
+                f"{[mode.value for mode in LengthscaleMode]}."
+            )
         self.lengthscale_mode = LengthscaleMode(lengthscale_mode)
         grid = grid_coordinates(self.size)
         n_positions = grid.shape[0]

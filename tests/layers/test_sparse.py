@@ -3,6 +3,7 @@ import math
 import pytest
 import torch
 
+from laplace_equivariance import models
 from laplace_equivariance.layers import (
     AnchorBasis,
     LengthscaleMode,
@@ -120,3 +121,21 @@ def test_sparse_conv_is_translation_equivariant(device):
 def test_anchor_count_out_of_range_raises():
     with pytest.raises(ValueError, match="n_anchors"):
         AnchorBasis(3, n_anchors=10)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda mode: AnchorBasis(3, lengthscale_mode=mode),
+        lambda mode: SparseCircularConv2d(1, 1, 3, size=4, lengthscale_mode=mode),
+        lambda mode: models.build("s-fc", (1, 32, 32), 2, 1, {"lengthscale_mode": mode}),
+    ],
+    ids=["basis", "s-conv", "build"],
+)
+def test_an_invalid_lengthscale_mode_lists_the_choices(make):
+    """Issue 70: it said "'learnt' is not a valid LengthscaleMode", naming no choice."""
+    with pytest.raises(ValueError) as error:
+        make("learnt")
+    assert str(error.value) == (
+        "lengthscale_mode='learnt' is not one of ['learned', 'fixed', 'hyperparameter']."
+    )
