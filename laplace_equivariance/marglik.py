@@ -133,7 +133,8 @@ def marglik_training(
         sigma_noise_init: Initial observation noise (regression).
         temperature: laplace-torch's likelihood temperature.
         fix_sigma_noise: Keep the observation noise at ``sigma_noise_init`` (regression).
-        progress_bar: Show a tqdm bar with loss, accuracy and marginal likelihood.
+        progress_bar: Show a tqdm bar with loss, accuracy and the last fit's negative log
+            marginal likelihood (none before the first fit).
         enable_backprop: Make the returned Laplace approximation differentiable.
         dict_key_x: Input key of dict batches.
         dict_key_y: Target key of dict batches.
@@ -260,11 +261,9 @@ def marglik_training(
         trainer.progress.epoch_seconds.append(time.perf_counter() - start)
         trainer.progress.seconds += trainer.progress.epoch_seconds[-1]
         info = trainer.info(accuracy, marglik_step)
-        epochs.set_postfix(
-            loss=f"{info['loss']:.3f}",
-            acc=f"{info['accuracy']:.3f}",
-            marglik="-" if not marglik_step else f"{info['neg_log_marglik']:.1f}",
-        )
+        # between fits the last fit's value (a resumed run's too), none before the first fit
+        last = {"marglik": f"{m[-1]:.1f}"} if (m := trainer.progress.margliks) else {}
+        epochs.set_postfix(loss=f"{info['loss']:.3f}", acc=f"{info['accuracy']:.3f}", **last)
         trainer.save()
         if callback is not None:
             callback(epoch, info)

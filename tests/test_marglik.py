@@ -695,6 +695,29 @@ def test_progress_bar_names_what_runs(capsys, learns, label):
     assert label in capsys.readouterr().err
 
 
+def test_progress_bar_shows_the_last_fits_marglik_between_fits(monkeypatch, capsys):
+    """Issue 70: between fits the bar showed marglik=-; it shows the last fit's value, and no
+    marglik before the first fit."""
+    import tqdm
+
+    shown = []
+    set_postfix = tqdm.tqdm.set_postfix
+
+    def recording(bar, *args, **kwargs):
+        shown.append(kwargs.get("marglik"))
+        return set_postfix(bar, *args, **kwargs)
+
+    monkeypatch.setattr(tqdm.tqdm, "set_postfix", recording)
+    torch.manual_seed(0)
+    schedule = SCHEDULE | {"marglik_frequency": 2, "progress_bar": True}  # fits in epochs 2, 4
+    _, _, margliks, _ = marglik_training(
+        torch.nn.Linear(4, 2), _separable(), final_laplace=False, **schedule
+    )
+    first, second = (f"{m:.1f}" for m in margliks[1::2])  # each fit's last of its 2 steps
+    assert shown == [None, first, first, second]
+    assert "marglik=-" not in capsys.readouterr().err
+
+
 def test_a_checkpoint_from_another_world_size_resumes_with_a_warning(tmp_path):
     checkpoint = tmp_path / "run.pt"
     model, loader = setup()
