@@ -16,6 +16,9 @@ Public API:
   :func:`marglik_step_epochs`: which epochs of a schedule learn the priors;
   :class:`NotLearningWarning`: a classifier whose training accuracy is at chance in the
   epoch of its first fit.
+- :func:`relax`: your own CNN's convolutions as relaxed layers (CONV path the original
+  convolution, non-equivariant paths added at zero); :func:`fold`: back to plain
+  convolutions where the data left them so.
 - :mod:`laplace_equivariance.invariance`: the older method we compare with, learned
   invariant weights (:class:`InvariantWeightsNet`, :func:`train_invariant_weights` with the
   ELBO or a Laplace marginal likelihood).
@@ -54,6 +57,7 @@ if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ imports t
     )
     from laplace_equivariance.models import RelaxedNet, build, count_parameters
     from laplace_equivariance.priors import PriorGroups, PriorStructure
+    from laplace_equivariance.relaxation import fold, relax
 
 __version__ = "0.4.0"
 
@@ -73,6 +77,7 @@ __all__ = [
     "curvature",
     "diagnostics",
     "effective_parameters",
+    "fold",
     "invariance",
     "layers",
     "marglik_step_epochs",
@@ -83,6 +88,7 @@ __all__ = [
     "path_output_shares",
     "path_shift_errors",
     "plot_symmetry",
+    "relax",
     "symmetry_report",
     "train_invariant_weights",
 ]
@@ -115,6 +121,8 @@ _HOMES = {
     "count_parameters": "models",
     "PriorGroups": "priors",
     "PriorStructure": "priors",
+    "relax": "relaxation",
+    "fold": "relaxation",
 }
 """The module of each public name (a submodule: itself), in the order the library imports them."""
 

@@ -50,6 +50,9 @@ class RelaxedLayer(nn.Module):
         subsample: Whether this is a subsampling layer (polyphase subsampling by 2).
         direct: Names of paths that already map onto the subsampled grid (only with
             ``subsample=True``).
+        normalise: Divide the sum by ``sqrt(K)`` (the paper's models). False keeps the plain
+            sum, so that a path added at zero to a trained layer changes nothing
+            (:func:`laplace_equivariance.relax`).
 
     Shapes:
         - Input: whatever the paths take, ``(N, C, X, Y)`` or ``(N, C, 4, X, Y)``.
@@ -66,6 +69,7 @@ class RelaxedLayer(nn.Module):
         paths: Mapping[str, nn.Module],
         subsample: bool = False,
         direct: Collection[str] = (),
+        normalise: bool = True,
     ) -> None:
         super().__init__()
         if not paths:
@@ -84,6 +88,7 @@ class RelaxedLayer(nn.Module):
         self.path_names: tuple[str, ...] = tuple(paths)
         self.direct: tuple[str, ...] = tuple(n for n in self.path_names if n in set(direct))
         self.pool = PolyphaseSubsample2d() if subsample else None
+        self.normalise = normalise
 
     def path(self, name: str) -> nn.Module:
         """The path module called ``name``.
@@ -151,7 +156,7 @@ class RelaxedLayer(nn.Module):
         return outputs
 
     @torch.no_grad()
-    def silence_(self, names: Collection[str]) -> None:
+    def silence_(self, names: Collection[str], rescale: bool = True) -> None:
         r"""Zero the named paths' outputs, scaling the others to keep the layer's scale.
 
         A path's output is linear in its last map: an FC, CONV or GCONV path's own weight and
@@ -162,10 +167,12 @@ class RelaxedLayer(nn.Module):
         zeroing both factors would make zero a stationary point. The last maps of the other
         ``J`` of the ``K`` paths are multiplied by :math:`\sqrt{K / J}`, so that the sum over
         :math:`\sqrt{K}` of ``J`` independent He-initialised paths keeps one path's second
-        moment (module docstring), as the ``K`` paths did.
+        moment (module docstring), as the ``K`` paths did; with ``rescale=False`` (a layer
+        whose kept paths are trained, :func:`laplace_equivariance.relax`) they stay as they are.
 
         Args:
             names: Paths to silence; at least one path must remain.
+            rescale: Scale the kept paths as above.
 
         Raises:
             KeyError: If a name is not a path of this layer.
@@ -179,13 +186,13 @@ class RelaxedLayer(nn.Module):
                 f"Silencing every path {list(self.path_names)} leaves a layer whose output is "
                 "zero and stays zero; keep at least one path."
             )
-        scale = math.sqrt(len(self.path_names) / len(kept))
+        scale = math.sqrt(len(self.path_names) / len(kept)) if rescale else 1.0
         for name in self.path_names:
             for weight in _last_map(self.path(name)):
                 weight.mul_(scale if name in kept else 0.0)
 
     def combine(self, total: torch.Tensor) -> torch.Tensor:
-        """The paths' summed outputs divided by ``sqrt(K)`` (unchanged for one path).
+        """The paths' summed outputs over ``sqrt(K)`` (as they are: one path, no normalise).
 
         Args:
             total: The sum of the paths' outputs (the grid paths subsampled).
@@ -194,7 +201,7 @@ class RelaxedLayer(nn.Module):
             The layer's output, same shape.
         """
         k = len(self.path_names)
-        return total / math.sqrt(k) if k > 1 else total
+        return total / math.sqrt(k) if k > 1 and self.normalise else total
 
     @staticmethod
     def _check_shapes(names: list[str], outputs: list[torch.Tensor], where: str) -> None:
@@ -211,7 +218,8 @@ class RelaxedLayer(nn.Module):
     def extra_repr(self) -> str:
         """Sizes shown in the module's repr."""
         direct = f", direct={list(self.direct)}" if self.direct else ""
-        return f"paths={list(self.path_names)}, subsample={self.pool is not None}{direct}"
+        plain = "" if self.normalise else ", normalise=False"
+        return f"paths={list(self.path_names)}, subsample={self.pool is not None}{direct}{plain}"
 
 
 def _last_map(path: nn.Module) -> list[nn.Parameter]:
