@@ -35,6 +35,7 @@ import argparse
 import contextlib
 import json
 import sys
+import textwrap
 import warnings
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
@@ -45,6 +46,18 @@ from laplace_equivariance import __version__
 
 COMMANDS = ("train", "evaluate", "paths", "report")
 """The subcommands."""
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's help, wrapped at spaces only: a link stays whole.
+
+    argparse breaks a link at its hyphens and at the help's width; here one longer than the
+    width overflows a line of its own.
+    """
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        text = " ".join(text.split())
+        return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)
 
 
 def _parser(commands: Collection[str] = COMMANDS) -> argparse.ArgumentParser:
@@ -58,6 +71,7 @@ def _parser(commands: Collection[str] = COMMANDS) -> argparse.ArgumentParser:
         description="laplace-equivariance train | evaluate | paths | report: learn layer-wise "
         "equivariance with Kronecker-factored Laplace marginal likelihoods, evaluate the "
         "trained networks, measure their paths, and tabulate runs.",
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True)
@@ -66,6 +80,7 @@ def _parser(commands: Collection[str] = COMMANDS) -> argparse.ArgumentParser:
         help="train a model (MAP or marginal likelihood)",
         description="Defaults in brackets; --config sets the paper's values of some, and every "
         "option given overrides them.",
+        formatter_class=_HelpFormatter,
     )
     evaluate = subparsers.add_parser(
         "evaluate",

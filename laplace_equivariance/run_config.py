@@ -48,6 +48,10 @@ __all__ = [
     "add_options",
 ]
 
+REPOSITORY_URL = "https://github.com/laplace-equivariance/laplace-equivariance"
+"""The project's repository, as pyproject.toml's ``[project.urls]`` name it: the help links
+its documentation pages (:func:`_page`), which an installed package does not hold."""
+
 INVARIANT_WEIGHTS = "invariant-weights"
 """``--model`` name of the invariant-weights network."""
 
@@ -145,6 +149,11 @@ def _option(default: Any, help: str, shown: str | None = None, **argparse: Any) 
     return dataclasses.field(default=default, metadata=metadata)
 
 
+def _page(name: str) -> str:
+    """The URL of the documentation page ``docs/NAME`` in the repository."""
+    return f"{REPOSITORY_URL}/blob/main/docs/{name}"
+
+
 def _default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -172,7 +181,7 @@ class RunConfig:
     dataset: str = _option("quadrant-mnist", "the data", choices=list(DATASETS))
     model: str = _option(
         "f-fc+conv",
-        "the network's path types (docs/models.md)",
+        f"the network's path types ({_page('models.md')})",
         choices=[*models.MODEL_NAMES, INVARIANT_WEIGHTS],
     )
     method: Method = _option(
@@ -187,7 +196,7 @@ class RunConfig:
     lr: float = _option(
         0.003,
         "learning rate of the weights, cosine-annealed (the paper's 0.01 with Adam leaves even "
-        "MAP CONV at chance at these data sizes, docs/learned_structure.md)",
+        f"MAP CONV at chance at these data sizes, {_page('learned_structure.md')})",
         type=float,
     )
     lr_min: float = _option(
@@ -242,7 +251,7 @@ class RunConfig:
     )
     kfac_approx: KfacApprox = _option(
         KfacApprox.EXPAND,
-        "KFAC for weights shared over positions (docs/curvature.md)",
+        f"KFAC for weights shared over positions ({_page('curvature.md')})",
         choices=list(KfacApprox),
     )
     restore_best: bool = _option(
@@ -272,7 +281,7 @@ class RunConfig:
     prior_structure: PriorStructure = _option(
         PriorStructure.LAYERWISE,
         "layerwise: one prior precision per parameter tensor, as the reference code; path: "
-        "one per layer and path; scalar: one (docs/learned_structure.md compares)",
+        f"one per layer and path; scalar: one ({_page('learned_structure.md')} compares)",
         choices=[PriorStructure.SCALAR, PriorStructure.LAYERWISE, PriorStructure.PATH],
     )
     lengthscale_mode: LengthscaleMode = _option(
@@ -283,7 +292,7 @@ class RunConfig:
     )
     lengthscale_derivative: str = _option(
         "total",
-        "gradient for hyperparameter lengthscales (docs/curvature.md)",
+        f"gradient for hyperparameter lengthscales ({_page('curvature.md')})",
         choices=list(DERIVATIVES),
     )
     device: str = _option(
@@ -310,7 +319,7 @@ class RunConfig:
     data_dir: str | None = _option(
         None,
         "folder with torchvision's files",
-        shown="none: the offline sources, docs/results.md",
+        shown=f"none: the offline sources, {_page('results.md')}",
     )
     download: bool = _option(False, "let torchvision download into --data-dir", **_FLAG)
     invariance: str = _option(

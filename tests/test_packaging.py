@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import laplace_equivariance
+from laplace_equivariance import run_config
 
 ROOT = Path(__file__).resolve().parents[1]
 VERSION = laplace_equivariance.__version__
@@ -57,6 +58,23 @@ def test_the_wheel_holds_the_package_alone_with_its_version_licence_and_pins(dis
     assert {n for n in names if n.endswith(".py")} == MODULES  # every module, nothing else
     _check_metadata(zipfile.ZipFile(wheel).read(f"{info}/METADATA").decode())
     assert f"{info}/licenses/LICENSE" in names
+
+
+def test_the_metadata_links_the_repository_its_documentation_and_changelog(dist):
+    """Issue 70: the wheel's pages pointed to files it does not hold, and it had no Project-URL;
+    the links are the repository's, the one the help links too."""
+    (wheel,) = dist.glob("*.whl")
+    info = f"laplace_equivariance-{VERSION}.dist-info"
+    metadata = Parser().parsestr(zipfile.ZipFile(wheel).read(f"{info}/METADATA").decode())
+    urls = dict(u.split(", ", 1) for u in metadata.get_all("Project-URL") or [])
+    repository = run_config.REPOSITORY_URL
+    assert urls == {
+        "Homepage": repository,
+        "Documentation": f"{repository}/tree/main/docs",
+        "Repository": repository,
+        "Changelog": f"{repository}/blob/main/CHANGELOG.md",
+    }
+    assert (ROOT / "docs").is_dir() and (ROOT / "CHANGELOG.md").is_file()
 
 
 def test_the_source_distribution_holds_the_package_and_its_metadata_not_the_tests(dist):

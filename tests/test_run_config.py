@@ -3,6 +3,8 @@
 import dataclasses
 import json
 import math
+import re
+from pathlib import Path
 
 import pytest
 
@@ -138,3 +140,24 @@ def test_the_enums_offer_what_the_training_code_accepts():
 
     assert [m.value for m in run_config.Optimizer] == list(OPTIMIZERS)
     assert [m.value for m in run_config.KfacApprox] == list(KFAC_APPROXIMATIONS)
+
+
+def _every_help() -> str:
+    parser = cli._parser()
+    commands = parser._subparsers._group_actions[0].choices.values()
+    return "\n".join([parser.format_help(), *(c.format_help() for c in commands)])
+
+
+def test_help_points_to_the_repositorys_pages_not_to_files_the_wheel_lacks(monkeypatch):
+    """Issue 70: the help named docs/models.md and others, which an installed package lacks.
+    Its links are whole on their lines (argparse's wrapping broke them at hyphens and at the
+    width) and name pages the repository has."""
+    monkeypatch.setenv("COLUMNS", "80")
+    text = _every_help()
+    assert not re.search(r"(?<![/\w])(docs|benchmarks|examples)/", text)
+    urls = re.findall(r"https?://[^\s)\],;]+", text)
+    assert urls
+    root = Path(__file__).resolve().parents[1]
+    for url in urls:
+        page = url.removeprefix(f"{run_config.REPOSITORY_URL}/blob/main/")
+        assert page != url and (root / page).is_file(), url
