@@ -34,7 +34,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from laplace_equivariance import config, experiment, summary
+from laplace_equivariance.app import config, experiment, summary
 
 TASKS = ("quadrant-mnist-digit", "quadrant-mnist")
 """Table 1's two tasks (Sec. 6.1): translation invariant, and not (the default ``--tasks``)."""
@@ -88,7 +88,7 @@ LEARNED_OPTIONS = {
     ),
 }
 """``train`` options of the marginal-likelihood fits that the sweep passes on to its learned
-runs alone (MAP runs keep :data:`laplace_equivariance.config.DEFAULTS`): each one's argparse
+runs alone (MAP runs keep :data:`laplace_equivariance.app.config.DEFAULTS`): each one's argparse
 keywords and help. The flag is the name with dashes (``--prior-prec-init``)."""
 
 
@@ -167,7 +167,7 @@ def sweep_rows(runs: Sequence[Path]) -> list[dict[str, Any]]:
     order of ``"seeds"`` (ascending).
 
     Raises:
-        ValueError: As :func:`laplace_equivariance.summary.rows` (a seed counted twice).
+        ValueError: As :func:`laplace_equivariance.app.summary.rows` (a seed counted twice).
     """
     entries = []
     for unordered in summary.rows(runs):

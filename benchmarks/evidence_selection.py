@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import data_size
-from laplace_equivariance import summary
+from laplace_equivariance.app import summary
 
 CANDIDATES = ("learned CONV", data_size.LEARNED)
 """The two networks compared, as :func:`benchmarks.data_size.label` names them."""

@@ -40,8 +40,8 @@ import torch
 from torch.func import functional_call, jacrev, vmap
 
 from benchmarks.measured_runs import evidence_data, fitted_laplace, learned_precisions
-from laplace_equivariance.experiment import device_name
-from laplace_equivariance.runs import load_trained
+from laplace_equivariance.app.experiment import device_name
+from laplace_equivariance.app.runs import load_trained
 
 
 def exact_blocks(

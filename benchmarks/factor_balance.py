@@ -28,9 +28,9 @@ from torch.utils.data import DataLoader
 from benchmarks import measured_runs
 from benchmarks.measured_runs import evidence_data, fitted_laplace, learned_precisions
 from laplace_equivariance import effective_parameters
+from laplace_equivariance.app.runs import load_trained
 from laplace_equivariance.layers import FactoredLinear2d
-from laplace_equivariance.priors import parameter_paths
-from laplace_equivariance.runs import load_trained
+from laplace_equivariance.marglik.priors import parameter_paths
 
 
 def evidence(

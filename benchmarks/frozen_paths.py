@@ -41,7 +41,8 @@ from typing import Any
 
 import torch
 
-from laplace_equivariance import config, experiment, models, runs
+from laplace_equivariance import models
+from laplace_equivariance.app import config, experiment, runs
 from laplace_equivariance.layers import RelaxedLayer
 from laplace_equivariance.models import EQUIVARIANT_PATHS, PATH_NAME, RelaxedNet
 

@@ -7,9 +7,9 @@ random, of Table 1's shape (the 56x56 canvas resized to 1x32x32, App. F.5), held
 as the command line holds them (245 MB in float32).
 
 Each run is :func:`laplace_equivariance.marglik_training` with the paper's schedule
-(:func:`~laplace_equivariance.schedule.paper_schedule`: Adam, cosine learning rate, 20
+(:func:`~laplace_equivariance.marglik.schedule.paper_schedule`: Adam, cosine learning rate, 20
 hyperparameter steps per fit) for ``--epochs`` epochs, the shuffled training loader of the
-command line (:func:`~laplace_equivariance.tensor_batches.batch_loader`), timed epoch by
+command line (:func:`~laplace_equivariance.data.tensor_batches.batch_loader`), timed epoch by
 epoch through its callback:
 
 - MAP runs (the stock CNN of :mod:`benchmarks.gpu_speed`, CONV, F-FC+CONV): an epoch is
@@ -20,11 +20,11 @@ epoch through its callback:
   that epoch's less the epoch before.
 
 A learned run of E epochs with the paper's schedule (burn-in 10, a fit every 5) costs
-``E * epoch + fits(E) * fit`` (:func:`~laplace_equivariance.schedule.marglik_step_epochs`):
+``E * epoch + fits(E) * fit`` (:func:`~laplace_equivariance.marglik.schedule.marglik_step_epochs`):
 extrapolated, not run, to E = 100 and 1,000. With ``--compile-mode`` the MAP steps run
 through ``torch.compile`` (:func:`marglik_training`'s ``compile_kwargs``): the first epoch
 then also compiles, and the epochs measured come after it. The time of one pass of the
-training loader alone (a batch at a time, :mod:`laplace_equivariance.tensor_batches`) is
+training loader alone (a batch at a time, :mod:`laplace_equivariance.data.tensor_batches`) is
 measured beside it, and that of ``DataLoader``'s example-by-example fetch and collation over
 the same tensors.
 
@@ -44,8 +44,8 @@ from torch.utils.data import DataLoader, TensorDataset
 from benchmarks.gpu_speed import STOCK, stock_cnn, synchronise
 from benchmarks.report import benchmark_parser, environment, write
 from laplace_equivariance import marglik_training, models
-from laplace_equivariance.schedule import marglik_step_epochs, paper_schedule
-from laplace_equivariance.tensor_batches import BatchedTensorDataset, batch_loader
+from laplace_equivariance.data.tensor_batches import BatchedTensorDataset, batch_loader
+from laplace_equivariance.marglik.schedule import marglik_step_epochs, paper_schedule
 
 SHAPE = (1, 32, 32)
 """Quadrant (Fashion-)MNIST's input: a 28x28 image in one quadrant of a 56x56 canvas, resized."""
@@ -66,7 +66,7 @@ PAPER_BURNIN, PAPER_FREQUENCY = 10, 5
 def loader(n: int, classes: int, batch: int, device: str) -> DataLoader:
     """``n`` random images of Table 1's shape and labels on ``device``, shuffled batches
     fetched a batch at a time, as the command line's
-    (:func:`~laplace_equivariance.tensor_batches.batch_loader`)."""
+    (:func:`~laplace_equivariance.data.tensor_batches.batch_loader`)."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(n, *SHAPE, generator=g).to(device)
     y = torch.randint(0, classes, (n,), generator=g).to(device)

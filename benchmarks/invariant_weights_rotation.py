@@ -26,7 +26,7 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from benchmarks.report import environment, write
-from laplace_equivariance.data import load_dataset
+from laplace_equivariance.data.datasets import load_dataset
 from laplace_equivariance.invariance import (
     InvariantWeightsNet,
     log_marginal_likelihood,

@@ -2,7 +2,7 @@
 
 Trains a four-layer F-FC+CONV network (16x16 -> 1x1, widths ``a, 2a, 2a, 4a``) with
 :func:`laplace_equivariance.marglik_training` on the tasks of
-:func:`laplace_equivariance.known_truth_tasks.known_truth_task` and writes, per run, the
+:func:`laplace_equivariance.data.known_truth_tasks.known_truth_task` and writes, per run, the
 per-layer FC and CONV prior precisions, squared norms and relative effective parameters, the
 test accuracy and NLL, the fraction of test predictions unchanged by circular shifts, and every
 setting::
@@ -59,15 +59,15 @@ from benchmarks.known_truth_tables import (
     write_table,
 )
 from laplace_equivariance import EquivariantKFAC, __version__, marglik_training, models
-from laplace_equivariance.diagnostics import path_output_shares, symmetry_report
-from laplace_equivariance.known_truth_tasks import (
+from laplace_equivariance.data.known_truth_tasks import (
     KNOWN_TRUTH_TASKS,
     known_truth_task,
 )
+from laplace_equivariance.diagnostics import path_output_shares, symmetry_report
 from laplace_equivariance.layers import FactoredLinear2d
 from laplace_equivariance.layers.init import he_uniform_, unit_uniform_
+from laplace_equivariance.marglik.priors import PriorGroups, parameter_paths
 from laplace_equivariance.models import EQUIVARIANT_PATHS
-from laplace_equivariance.priors import PriorGroups, parameter_paths
 
 WIDTHS = (1, 2, 2, 4)
 SUBSAMPLING = (1, 2, 3, 4)

@@ -17,7 +17,10 @@ from typing import Any
 import torch
 
 from benchmarks.generated_docs.common import write_between_markers
-from laplace_equivariance.known_truth_tasks import KNOWN_TRUTH_ROTATION_TASKS, KNOWN_TRUTH_TASKS
+from laplace_equivariance.data.known_truth_tasks import (
+    KNOWN_TRUTH_ROTATION_TASKS,
+    KNOWN_TRUTH_TASKS,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "known-truth"

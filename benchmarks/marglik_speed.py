@@ -22,7 +22,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from benchmarks.report import benchmark_parser, environment, write
 from laplace_equivariance import models
-from laplace_equivariance.marglik import marglik_training, paper_schedule
+from laplace_equivariance.marglik.training import marglik_training, paper_schedule
 
 
 def timed(args, learn: bool, stochastic: bool = False) -> float:

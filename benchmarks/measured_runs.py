@@ -18,8 +18,8 @@ from laplace import Laplace
 from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance import EquivariantKFAC
-from laplace_equivariance.experiment import device_name
-from laplace_equivariance.priors import parameter_paths
+from laplace_equivariance.app.experiment import device_name
+from laplace_equivariance.marglik.priors import parameter_paths
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -70,7 +70,8 @@ def fitted_laplace(
     """The KFAC Laplace approximation of a learned run (one precision per tensor), fitted.
 
     ``temperature``: laplace-torch's; a run whose evidence was fitted on ``n`` of its ``N``
-    examples used its own temperature times ``n / N`` (:mod:`laplace_equivariance.marglik`).
+    examples used its own temperature times ``n / N``
+    (:mod:`~laplace_equivariance.marglik.training`).
     """
     la = Laplace(
         model,
@@ -90,7 +91,8 @@ def evidence_data(
 ) -> tuple[DataLoader, float]:
     """What a run's own evidence was fitted on: the first ``marglik_subset`` of its ``N``
     training examples ``x, y`` (all without one), batched, and the temperature, its own times
-    ``n / N`` (the estimate for all ``N``, as :mod:`laplace_equivariance.marglik` fits it)."""
+    ``n / N`` (the estimate for all ``N``, as
+    :mod:`laplace_equivariance.marglik.training` fits it)."""
     settings = results["settings"]
     n = settings.get("marglik_subset") or len(x)
     temperature = settings.get("temperature", 1.0) * n / len(x)

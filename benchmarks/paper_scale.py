@@ -33,7 +33,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from laplace_equivariance.marglik import marglik_step_epochs
+from laplace_equivariance.marglik.training import marglik_step_epochs
 
 ROWS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     ("quadrant-fashion-item", "f-fc+conv", "marglik", ()),

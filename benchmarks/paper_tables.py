@@ -43,7 +43,7 @@ import statistics
 import time
 from pathlib import Path
 
-from laplace_equivariance import config, experiment, summary
+from laplace_equivariance.app import config, experiment, summary
 
 TABLE2_MODELS = ("fc", "conv", "fc+conv", "f-fc", "f-fc+conv", "s-fc", "s-conv", "s-fc+s-conv")
 PLANS: dict[str, list[tuple[str, str, str]]] = {

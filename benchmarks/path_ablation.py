@@ -32,8 +32,8 @@ from torch import nn
 
 from benchmarks import measured_runs
 from laplace_equivariance import path_output_shares
+from laplace_equivariance.app.runs import load_trained
 from laplace_equivariance.layers import RelaxedLayer
-from laplace_equivariance.runs import load_trained
 
 Replacement = Callable[[torch.Tensor], torch.Tensor]
 """What a path's term, shape ``(B, *out_shape)``, is replaced by in its layer's sum."""

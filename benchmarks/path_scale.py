@@ -36,9 +36,9 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from benchmarks.generated_docs.common import write_between_markers
 from laplace_equivariance import __version__, models
-from laplace_equivariance.data import load_dataset
+from laplace_equivariance.data.datasets import load_dataset
 from laplace_equivariance.layers import RelaxedLayer
-from laplace_equivariance.marglik import marglik_training, paper_schedule
+from laplace_equivariance.marglik.training import marglik_training, paper_schedule
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "path-scale"

@@ -22,7 +22,7 @@ from laplace import Laplace
 from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance import EquivariantKFAC, __version__, models
-from laplace_equivariance.experiment import device_name
+from laplace_equivariance.app.experiment import device_name
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 import laplace_equivariance
-from laplace_equivariance.experiment import device_name
+from laplace_equivariance.app.experiment import device_name
 
 
 def benchmark_parser(doc: str) -> argparse.ArgumentParser:

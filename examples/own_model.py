@@ -5,7 +5,7 @@ relaxed layers, each an F-FC path (Eq. 5) and a CONV path that map a 16x16 image
 then a 4x4 grid, a global average, a stock ``nn.Linear`` head. The data are real
 (scikit-learn's digits, offline): each digit on a 16x16 canvas at a random circular shift,
 labelled by the digit, so CONV paths suffice and the marginal likelihood should switch the FC
-paths off (:func:`laplace_equivariance.known_truth_tasks.known_truth_task`). Steps:
+paths off (:func:`laplace_equivariance.data.known_truth_tasks.known_truth_task`). Steps:
 
 1. train weights and prior precisions with :func:`laplace_equivariance.marglik_training`
    (the paper's schedule, :func:`laplace_equivariance.paper_schedule`);
@@ -37,7 +37,7 @@ from laplace_equivariance import (
     plot_symmetry,
     symmetry_report,
 )
-from laplace_equivariance.known_truth_tasks import known_truth_task
+from laplace_equivariance.data.known_truth_tasks import known_truth_task
 from laplace_equivariance.layers import CircularConv2d, FactoredLinear2d, RelaxedLayer
 
 

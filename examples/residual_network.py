@@ -9,12 +9,12 @@ evaluation mode on its running ones (laplace-torch's ``fit`` sets ``model.eval()
 :func:`laplace_equivariance.marglik_training` sets ``model.train()`` for every epoch).
 
 The data are real and install offline: Fashion-MNIST items (Debian package
-``dataset-fashion-mnist``) area-averaged to 8x8 and placed at a random circular shift of a
-16x16 canvas, labelled by the item (:func:`laplace_equivariance.known_truth_tasks.known_truth_task`,
+``dataset-fashion-mnist``) area-averaged to 8x8 and placed at a random circular shift of a 16x16
+canvas, labelled by the item (:func:`laplace_equivariance.data.known_truth_tasks.known_truth_task`,
 ``shifted-fashion``): translation invariant, so CONV paths suffice. The steps are
-``examples/own_model.py``'s (``learn_and_report``): train weights and prior precisions, fit a
-fresh ``Laplace(..., backend=EquivariantKFAC)`` at the learned precisions, print the test
-accuracy and NLL of its GLM predictive and each relaxed layer's learned path and FC share
+``examples/own_model.py``'s (``learn_and_report``): train weights and prior precisions, fit a fresh
+``Laplace(..., backend=EquivariantKFAC)`` at the learned precisions, print the test accuracy and NLL
+of its GLM predictive and each relaxed layer's learned path and FC share
 (:func:`laplace_equivariance.symmetry_report`), and write the plot::
 
     python examples/residual_network.py          # 100 epochs on 1,000 items

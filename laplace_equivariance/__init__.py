@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ imports them on first use
     from laplace_equivariance import curvature, diagnostics, invariance, layers, models
-    from laplace_equivariance.chance import NotLearningWarning
     from laplace_equivariance.curvature import (
         EquivariantKFAC,
         UnsupportedBackendError,
@@ -49,14 +48,15 @@ if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ imports t
         symmetry_report,
     )
     from laplace_equivariance.invariance import InvariantWeightsNet, train_invariant_weights
-    from laplace_equivariance.marglik import (
+    from laplace_equivariance.marglik.chance import NotLearningWarning
+    from laplace_equivariance.marglik.priors import PriorGroups, PriorStructure
+    from laplace_equivariance.marglik.training import (
         CheckpointError,
         marglik_step_epochs,
         marglik_training,
         paper_schedule,
     )
     from laplace_equivariance.models import RelaxedNet, build, count_parameters
-    from laplace_equivariance.priors import PriorGroups, PriorStructure
     from laplace_equivariance.relaxation import fold, relax
 
 __version__ = "0.4.0"
@@ -100,7 +100,7 @@ _HOMES = {
     "invariance": "invariance",
     "layers": "layers",
     "models": "models",
-    "NotLearningWarning": "chance",
+    "NotLearningWarning": "marglik.chance",
     "EquivariantKFAC": "curvature",
     "UnsupportedBackendError": "curvature",
     "UnsupportedModuleError": "curvature",
@@ -112,21 +112,21 @@ _HOMES = {
     "symmetry_report": "diagnostics",
     "InvariantWeightsNet": "invariance",
     "train_invariant_weights": "invariance",
-    "CheckpointError": "marglik",
-    "marglik_step_epochs": "marglik",
-    "marglik_training": "marglik",
-    "paper_schedule": "marglik",
+    "CheckpointError": "marglik.training",
+    "marglik_step_epochs": "marglik.training",
+    "marglik_training": "marglik.training",
+    "paper_schedule": "marglik.training",
     "RelaxedNet": "models",
     "build": "models",
     "count_parameters": "models",
-    "PriorGroups": "priors",
-    "PriorStructure": "priors",
+    "PriorGroups": "marglik.priors",
+    "PriorStructure": "marglik.priors",
     "relax": "relaxation",
     "fold": "relaxation",
 }
 """The module of each public name (a submodule: itself), in the order the library imports them."""
 
-LIGHT_MODULES = (f"{__name__}.cli", f"{__name__}.__main__")
+LIGHT_MODULES = (f"{__name__}.app", f"{__name__}.app.cli", f"{__name__}.__main__")
 """Submodules that import without the library: the command line imports it when a command runs,
 so that ``--help`` and ``--version`` answer at once (no torch)."""
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from laplace_equivariance.cli import main
+from laplace_equivariance.app.cli import main
 
 sys.exit(main())

@@ -51,7 +51,7 @@ from torch import nn
 
 from laplace_equivariance.curvature.registry import likelihood_scale, require_fitted
 from laplace_equivariance.layers import RelaxedLayer
-from laplace_equivariance.priors import parameter_paths
+from laplace_equivariance.marglik.priors import parameter_paths
 
 if TYPE_CHECKING:  # matplotlib is imported when a figure is drawn
     from matplotlib.figure import Figure

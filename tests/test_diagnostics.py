@@ -13,7 +13,7 @@ from laplace_equivariance.diagnostics import (
     plot_symmetry,
     symmetry_report,
 )
-from laplace_equivariance.priors import parameter_paths
+from laplace_equivariance.marglik.priors import parameter_paths
 from tests.curvature.reference import fit_kfac
 
 matplotlib.use("Agg")

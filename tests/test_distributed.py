@@ -176,7 +176,7 @@ def torchrun_rank(rank: int, world: int, port: int, args: list[str]) -> None:
     """What ``torchrun --nproc-per-node 2 laplace-equivariance ...`` gives each rank."""
     import os
 
-    from laplace_equivariance import cli
+    from laplace_equivariance.app import cli
 
     os.environ.update(
         RANK=str(rank),

@@ -38,7 +38,7 @@ def test_residual_network_with_normalization_trains_fits_predicts_and_reports(
     """Residual blocks of relaxed layers with GroupNorm and BatchNorm: marglik_training
     (BatchNorm on batch statistics), a fresh Laplace fit in evaluation mode, its predictive,
     and the report: six relaxed layers, the normalisations' tensors under "outside"."""
-    from laplace_equivariance.data import DEBIAN_FASHION_MNIST
+    from laplace_equivariance.data.datasets import DEBIAN_FASHION_MNIST
 
     if not DEBIAN_FASHION_MNIST.exists():
         pytest.skip("apt-get install dataset-fashion-mnist to run this example")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import laplace_equivariance
-from laplace_equivariance import run_config
+from laplace_equivariance.app import run_config
 
 ROOT = Path(__file__).resolve().parents[1]
 VERSION = laplace_equivariance.__version__

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from benchmarks.generated_docs.common import difference
-from laplace_equivariance import summary
+from laplace_equivariance.app import summary
 
 
 @dataclass(frozen=True)

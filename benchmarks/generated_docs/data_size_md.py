@@ -18,7 +18,7 @@ from benchmarks import data_size, evidence_selection
 from benchmarks.generated_docs import figures
 from benchmarks.generated_docs.common import RESULTS, ROOT
 from benchmarks.generated_docs.measured_sections import EvidenceSplitSection
-from laplace_equivariance import summary
+from laplace_equivariance.app import summary
 
 DOCUMENT = ROOT / "docs" / "data_size.md"
 FOLDER = RESULTS / "data-size"

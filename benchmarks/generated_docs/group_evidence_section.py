@@ -31,7 +31,7 @@ from typing import Any
 
 from benchmarks.generated_docs import common
 from benchmarks.generated_docs.rotation_section import DATASETS, TURNED, UPRIGHT
-from laplace_equivariance import summary
+from laplace_equivariance.app import summary
 
 NETWORKS = {("conv", "fc"): "GCONV network", ("fc", "gconv"): "CONV network"}
 """A run's frozen paths -> the single-group network it trained."""

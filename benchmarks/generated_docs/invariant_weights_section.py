@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from benchmarks.generated_docs.claims import judge
 from benchmarks.generated_docs.common import RESULTS, markdown_table
-from laplace_equivariance import summary
+from laplace_equivariance.app import summary
 
 INVARIANT_WEIGHTS_DATA = {
     "rotated-mnist": "fully rotated (±180°)",

@@ -11,7 +11,7 @@ from typing import Any
 
 from benchmarks.generated_docs.common import RESULTS
 from benchmarks.generated_docs.results_sections import heading
-from laplace_equivariance import config, summary
+from laplace_equivariance.app import config, summary
 
 
 @dataclass(frozen=True)

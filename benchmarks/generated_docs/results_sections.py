@@ -2,7 +2,7 @@
 
 Each section is one folder of runs under benchmarks/results/ (``benchmarks/paper_tables.py``
 writes them; the command is in the section), rendered by
-:func:`laplace_equivariance.summary.markdown`, followed by the paper's claims for that table
+:func:`laplace_equivariance.app.summary.markdown`, followed by the paper's claims for that table
 checked on the rows (:mod:`benchmarks.generated_docs.claims`). The figures in the sections'
 prose are placeholders rendered from the runs (:mod:`benchmarks.generated_docs.figures`).
 Sections of a benchmark's measurements on trained runs are in
@@ -25,7 +25,7 @@ from benchmarks.generated_docs.common import (
     difference,
     release,
 )
-from laplace_equivariance import summary
+from laplace_equivariance.app import summary
 
 FRAGMENTS = Path(__file__).parent / "fragments" / "results"
 """The sections' narrative: one Markdown file per passage, figures as placeholders."""

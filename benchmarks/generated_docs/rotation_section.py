@@ -35,9 +35,9 @@ from typing import Any
 import torch
 
 from benchmarks.generated_docs import common
-from laplace_equivariance import summary
-from laplace_equivariance.chance import at_chance, chance_bound, class_counts
-from laplace_equivariance.data import training_labels
+from laplace_equivariance.app import summary
+from laplace_equivariance.data.datasets import training_labels
+from laplace_equivariance.marglik.chance import at_chance, chance_bound, class_counts
 
 UPRIGHT, TRANSLATED, ROTATED, PARTIAL, QUARTER = (
     "mnist",
@@ -76,7 +76,7 @@ def training_counts(result: dict[str, Any]) -> torch.Tensor:
 
 
 def never_learned(result: dict[str, Any]) -> bool:
-    """Whether a run's training accuracy is at chance (:mod:`laplace_equivariance.chance`).
+    """Whether a run's training accuracy is at chance (:mod:`laplace_equivariance.marglik.chance`).
 
     Such a run's shares are those of a network at the trivial minimum, and its seed cannot meet
     a target. Runs record the verdict as ``train_at_chance``; for a run written before they

@@ -64,7 +64,7 @@ from laplace_equivariance.curvature.factor_rows import FactorRows
 from laplace_equivariance.curvature.kron import BlockDiagonalKron, BlockDiagonalKronDecomposed
 from laplace_equivariance.curvature.rules import RULES
 from laplace_equivariance.curvature.rules.normalization import NORMALIZATION_RULES
-from laplace_equivariance.loader_size import counted
+from laplace_equivariance.data.loader_size import counted
 
 __all__ = [
     "UnsupportedBackendError",
@@ -330,7 +330,7 @@ def install_fit_hook() -> None:
     when the fit accumulates (``override=False``), else None. An empty loader is refused
     before laplace-torch's fit (which would raise a bare ``StopIteration``), and a loader
     that yields fewer examples than its data set holds (a sampler over some of them) is
-    fitted with ``N`` its example count (:func:`~laplace_equivariance.loader_size.counted`),
+    fitted with ``N`` its example count (:func:`~laplace_equivariance.data.loader_size.counted`),
     not ``len(loader.dataset)``. A backend with ``fit_loader(loader, device)`` chooses the
     batches of the curvature passes (``EquivariantKFAC``: several of the loader's at once
     on a GPU, :mod:`~laplace_equivariance.curvature.fit_passes`).

@@ -2,7 +2,7 @@
 
 import pytest
 
-from laplace_equivariance.cli import main
+from laplace_equivariance.app.cli import main
 
 TINY = ["--subset", "64", "--test-subset", "16", "--epochs", "2", "--alpha", "1"]
 TINY += ["--burnin", "1", "--marglik-frequency", "1", "--hypersteps", "1", "--device", "cpu"]

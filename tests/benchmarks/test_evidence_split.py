@@ -9,7 +9,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from benchmarks import evidence_split
 from laplace_equivariance import models
-from laplace_equivariance.cli import main
+from laplace_equivariance.app.cli import main
 from tests.benchmarks.conftest import TINY
 
 

@@ -8,8 +8,8 @@ import torch
 
 from benchmarks import exact_blocks
 from laplace_equivariance import models
-from laplace_equivariance.cli import main
-from laplace_equivariance.runs import load_trained
+from laplace_equivariance.app.cli import main
+from laplace_equivariance.app.runs import load_trained
 from tests.benchmarks.conftest import TINY
 from tests.curvature.reference import exact_ggn_curvlinops
 

@@ -7,7 +7,7 @@ import pytest
 from benchmarks.generated_docs import figures, results_md
 from benchmarks.generated_docs.common import RESULTS
 from benchmarks.generated_docs.figures import common, run_rows
-from laplace_equivariance import summary
+from laplace_equivariance.app import summary
 
 HELD_150 = "table1-digit-4000-150ep-held f-fc+conv marglik"
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from laplace_equivariance import cli
+from laplace_equivariance.app import cli
 
 LISTS = sorted((Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_runs").glob("*.txt"))
 

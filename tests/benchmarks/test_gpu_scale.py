@@ -5,7 +5,7 @@ import argparse
 import pytest
 
 from benchmarks import gpu_scale
-from laplace_equivariance.schedule import marglik_step_epochs
+from laplace_equivariance.marglik.schedule import marglik_step_epochs
 
 
 @pytest.mark.parametrize("name", ["stock-cnn", "f-fc+conv-mc"])

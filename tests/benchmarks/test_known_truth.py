@@ -20,7 +20,9 @@ import torch
 from benchmarks import known_truth, known_truth_tables
 
 # runs of a few optimiser steps: at chance by design, so their NotLearningWarning says nothing
-pytestmark = pytest.mark.filterwarnings("ignore::laplace_equivariance.chance.NotLearningWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::laplace_equivariance.marglik.chance.NotLearningWarning"
+)
 
 
 def _defaults() -> argparse.Namespace:

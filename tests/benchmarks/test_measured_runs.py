@@ -9,7 +9,7 @@ import torch
 
 from benchmarks import measured_runs
 from laplace_equivariance import models
-from laplace_equivariance.priors import parameter_paths
+from laplace_equivariance.marglik.priors import parameter_paths
 
 
 def test_the_parser_takes_runs_out_and_threads(monkeypatch, tmp_path):

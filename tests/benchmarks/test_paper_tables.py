@@ -7,7 +7,9 @@ import pytest
 from benchmarks import paper_tables
 
 # runs of a few optimiser steps: at chance by design, so their NotLearningWarning says nothing
-pytestmark = pytest.mark.filterwarnings("ignore::laplace_equivariance.chance.NotLearningWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::laplace_equivariance.marglik.chance.NotLearningWarning"
+)
 
 
 def test_paper_tables_starts_only_the_relaxed_models_equivariant(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ import torch
 
 from benchmarks import path_ablation
 from laplace_equivariance import models
-from laplace_equivariance.runs import load_trained
+from laplace_equivariance.app.runs import load_trained
 
 
 def test_removing_a_path_computes_what_zeroing_its_output_map_does():

@@ -8,7 +8,7 @@ import torch
 
 from benchmarks import shift_errors
 from laplace_equivariance import path_shift_errors
-from laplace_equivariance.runs import load_trained
+from laplace_equivariance.app.runs import load_trained
 
 
 def test_each_error_is_the_mean_over_the_three_quadrant_shifts(mixed_quadrant_run):

@@ -16,7 +16,9 @@ from laplace_equivariance import EquivariantKFAC, marglik_training, models
 from laplace_equivariance.curvature import BlockDiagonalKron
 
 # tiny runs on random labels: at chance by design, so their NotLearningWarning says nothing
-pytestmark = pytest.mark.filterwarnings("ignore::laplace_equivariance.chance.NotLearningWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::laplace_equivariance.marglik.chance.NotLearningWarning"
+)
 
 
 def _kron(model: torch.nn.Module, **backend_kwargs) -> Laplace:

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from laplace_equivariance.data import rotate
+from laplace_equivariance.data.datasets import rotate
 from laplace_equivariance.invariance.affine import (
     GENERATOR_NAMES,
     affine_generators,

@@ -12,8 +12,8 @@ from typing import Any
 
 from benchmarks.generated_docs.common import RESULTS
 from benchmarks.generated_docs.figures.common import layer_slice, parse_options, results_file, span
-from laplace_equivariance import summary
-from laplace_equivariance.known_truth_tasks import KNOWN_TRUTH_ROTATION_TASKS
+from laplace_equivariance.app import summary
+from laplace_equivariance.data.known_truth_tasks import KNOWN_TRUTH_ROTATION_TASKS
 
 MEASURED_OPTIONS = ("path", "layers", "digits", "of", "run", "percent")
 """Keys of a measurement family's placeholder."""

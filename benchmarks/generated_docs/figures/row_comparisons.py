@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from benchmarks.generated_docs.figures.common import signed, span
 from benchmarks.generated_docs.figures.run_rows import named_row
-from laplace_equivariance import summary
+from laplace_equivariance.app import summary
 
 
 def _acc_diff(spec: str) -> str:

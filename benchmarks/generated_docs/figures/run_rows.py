@@ -17,7 +17,7 @@ from benchmarks.generated_docs.figures.common import (
     seed_list,
     span,
 )
-from laplace_equivariance import summary
+from laplace_equivariance.app import summary
 
 RANGE_OPTIONS = (
     "path",

@@ -1,0 +1,1 @@
+"""Tests of laplace_equivariance.data."""

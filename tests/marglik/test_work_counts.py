@@ -1,0 +1,72 @@
+"""Guards on the work of :func:`laplace_equivariance.marglik_training`, counted, not timed.
+
+A MAP step's top-level operators (the step of a two-batch epoch less that of a one-batch
+epoch, so what an epoch does once cancels) and the eigendecompositions of a run with fits.
+The operator bounds are the counts measured when the guard was written (torch 2.14.1) plus
+about 5 %; host reads per step and per fit are guarded in ``test_marglik.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from laplace import Laplace
+from torch.utils.data import DataLoader, TensorDataset
+
+from laplace_equivariance import EquivariantKFAC, marglik_training, models
+from tests.work_counts import Decompositions, factor_matrices, top_level_operators
+
+K = 3
+STEP_OPERATORS = {"conv": 520, "f-fc+conv": 1330}
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::laplace_equivariance.marglik.chance.NotLearningWarning"
+)
+
+
+def loader(n: int) -> DataLoader:
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(n, 1, 32, 32, generator=g), torch.randint(0, K, (n,), generator=g)
+    return DataLoader(TensorDataset(x, y), batch_size=4)
+
+
+@pytest.mark.parametrize("name", STEP_OPERATORS)
+def test_operators_per_map_step_stay_within_the_measured_bound(name):
+    model = models.build(name, (1, 32, 32), K, alpha=1)
+
+    def epoch(n: int) -> None:
+        marglik_training(
+            model,
+            loader(n),
+            n_epochs=1,
+            n_epochs_burnin=2,
+            final_laplace=False,
+            optimizer_kwargs={"lr": 1e-3},
+        )
+
+    epoch(4)  # warm-up
+    step = top_level_operators(lambda: epoch(8)) - top_level_operators(lambda: epoch(4))
+    assert step <= STEP_OPERATORS[name]
+
+
+def test_a_run_decomposes_each_factor_once_per_fit_for_eigenvalues_alone():
+    """Every hyperparameter step of a fit reuses its eigenvalues; no eigenvectors are made."""
+    model = models.build("f-fc+conv", (1, 32, 32), K, alpha=1)
+    fitted = Laplace(
+        model, "classification", "all", hessian_structure="kron", backend=EquivariantKFAC
+    )
+    fitted.fit(loader(4))
+    fits = []
+    with Decompositions() as counted:
+        marglik_training(
+            model,
+            loader(8),
+            n_epochs=2,
+            n_epochs_burnin=1,
+            marglik_frequency=1,
+            n_hypersteps=3,
+            final_laplace=False,
+            callback=lambda epoch, info: fits.append(info["neg_log_marglik"] is not None),
+        )
+    assert counted.vectors == 0
+    assert counted.values == sum(fits) * factor_matrices(fitted.H_facs.kfacs)
