@@ -8,7 +8,7 @@ difference, one whose settings, model, prior structure, likelihood, schedule or 
 training examples (``N`` weighs the prior in the loss) differ. The
 file is written atomically (a crash never leaves half a file), from rank 0 of a process group.
 
-The functions take the run's trainer (``marglik_trainer.Trainer``): its ``path``, ``model``,
+The functions take the run's trainer (``trainer.Trainer``): its ``path``, ``model``,
 ``optimizer``, ``scheduler``, ``hyper_optimizer``, ``log_prior_prec``, ``log_sigma_noise``,
 ``progress``, ``held_names``, ``options`` and ``device``.
 """
