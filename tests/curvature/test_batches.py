@@ -18,6 +18,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance import EquivariantKFAC
 from laplace_equivariance.curvature.batches import concatenated, first_example, repeated
+from tests.curvature.test_backend import kron_laplace
 
 
 class DictInputModel(nn.Module):
@@ -76,12 +77,9 @@ def test_dict_batches_fit_as_tensor_batches(likelihood: str, path: str) -> None:
     fitted = []
     for loader in (dict_loader, tensor_loader):
         torch.manual_seed(1)  # the same Monte-Carlo targets for both
-        la = Laplace(
+        la = kron_laplace(
             model,
             likelihood,
-            subset_of_weights="all",
-            hessian_structure="kron",
-            backend=EquivariantKFAC,
             backend_kwargs=FIT_PATHS[path],
             dict_key_x="features",
             dict_key_y="labels",

@@ -14,7 +14,8 @@ import torch
 from laplace import Laplace
 from torch.utils.data import DataLoader, TensorDataset
 
-from laplace_equivariance import EquivariantKFAC, models
+from laplace_equivariance import models
+from tests.curvature.test_backend import kron_laplace as laplace_of
 from tests.work_counts import (
     BackwardPasses,
     Decompositions,
@@ -42,15 +43,9 @@ def loader() -> DataLoader:
 
 
 def kron_laplace(name: str, **backend_kwargs) -> Laplace:
+    """An unfitted Kron approximation of the paper's network ``name`` at width 1."""
     model = models.build(name, IN_SHAPE, K, alpha=1)
-    return Laplace(
-        model,
-        "classification",
-        subset_of_weights="all",
-        hessian_structure="kron",
-        backend=EquivariantKFAC,
-        backend_kwargs=backend_kwargs,
-    )
+    return laplace_of(model, backend_kwargs=backend_kwargs)
 
 
 @pytest.mark.parametrize("fit", FIT_OPTIONS)
