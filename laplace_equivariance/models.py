@@ -30,18 +30,16 @@ from torch import nn
 
 from laplace_equivariance.layers import (
     N_ROTATIONS,
-    CircularConv2d,
-    FactoredLinear2d,
-    FullyConnected2d,
-    P4GroupConv2d,
-    P4LiftingConv2d,
-    P4PointwiseConv2d,
     RelaxedLayer,
     RotationMaxPool,
-    SparseCircularConv2d,
-    SparseFactoredLinear2d,
 )
 from laplace_equivariance.layers.init import he_uniform_
+from laplace_equivariance.layers.path_kinds import (
+    PATH_KINDS,
+    PathGeometry,
+    Symmetry,
+    equivariant_paths,
+)
 from laplace_equivariance.layers.shapes import check_input_shape
 
 __all__ = [
@@ -75,20 +73,13 @@ MODEL_NAMES: dict[str, tuple[str, ...]] = {
 }
 """Model name -> the layer types summed in each of its eight layers."""
 
-EQUIVARIANT_PATHS = ("conv", "gconv")
-"""Names of the paths that are translation (and rotation) equivariant by construction."""
+EQUIVARIANT_PATHS = equivariant_paths()
+"""Names of the paths that are translation (and rotation) equivariant by construction
+(from :data:`~laplace_equivariance.layers.path_kinds.PATH_KINDS`: ``("conv", "gconv")``)."""
 
-PATH_NAME = {
-    "fc": "fc",
-    "f-fc": "fc",
-    "s-fc": "fc",
-    "conv": "conv",
-    "s-conv": "conv",
-    "gconv": "gconv",
-    "gconv-full": "gconv",
-}
-"""Layer type -> the name of its path inside a relaxed layer (``layer3.fc``, ``layer3.conv``)."""
-DIRECT_TYPES = ("fc", "f-fc", "s-fc")
+PATH_NAME = {name: kind.path for name, kind in PATH_KINDS.items()}
+"""Layer type -> the name of its path inside a relaxed layer (``layer3.fc``, ``layer3.conv``),
+for the kinds registered with the package (:mod:`~laplace_equivariance.layers.path_kinds`)."""
 
 PAPER_INPUTS: dict[str, tuple[tuple[int, int, int], int, int, str]] = {
     "table2": ((3, 32, 32), 10, 10, "CIFAR-10 shape, alpha=10"),
@@ -128,25 +119,9 @@ def _path(
     lifting: bool,
     sparse_options: Mapping[str, Any],
 ) -> nn.Module:
-    """One path of a relaxed layer; ``c_in``/``c_out`` are tensor channels."""
-    if kind == "fc":
-        return FullyConnected2d(c_in, c_out, size, out_size)
-    if kind == "f-fc":
-        return FactoredLinear2d(c_in, c_out, size, out_size)
-    if kind == "s-fc":
-        return SparseFactoredLinear2d(c_in, c_out, size, out_size, **sparse_options)
-    if kind == "conv":
-        return CircularConv2d(c_in, c_out, KERNEL_SIZE, size)
-    if kind == "s-conv":
-        return SparseCircularConv2d(c_in, c_out, KERNEL_SIZE, size, **sparse_options)
-    if kind in ("gconv", "gconv-full"):
-        group_in = c_in if lifting else c_in // N_ROTATIONS
-        if lifting:
-            layer = P4LiftingConv2d
-        else:
-            layer = P4PointwiseConv2d if kind == "gconv" else P4GroupConv2d
-        return layer(group_in, c_out // N_ROTATIONS, KERNEL_SIZE, size)
-    raise ValueError(f"Unknown layer type {kind!r}.")
+    """One path of a relaxed layer, built by its registered kind (tensor channels)."""
+    geometry = PathGeometry(c_in, c_out, size, out_size, lifting, KERNEL_SIZE, sparse_options)
+    return PATH_KINDS[kind].build(geometry)
 
 
 class RelaxedNet(nn.Module):
@@ -197,12 +172,15 @@ class RelaxedNet(nn.Module):
                 f"{len(subsampling)} times to 1x1), got in_shape={in_shape}; resize or pad the "
                 "images first."
             )
-        unknown = [t for t in layer_types if t not in PATH_NAME]
+        unknown = [t for t in layer_types if t not in PATH_KINDS]
         if unknown:
-            raise ValueError(f"Unknown layer types {unknown}; known: {sorted(PATH_NAME)}.")
+            raise ValueError(f"Unknown layer types {unknown}; known: {sorted(PATH_KINDS)}.")
         self.in_shape = in_shape
         self.layer_types = tuple(layer_types)
-        self.group = any(PATH_NAME[kind] == "gconv" for kind in self.layer_types)
+        self.group = any(
+            PATH_KINDS[kind].symmetry is Symmetry.TRANSLATIONS_AND_QUARTER_TURNS
+            for kind in self.layer_types
+        )
         multiplicity = N_ROTATIONS if self.group else 1
         sparse_options = dict(sparse_options or {})
         self.n_layers = len(widths)
@@ -211,19 +189,20 @@ class RelaxedNet(nn.Module):
             c_out = multiplicity * alpha * multiplier
             subsample = index in subsampling
             out_size = size // 2 if subsample else size
+            kinds = [PATH_KINDS[kind] for kind in self.layer_types]
             paths = {
-                PATH_NAME[kind]: _path(
-                    kind,
+                kind.path: _path(
+                    kind.name,
                     c_in,
                     c_out,
                     size,
-                    out_size if kind in DIRECT_TYPES else size,
+                    out_size if kind.direct else size,
                     lifting=index == 1,
                     sparse_options=sparse_options,
                 )
-                for kind in self.layer_types
+                for kind in kinds
             }
-            direct = [PATH_NAME[k] for k in self.layer_types if k in DIRECT_TYPES and subsample]
+            direct = [kind.path for kind in kinds if kind.direct and subsample]
             self.add_module(f"layer{index}", RelaxedLayer(paths, subsample, direct))
             c_in, size = c_out, out_size
         self.rotation_pool = RotationMaxPool() if self.group else None

@@ -15,6 +15,13 @@ from laplace_equivariance.layers.group import (
     RotationMaxPool,
     rotate_p4,
 )
+from laplace_equivariance.layers.path_kinds import (
+    PATH_KINDS,
+    PathGeometry,
+    PathKind,
+    Symmetry,
+    register_path_kind,
+)
 from laplace_equivariance.layers.paths import RelaxedLayer
 from laplace_equivariance.layers.pooling import PolyphaseSubsample2d
 from laplace_equivariance.layers.sparse import (
@@ -28,6 +35,7 @@ from laplace_equivariance.layers.sparse import (
 
 __all__ = [
     "N_ROTATIONS",
+    "PATH_KINDS",
     "AnchorBasis",
     "CircularConv2d",
     "FactoredInputMap",
@@ -38,6 +46,8 @@ __all__ = [
     "P4GroupConv2d",
     "P4LiftingConv2d",
     "P4PointwiseConv2d",
+    "PathGeometry",
+    "PathKind",
     "PolyphaseSubsample2d",
     "RelaxedLayer",
     "RotationMaxPool",
@@ -45,5 +55,7 @@ __all__ = [
     "SparseFactoredInputMap",
     "SparseFactoredLinear2d",
     "SparseFactoredOutputMap",
+    "Symmetry",
+    "register_path_kind",
     "rotate_p4",
 ]
