@@ -6,8 +6,9 @@ name of its path inside a relaxed layer (``"fc"``, so ``layer3.fc.input_map.weig
 symmetry it has by construction, whether it maps straight onto a subsampled grid, how it is
 built, and the module classes it builds (every part of them with parameters needs a KFAC rule
 in :mod:`laplace_equivariance.curvature.rules`, which ``tests/layers/test_path_kinds.py``
-checks for every registered kind, as it checks each kind's symmetry). :mod:`laplace_equivariance.models` reads the records; a
-new kind is one :func:`register_path_kind` call with its module and its rule.
+checks for every registered kind, as it checks each kind's symmetry).
+:mod:`laplace_equivariance.models` reads the records; a new kind is one
+:func:`register_path_kind` call with its module and its rule.
 """
 
 from __future__ import annotations
