@@ -2,6 +2,12 @@
 
 from laplace_equivariance.layers.conv import CircularConv2d
 from laplace_equivariance.layers.dense import FullyConnected2d
+from laplace_equivariance.layers.equivariance import (
+    EquivarianceCheck,
+    QuarterTurn,
+    Shift,
+    equivariance_error,
+)
 from laplace_equivariance.layers.factored import (
     FactoredInputMap,
     FactoredLinear2d,
@@ -38,6 +44,7 @@ __all__ = [
     "PATH_KINDS",
     "AnchorBasis",
     "CircularConv2d",
+    "EquivarianceCheck",
     "FactoredInputMap",
     "FactoredLinear2d",
     "FactoredOutputMap",
@@ -49,13 +56,16 @@ __all__ = [
     "PathGeometry",
     "PathKind",
     "PolyphaseSubsample2d",
+    "QuarterTurn",
     "RelaxedLayer",
     "RotationMaxPool",
+    "Shift",
     "SparseCircularConv2d",
     "SparseFactoredInputMap",
     "SparseFactoredLinear2d",
     "SparseFactoredOutputMap",
     "Symmetry",
+    "equivariance_error",
     "register_path_kind",
     "rotate_p4",
 ]

@@ -8,13 +8,14 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from laplace_equivariance.layers.equivariance import EquivarianceCheck
 from laplace_equivariance.layers.init import he_uniform_
 from laplace_equivariance.layers.shapes import check_input_shape, pair
 
 __all__ = ["FullyConnected2d"]
 
 
-class FullyConnected2d(nn.Module):
+class FullyConnected2d(EquivarianceCheck, nn.Module):
     r"""Fully connected map between feature maps (FC, paper Eq. 1).
 
     .. math::

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from laplace_equivariance.layers.equivariance import EquivarianceCheck
 from laplace_equivariance.layers.init import he_uniform_, unit_uniform_
 from laplace_equivariance.layers.shapes import check_input_shape, pair
 
@@ -194,7 +195,7 @@ class FactoredOutputMap(nn.Module):
         )
 
 
-class FactoredLinear2d(nn.Module):
+class FactoredLinear2d(EquivarianceCheck, nn.Module):
     r"""Factored fully connected layer (F-FC, paper Eq. 5).
 
     Equivalent to :class:`~laplace_equivariance.layers.FullyConnected2d` with weight

@@ -7,13 +7,14 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from laplace_equivariance.layers.equivariance import EquivarianceCheck
 from laplace_equivariance.layers.init import he_uniform_
 from laplace_equivariance.layers.shapes import check_input_shape, check_odd_kernel, pair
 
 __all__ = ["FilterLayer2d"]
 
 
-class FilterLayer2d(nn.Module):
+class FilterLayer2d(EquivarianceCheck, nn.Module):
     """Base of CONV, S-CONV and the p4 convolutions: their geometry, filter, bias and checks.
 
     Each of them correlates a ``C``-channel map on the ``(X, Y)`` grid with ``C'`` centred

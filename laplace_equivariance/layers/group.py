@@ -30,6 +30,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from laplace_equivariance.layers.conv import circular_pad
+from laplace_equivariance.layers.equivariance import N_ROTATIONS, rotate_p4
 from laplace_equivariance.layers.filter_layer import FilterLayer2d
 
 __all__ = [
@@ -42,8 +43,6 @@ __all__ = [
     "rotated_filters",
 ]
 
-N_ROTATIONS = 4
-
 
 def rotated_filters(weight: torch.Tensor) -> torch.Tensor:
     """Stack the filter rotated by 0, 90, 180 and 270 degrees along the output channels.
@@ -55,22 +54,6 @@ def rotated_filters(weight: torch.Tensor) -> torch.Tensor:
         Filters of shape ``(4 * C', C, S, S)``, rotation-major.
     """
     return torch.cat([torch.rot90(weight, s, dims=(-2, -1)) for s in range(N_ROTATIONS)])
-
-
-def rotate_p4(x: torch.Tensor, k: int = 1) -> torch.Tensor:
-    """Act with a rotation by ``k * 90`` degrees on a p4 feature map.
-
-    Args:
-        x: p4 feature map of shape ``(N, 4 * C, X, Y)``, rotation-major channels.
-        k: Number of quarter turns.
-
-    Returns:
-        The rotated map, same shape: spatial ``rot90`` by ``k`` and rotation index ``s -> s + k``.
-    """
-    n, channels, *size = x.shape
-    grouped = x.view(n, N_ROTATIONS, channels // N_ROTATIONS, *size)
-    rotated = torch.rot90(grouped, k, dims=(-2, -1)).roll(k, dims=1)
-    return rotated.reshape(x.shape)
 
 
 class P4LiftingConv2d(FilterLayer2d):
@@ -96,6 +79,8 @@ class P4LiftingConv2d(FilterLayer2d):
     Raises:
         ValueError: If ``kernel_size`` is even.
     """
+
+    p4_output = True
 
     groups = 1
 
@@ -139,6 +124,8 @@ class P4PointwiseConv2d(P4LiftingConv2d):
         - Input: ``(N, 4 * C, X, Y)`` (p4, rotation-major).
         - Output: ``(N, 4 * C', X, Y)``.
     """
+
+    p4_input = True
 
     groups = N_ROTATIONS
 
@@ -201,6 +188,9 @@ class P4GroupConv2d(FilterLayer2d):
     Raises:
         ValueError: If ``kernel_size`` is even.
     """
+
+    p4_input = True
+    p4_output = True
 
     filter_input_copies = N_ROTATIONS
 

@@ -32,13 +32,14 @@ from collections.abc import Collection, Mapping
 import torch
 from torch import nn
 
+from laplace_equivariance.layers.equivariance import EquivarianceCheck
 from laplace_equivariance.layers.factored import FactoredLinear2d
 from laplace_equivariance.layers.pooling import PolyphaseSubsample2d
 
 __all__ = ["RelaxedLayer"]
 
 
-class RelaxedLayer(nn.Module):
+class RelaxedLayer(EquivarianceCheck, nn.Module):
     """A layer that is the sum of named paths over ``sqrt(K)``, optionally then subsampled.
 
     With a single path this is just that layer (the MAP baselines FC and CONV are
@@ -89,6 +90,16 @@ class RelaxedLayer(nn.Module):
         self.direct: tuple[str, ...] = tuple(n for n in self.path_names if n in set(direct))
         self.pool = PolyphaseSubsample2d() if subsample else None
         self.normalise = normalise
+
+    @property
+    def p4_input(self) -> bool:  # type: ignore[override]
+        """Whether the input is a p4 feature map (as some path takes it)."""
+        return any(getattr(self.path(n), "p4_input", False) for n in self.path_names)
+
+    @property
+    def p4_output(self) -> bool:  # type: ignore[override]
+        """Whether the output is a p4 feature map (as some path makes it)."""
+        return any(getattr(self.path(n), "p4_output", False) for n in self.path_names)
 
     def path(self, name: str) -> nn.Module:
         """The path module called ``name``.

@@ -1,5 +1,6 @@
-"""Path kinds, registered once: every kind has a KFAC rule, builds what it declares, keeps its
-symmetry, and a new kind reaches models and the curvature backend through one registration."""
+"""Path kinds, registered once: every kind builds what it declares, covered by KFAC rules, and
+a new kind reaches models and the curvature backend through one registration (each kind's
+symmetry: tests/layers/test_equivariance.py, over tests/cases.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from laplace_equivariance.layers import (
     PathKind,
     Symmetry,
     register_path_kind,
-    rotate_p4,
 )
 
 KINDS = list(PATH_KINDS)
@@ -34,27 +34,6 @@ def test_every_kind_builds_modules_it_declares_all_covered_by_kfac_rules(name):
         out = module(torch.randn(2, channels, 8, 8))
         assert out.shape == (2, 8, geometry.out_size, geometry.out_size)
         check_supported(module)  # every part with parameters has a KFAC rule
-
-
-def _shift(x: torch.Tensor) -> torch.Tensor:
-    return torch.roll(x, shifts=(3, 1), dims=(-2, -1))
-
-
-@pytest.mark.parametrize("name", KINDS)
-def test_a_kind_is_equivariant_to_what_its_symmetry_says_and_fc_kinds_are_not(name):
-    """Float64: an equivariant kind commutes with a circular shift to rounding (and GCONV with a
-    quarter turn, rotating its p4 output); an FC-type kind, as drawn, is far from it."""
-    kind = PATH_KINDS[name]
-    module = kind.build(PathGeometry(4, 8, 8, 8, lifting=True)).double()
-    x = torch.randn(3, 4, 8, 8, dtype=torch.float64)
-    shift_error = (module(_shift(x)) - _shift(module(x))).abs().max().item()
-    if kind.symmetry is Symmetry.NONE:
-        assert shift_error > 1e-3
-    else:
-        assert shift_error < 1e-12
-    if kind.symmetry is Symmetry.TRANSLATIONS_AND_QUARTER_TURNS:
-        turned = module(torch.rot90(x, 1, dims=(-2, -1)))
-        torch.testing.assert_close(turned, rotate_p4(module(x), 1), rtol=0, atol=1e-12)
 
 
 @pytest.fixture
