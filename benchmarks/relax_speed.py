@@ -1,0 +1,127 @@
+"""A relaxed torchvision ResNet-18 against the original: MAP epoch and Kron fit, as ratios.
+
+The network is ``resnet18`` with a CIFAR-style stem (3x3 first convolution, no max-pool), one
+input channel and 10 classes, on 32x32 inputs; :func:`laplace_equivariance.relax` adds F-FC
+paths (started at zero) to the convolutions of ``--relax`` (the last stage by default: F-FC on
+every convolution would add 172 M parameters). Both networks are timed in one process on the
+same random data: a MAP epoch (Adam) and a ``Laplace(..., backend=EquivariantKFAC).fit``,
+each the median of ``--repeats`` after a warm-up, interleaved::
+
+    python -m benchmarks.relax_speed --out benchmarks/results/relax_speed-cpu.json
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+
+import torch
+import torchvision
+from laplace import Laplace
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from benchmarks.report import benchmark_parser, environment
+from laplace_equivariance import EquivariantKFAC, count_parameters, relax
+
+
+def resnet18() -> nn.Module:
+    """torchvision's ResNet-18 for 1x32x32 inputs and 10 classes, CIFAR-style stem."""
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10)
+    model.conv1 = nn.Conv2d(1, 64, 3, padding=1, bias=False)
+    model.maxpool = nn.Identity()
+    return model
+
+
+def epoch(model: nn.Module, data: DataLoader):
+    """One MAP epoch of Adam over ``data``."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def run() -> None:
+        model.train()
+        for x, y in data:
+            optimizer.zero_grad(set_to_none=True)
+            nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+
+    return run
+
+
+def fit(model: nn.Module, data: DataLoader, stochastic: bool):
+    """A Kron ``Laplace.fit`` of all weights with EquivariantKFAC."""
+
+    def run() -> None:
+        la = Laplace(
+            model,
+            "classification",
+            subset_of_weights="all",
+            hessian_structure="kron",
+            backend=EquivariantKFAC,
+            backend_kwargs={"stochastic": stochastic},
+        )
+        la.fit(data)
+
+    return run
+
+
+def medians(runs: dict, repeats: int) -> dict[str, float]:
+    """Median seconds of each run, interleaved, after one warm-up round."""
+    for run in runs.values():
+        run()
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def main() -> None:
+    parser = benchmark_parser(__doc__)
+    parser.set_defaults(device="cpu")
+    parser.add_argument("--n", type=int, default=256, help="images (256)")
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--relax", default="layer4", help="prefix of the convolutions relaxed")
+    args = parser.parse_args()
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(args.n, 1, 32, 32, generator=g), torch.randint(0, 10, (args.n,), generator=g)
+    data = DataLoader(TensorDataset(x, y), batch_size=args.batch)
+    original = resnet18()
+    relaxed = relax(
+        original,
+        x[:1],
+        layers=lambda name, conv: name.startswith(args.relax),
+        max_added_parameters=10**9,
+    )
+    runs = {}
+    for name, model in (("original", original), ("relaxed", relaxed)):
+        runs[f"{name} epoch"] = epoch(model, data)
+        runs[f"{name} exact fit"] = fit(model, data, stochastic=False)
+        runs[f"{name} mc fit"] = fit(model, data, stochastic=True)
+    seconds = medians(runs, args.repeats)
+    result = environment("-m benchmarks.relax_speed", "cpu") | {
+        "n": args.n,
+        "batch": args.batch,
+        "repeats": args.repeats,
+        "relaxed": args.relax,
+        "parameters": {
+            "original": count_parameters(original),
+            "relaxed": count_parameters(relaxed),
+        },
+        "seconds": seconds,
+        "ratios": {
+            what: seconds[f"relaxed {what}"] / seconds[f"original {what}"]
+            for what in ("epoch", "exact fit", "mc fit")
+        },
+    }
+    print(json.dumps(result, indent=1))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
