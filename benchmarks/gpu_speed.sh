@@ -8,7 +8,9 @@
 # 2. benchmarks.gpu_scale (Table 1's runs at 60,000 images: an epoch and a fit, extrapolated to
 #    100 and 1,000 epochs; SCALE_RUNS names some of its runs; SCALE_COMPILE_MODE compiles their
 #    MAP steps), stopped after SCALE_LIMIT seconds (110 by default; 0 skips it);
-# 3. with CUDA_TESTS=1, the CUDA cases of the curvature, layer and model tests (TEST_LIMIT
+# 3. benchmarks.relax_speed (a relaxed ResNet-18 against the original), stopped after
+#    RELAX_LIMIT seconds (90 by default; 0 skips it), into relax_speed-cuda.json;
+# 4. with CUDA_TESTS=1, the CUDA cases of the curvature, layer and model tests (TEST_LIMIT
 #    seconds, 60 by default).
 # About 7.5 minutes in all on one H100 or H200. Writes under $OUT: device.txt, cuda.json and
 # scale.json (for benchmarks/results/gpu_speed/), gpu_speed.log, gpu_scale.log and, with
@@ -35,6 +37,13 @@ if [ "${SCALE_LIMIT:-110}" != 0 ]; then
         --out "$OUT/scale.json" > "$OUT/gpu_scale.log" 2>&1
     echo "gpu_scale exit status $?" >> "$OUT/gpu_scale.log"
     grep -v "Warning\|warn" "$OUT/gpu_scale.log" | tail -n 8
+fi
+if [ "${RELAX_LIMIT:-90}" != 0 ]; then
+    # issue 68: the relaxed ResNet-18 against the original (epoch and Kron fits)
+    timeout "${RELAX_LIMIT:-90}" python3 -m benchmarks.relax_speed --device cuda --n 1024 \
+        --batch 128 --repeats 2 --out "$OUT/relax_speed-cuda.json" > "$OUT/relax_speed.log" 2>&1
+    echo "relax_speed exit status $?" >> "$OUT/relax_speed.log"
+    tail -n 5 "$OUT/relax_speed.log"
 fi
 if [ "${CUDA_TESTS:-0}" = 1 ]; then
     TEST_LIMIT=${TEST_LIMIT:-60} start_cuda_tests

@@ -7,14 +7,15 @@ every convolution would add 172 M parameters). Both networks are timed in one pr
 same random data: a MAP epoch (Adam) and a ``Laplace(..., backend=EquivariantKFAC).fit``,
 each the median of ``--repeats`` after a warm-up, interleaved::
 
-    python -m benchmarks.relax_speed --out benchmarks/results/relax_speed-cpu.json
+    python -m benchmarks.relax_speed --device cpu --out benchmarks/results/relax_speed-cpu.json
+
+``benchmarks/gpu_speed.sh`` runs it on the GPU (``--device cuda``) when one is lent.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
-import time
 
 import torch
 import torchvision
@@ -22,6 +23,7 @@ from laplace import Laplace
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from benchmarks import gpu_speed
 from benchmarks.report import benchmark_parser, environment
 from laplace_equivariance import EquivariantKFAC, count_parameters, relax
 
@@ -66,22 +68,20 @@ def fit(model: nn.Module, data: DataLoader, stochastic: bool):
     return run
 
 
-def medians(runs: dict, repeats: int) -> dict[str, float]:
-    """Median seconds of each run, interleaved, after one warm-up round."""
+def medians(runs: dict, repeats: int, device: str) -> dict[str, float]:
+    """Median seconds of each run (the GPU's queued work included), interleaved, after one
+    warm-up round."""
     for run in runs.values():
         run()
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
-            start = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - start)
+            times[name].append(gpu_speed.seconds(run, device))
     return {name: statistics.median(values) for name, values in times.items()}
 
 
 def main() -> None:
     parser = benchmark_parser(__doc__)
-    parser.set_defaults(device="cpu")
     parser.add_argument("--n", type=int, default=256, help="images (256)")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
@@ -89,8 +89,9 @@ def main() -> None:
     args = parser.parse_args()
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(args.n, 1, 32, 32, generator=g), torch.randint(0, 10, (args.n,), generator=g)
+    x, y = x.to(args.device), y.to(args.device)
     data = DataLoader(TensorDataset(x, y), batch_size=args.batch)
-    original = resnet18()
+    original = resnet18().to(args.device)
     relaxed = relax(
         original,
         x[:1],
@@ -102,8 +103,8 @@ def main() -> None:
         runs[f"{name} epoch"] = epoch(model, data)
         runs[f"{name} exact fit"] = fit(model, data, stochastic=False)
         runs[f"{name} mc fit"] = fit(model, data, stochastic=True)
-    seconds = medians(runs, args.repeats)
-    result = environment("-m benchmarks.relax_speed", "cpu") | {
+    seconds = medians(runs, args.repeats, args.device)
+    result = environment("-m benchmarks.relax_speed", args.device) | {
         "n": args.n,
         "batch": args.batch,
         "repeats": args.repeats,
