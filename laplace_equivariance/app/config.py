@@ -45,6 +45,7 @@ __all__ = [
     "check_settings",
     "default_start",
     "held_parameters",
+    "held_until_epoch",
     "is_relaxed",
     "kept_paths",
     "settings_from_arguments",
@@ -195,6 +196,20 @@ def held_parameters(model: nn.Module, settings: dict[str, Any]) -> list[nn.Param
     return model.non_equivariant_parameters(kept_paths(settings))
 
 
+def held_until_epoch(settings: Mapping[str, Any]) -> int | None:
+    """The last epoch a held start holds its paths (None for the other starts).
+
+    That of the first fit a learning run of these settings makes, so a MAP run held there
+    differs from it in the objective alone (the whole run if it makes none).
+    """
+    if settings.get("start") not in HELD_STARTS:
+        return None
+    epochs = marglik_step_epochs(
+        settings["epochs"], settings["burnin"], settings["marglik_frequency"]
+    )
+    return epochs[0] if epochs else settings["epochs"]
+
+
 def default_start(settings: dict[str, Any]) -> str:
     """Where training starts when ``--start`` is not given.
 
@@ -262,12 +277,6 @@ def check_run(settings: Mapping[str, Any]) -> None:
             "start",
             f"--start held-gconv starts a model as its GCONV network; --model "
             f"{settings['model']} has no GCONV path (use --start held, or f-fc+conv+gconv).",
-        )
-    if start in HELD_STARTS and settings["method"] != "marglik":
-        raise SettingError(
-            "start",
-            f"--start {start} holds the silenced paths until the first marginal-likelihood "
-            f"fit; --method {settings['method']} has none (use --start equivariant).",
         )
     if invariant and settings.get("compile_mode"):
         raise SettingError(

@@ -31,6 +31,7 @@ from laplace_equivariance.app.config import (
     check_run,
     default_start,
     held_parameters,
+    held_until_epoch,
 )
 from laplace_equivariance.app.device_speed import matmul_gflops
 from laplace_equivariance.app.evaluation import (  # evaluate's: re-exported as they were here
@@ -230,6 +231,7 @@ def _train_relaxed(
             restore_best=settings["restore_best"],
             balance_factors=settings.get("balance_factors", False),
             held_until_fit=held_parameters(model, settings),
+            held_until_epoch=None if learns else held_until_epoch(settings),
             compile_kwargs={"mode": mode} if (mode := settings.get("compile_mode")) else None,
             callback=record,
         )

@@ -89,6 +89,7 @@ class MarglikOptions:
     restore_best: bool
     balance_factors: bool
     held_until_fit: tuple[nn.Parameter, ...]
+    held_until_epoch: int | None
     backend_kwargs: dict[str, Any] | None = None
     compile_kwargs: dict[str, Any] | None = None
 
@@ -242,10 +243,16 @@ class MarglikOptions:
                 f"held_until_fit has {foreign} tensor(s) that are not trainable parameters of "
                 "the model (a parameter of another module, or one with requires_grad=False)."
             )
-        if first_fit is None:
+        until = self.held_until_epoch
+        if until is not None and (
+            isinstance(until, bool) or not isinstance(until, int) or until < 1
+        ):
+            raise ValueError(f"held_until_epoch must be a positive epoch, got {until!r}.")
+        if first_fit is None and until is None:
             raise ValueError(
                 "held_until_fit holds parameters until the first marginal-likelihood fit, and "
                 "this schedule has none: they would be frozen for the whole run. Freeze them "
-                "(requires_grad_(False)) or give a schedule with a fit."
+                "(requires_grad_(False)), give a schedule with a fit, or say until when with "
+                "held_until_epoch."
             )
         return held

@@ -124,6 +124,8 @@ class Trainer:
             self.chance_epoch = self.first_fit
         self.class_counts: torch.Tensor | None = None
         self.held = options.checked_held(model, self.first_fit)
+        # the last epoch in which the held parameters keep their values
+        self.release_epoch = options.held_until_epoch or self.first_fit
         held_ids = {id(p) for p in self.held}
         self.held_names = sorted(n for n, p in model.named_parameters() if id(p) in held_ids)
         self.progress = Progress()
@@ -202,7 +204,7 @@ class Trainer:
             f = self.network(x)
             loss = self.criterion(f, y) + (0.5 * (delta * theta) @ theta) / self.n_data / scale
             loss.backward()
-            if self.first_fit is not None and epoch <= self.first_fit:
+            if self.release_epoch is not None and epoch <= self.release_epoch:
                 for p in self.held:  # no gradient: the optimiser leaves them (and its state)
                     p.grad = None
             self.optimizer.step()

@@ -86,6 +86,7 @@ def marglik_training(
     restore_best: bool = True,
     balance_factors: bool = False,
     held_until_fit: Iterable[nn.Parameter] = (),
+    held_until_epoch: int | None = None,
     backend_kwargs: dict[str, Any] | None = None,
     compile_kwargs: dict[str, Any] | None = None,
 ) -> tuple[BaseLaplace | None, nn.Module, list[float], list[float]]:
@@ -183,6 +184,10 @@ def marglik_training(
             weighs those paths while they are silent, before the burn-in grows them
             (docs/learned_structure.md, "Where training starts"). The checkpoint records
             their names; a resume with another set is refused.
+        held_until_epoch: Hold ``held_until_fit`` up to and including this epoch instead of
+            the first fit's: a MAP run (no fit) held as a learning run of the same schedule
+            holds them (``marglik_step_epochs(...)[0]``), so that the two differ in the
+            objective alone. A positive integer; None (default): the first fit's epoch.
         backend_kwargs: The backend's options for every Laplace fit, as laplace-torch's
             ``Laplace(..., backend_kwargs=...)`` (``fit_batch_size``, ``host_eigenvalues``,
             ...); ``stochastic``, ``n_mc_samples``, ``kfac_approx`` and the dict keys (this

@@ -609,8 +609,6 @@ def test_a_run_that_learns_is_not_at_chance_and_gives_no_warning(tmp_path, capsy
             "^--device tpu: use cpu, cuda\\[:N\\] or mps\\.$",
         ),  # not torch's list
         (["--model", "f-fc", "--start", "equivariant"], "no equivariant path"),
-        (["--method", "map", "--start", "held"], "--method map has none"),
-        (["--method", "map", "--model", "f-fc+conv+gconv", "--start", "held-gconv"], "has none"),
         (["--start", "held-gconv"], "--model f-fc\\+conv has no GCONV path"),
     ],
 )
@@ -1147,3 +1145,12 @@ def test_compile_mode_is_refused_for_invariant_weights(tmp_path):
             ]
         )
     assert not (tmp_path / "run").exists()
+
+
+def test_a_map_run_takes_the_held_start_of_the_learned_run(tmp_path):
+    """--method map --start held (issue 69.1): MAP from where the learned run starts, its FC
+    paths held until the epoch of the learned schedule's first fit; the start is recorded."""
+    out = tmp_path / "run"
+    main(["train", "--out", str(out), *TINY, "--method", "map", "--start", "held"])
+    result = json.loads((out / "results.json").read_text())
+    assert result["settings"]["method"] == "map" and result["settings"]["start"] == "held"

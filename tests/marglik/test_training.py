@@ -1034,3 +1034,31 @@ def test_a_resume_with_the_same_scheduler_function_is_not_refused(tmp_path):
         )
     model, loader = setup()
     marglik_training(model, loader, checkpoint=checkpoint, **schedule())  # resumes, no error
+
+
+def test_a_map_run_holds_its_paths_until_the_epoch_it_is_told():
+    """held_until_epoch: a MAP run (no fit) holds the silenced FC paths through epoch 2, as a
+    learning run of burn-in 2 would, and trains them from epoch 3 on."""
+    model, loader = setup()
+    model.start_equivariant_()
+    held = model.non_equivariant_parameters()
+    snapshots = [[p.detach().clone() for p in held]]
+
+    def record(epoch, info):
+        snapshots.append([p.detach().clone() for p in held])
+
+    marglik_training(
+        model,
+        loader,
+        n_epochs=3,
+        n_epochs_burnin=4,
+        held_until_fit=held,
+        held_until_epoch=2,
+        callback=record,
+    )
+    start, after_1, after_2, after_3 = snapshots
+    for kept in (after_1, after_2):
+        assert all(torch.equal(a, b) for a, b in zip(start, kept, strict=True))
+    assert not all(torch.equal(a, b) for a, b in zip(after_2, after_3, strict=True))
+    with pytest.raises(ValueError, match="held_until_epoch must be a positive epoch"):
+        marglik_training(model, loader, n_epochs=1, held_until_fit=held, held_until_epoch=0)
