@@ -271,7 +271,8 @@ class RunConfig:
         "where a relaxed model's training starts: every path drawn at random (mixed), its "
         "FC-type paths silenced so that it starts as its CONV network (equivariant; "
         "RelaxedNet.start_equivariant_), or silenced and held there until the first "
-        "marginal-likelihood fit (held; marglik_training's held_until_fit); held-gconv also "
+        "marginal-likelihood fit (held; marglik_training's held_until_fit; a MAP run holds them "
+        "until the epoch of the first fit a learned run of its schedule makes); held-gconv also "
         "silences and holds the CONV paths of a model with GCONV paths, which starts as its "
         "GCONV network",
         shown="held for --method marglik on models with an FC-type and an equivariant path, "
