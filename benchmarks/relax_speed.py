@@ -9,7 +9,7 @@ each the median of ``--repeats`` after a warm-up, interleaved::
 
     python -m benchmarks.relax_speed --device cpu --out benchmarks/results/relax_speed-cpu.json
 
-``benchmarks/gpu_speed.sh`` runs it on the GPU (``--device cuda``) when one is lent.
+``benchmarks/gpu_speed.sh`` runs it on a GPU (``--device cuda``).
 """
 
 from __future__ import annotations
