@@ -4,8 +4,8 @@ The network is ``resnet18`` with a CIFAR-style stem (3x3 first convolution, no m
 input channel and 10 classes, on 32x32 inputs; :func:`laplace_equivariance.relax` adds F-FC
 paths (started at zero) to the convolutions of ``--relax`` (the last stage by default: F-FC on
 every convolution would add 172 M parameters). Both networks are timed in one process on the
-same random data: a MAP epoch (Adam) and a ``Laplace(..., backend=EquivariantKFAC).fit``,
-each the median of ``--repeats`` after a warm-up, interleaved::
+same random data: a MAP epoch and a ``Laplace(..., backend=EquivariantKFAC).fit`` (those of
+:mod:`benchmarks.gpu_speed`), each the median of ``--repeats`` after a warm-up, interleaved::
 
     python -m benchmarks.relax_speed --device cpu --out benchmarks/results/relax_speed-cpu.json
 
@@ -19,13 +19,12 @@ import statistics
 
 import torch
 import torchvision
-from laplace import Laplace
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from benchmarks import gpu_speed
 from benchmarks.report import benchmark_parser, environment
-from laplace_equivariance import EquivariantKFAC, count_parameters, relax
+from laplace_equivariance import count_parameters, relax
 
 
 def resnet18() -> nn.Module:
@@ -35,37 +34,6 @@ def resnet18() -> nn.Module:
     model.conv1 = nn.Conv2d(1, 64, 3, padding=1, bias=False)
     model.maxpool = nn.Identity()
     return model
-
-
-def epoch(model: nn.Module, data: DataLoader):
-    """One MAP epoch of Adam over ``data``."""
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-
-    def run() -> None:
-        model.train()
-        for x, y in data:
-            optimizer.zero_grad(set_to_none=True)
-            nn.functional.cross_entropy(model(x), y).backward()
-            optimizer.step()
-
-    return run
-
-
-def fit(model: nn.Module, data: DataLoader, stochastic: bool):
-    """A Kron ``Laplace.fit`` of all weights with EquivariantKFAC."""
-
-    def run() -> None:
-        la = Laplace(
-            model,
-            "classification",
-            subset_of_weights="all",
-            hessian_structure="kron",
-            backend=EquivariantKFAC,
-            backend_kwargs={"stochastic": stochastic},
-        )
-        la.fit(data)
-
-    return run
 
 
 def medians(runs: dict, repeats: int, device: str) -> dict[str, float]:
@@ -100,9 +68,9 @@ def main() -> None:
     )
     runs = {}
     for name, model in (("original", original), ("relaxed", relaxed)):
-        runs[f"{name} epoch"] = epoch(model, data)
-        runs[f"{name} exact fit"] = fit(model, data, stochastic=False)
-        runs[f"{name} mc fit"] = fit(model, data, stochastic=True)
+        runs[f"{name} epoch"] = gpu_speed.epoch(model, data)
+        runs[f"{name} exact fit"] = gpu_speed.fit(model, data, stochastic=False)
+        runs[f"{name} mc fit"] = gpu_speed.fit(model, data, stochastic=True)
     seconds = medians(runs, args.repeats, args.device)
     result = environment("-m benchmarks.relax_speed", args.device) | {
         "n": args.n,
