@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import overload
 
 import torch
 
@@ -177,12 +178,13 @@ def symmetric_eigvalsh_all(
         torch.set_num_threads(threads)
     eigenvalues = []
     for factor, own in zip(factors, parts, strict=True):
+        converged = [values for values in own if values is not None]
         if not own:
             eigenvalues.append(factor.new_zeros(factor.shape[:-1]))
-        elif any(values is None for values in own):
+        elif len(converged) < len(own):
             eigenvalues.append(symmetric_eigvalsh(factor))
         else:
-            eigenvalues.append(_clamped(torch.cat(own)))
+            eigenvalues.append(_clamped(torch.cat(converged)))
     return eigenvalues
 
 
@@ -229,21 +231,24 @@ class _FactorEigenvectors:
 
     def __call__(self) -> torch.Tensor:
         if self.vectors is None:
-            if self.factor._version != self.version:
+            factor = self.factor
+            if factor is None:
+                raise RuntimeError("An eigenvector entry was made with neither factor nor vectors.")
+            if factor._version != self.version:
                 raise RuntimeError(
                     "A Kronecker factor was modified in place after it was decomposed; its "
                     "eigenvalues are stale. Decompose again (la.fit, or la.H_facs.decompose())."
                 )
-            if self.factor.ndim == 1:
-                n = len(self.factor)
-                self.vectors = torch.eye(n, dtype=self.factor.dtype, device=self.factor.device)
+            if factor.ndim == 1:
+                n = len(factor)
+                self.vectors = torch.eye(n, dtype=factor.dtype, device=factor.device)
             else:
-                self.vectors = symmetric_eigh(self.factor)[1]
+                self.vectors = symmetric_eigh(factor)[1]
             self.factor = None
         return self.vectors
 
 
-class LazyEigenvectors(Sequence):
+class LazyEigenvectors(Sequence[list[torch.Tensor]]):
     """The eigenvector factors of a Kron decomposition, each computed on first access.
 
     Indexing by parameter group gives that group's list of eigenvector factors (``(d, d)``
@@ -297,7 +302,15 @@ class LazyEigenvectors(Sequence):
         entries[group][side] = _FactorEigenvectors(factor)
         return self._of_entries(entries)
 
-    def __getitem__(self, group: int) -> list[torch.Tensor]:
+    @overload
+    def __getitem__(self, group: int) -> list[torch.Tensor]: ...
+
+    @overload
+    def __getitem__(self, group: slice) -> list[list[torch.Tensor]]: ...
+
+    def __getitem__(self, group: int | slice) -> list[torch.Tensor] | list[list[torch.Tensor]]:
+        if isinstance(group, slice):
+            return [self[index] for index in range(len(self))[group]]
         return [entry() for entry in self._entries[group]]
 
     def __len__(self) -> int:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import torch
 from laplace.utils.matrix import Kron, KronDecomposed
@@ -32,10 +32,25 @@ from laplace_equivariance.curvature.factor_rows import FactorRows
 __all__ = [
     "BlockDiagonalKron",
     "BlockDiagonalKronDecomposed",
+    "KronFactors",
     "OuterProductJacobian",
     "densify",
+    "kron_factors",
     "zero_factor",
 ]
+
+KronFactors = list[list[torch.Tensor]]
+"""Per parameter group, its one factor or its two ``[B, A]``: what ``Kron.kfacs`` holds."""
+
+
+def kron_factors(kron: Kron) -> KronFactors:
+    """``kron.kfacs``, typed as what it holds: per parameter group a list of one or two factors.
+
+    laplace-torch 0.3 annotates ``Kron.kfacs`` as ``list[tuple[Tensor] | Tensor]`` (a
+    one-tuple or a bare tensor per group), but its own ``init_from_model``, ``+`` and ``*``
+    build, and all its methods read, a list of one or two factors per group.
+    """
+    return cast(KronFactors, kron.kfacs)
 
 
 def densify(factor: torch.Tensor) -> torch.Tensor:
@@ -85,11 +100,11 @@ def is_zero_start(kron: Kron) -> bool:
     no GPU synchronisation per fit. A zero tensor made otherwise (``torch.zeros``, a stride-0
     view of another zero) is not a zero start; the sum with it is computed.
     """
-    factors = _flat(kron.kfacs)
+    factors = _flat(kron_factors(kron))
     return bool(factors) and all(getattr(f, ZERO_FACTOR_MARK, False) for f in factors)
 
 
-def _flat(kfacs: list[list[torch.Tensor]]) -> list[torch.Tensor]:
+def _flat(kfacs: KronFactors) -> list[torch.Tensor]:
     """Every factor of every group, in order, for one multi-tensor operator over all of them.
 
     ``torch._foreach_add`` and its kin (the operators ``torch.optim`` steps with) run one
@@ -117,14 +132,20 @@ class BlockDiagonalKron(Kron):
             Kept by sums and scalings.
     """
 
+    # laplace-torch 0.3 annotates Kron.kfacs wrongly (kron_factors): the truthful type
+    kfacs: KronFactors  # type: ignore[assignment]
+
     def __init__(
         self,
-        kfacs: list[list[torch.Tensor]],
+        kfacs: KronFactors,
         rows: list[list[FactorRows | None]] | None = None,
         host_eigenvalues: bool = False,
     ) -> None:
-        super().__init__(kfacs)
-        self.rows = rows if rows is not None else [[None] * len(group) for group in kfacs]
+        # laplace-torch 0.3's Kron.__init__ annotates kfacs wrongly (kron_factors)
+        super().__init__(kfacs)  # type: ignore[arg-type]
+        self.rows: list[list[FactorRows | None]] = (
+            rows if rows is not None else [[None] * len(group) for group in kfacs]
+        )
         self.host_eigenvalues = host_eigenvalues
 
     def _check_structure(self, other: Kron) -> None:
@@ -206,7 +227,7 @@ class BlockDiagonalKron(Kron):
         self._check_structure(other)
         if is_zero_start(other):
             return BlockDiagonalKron(self.kfacs, self._valid_rows(), self.host_eigenvalues)
-        flat = iter(torch._foreach_add(_flat(self.kfacs), _flat(other.kfacs)))
+        flat = iter(torch._foreach_add(_flat(self.kfacs), _flat(kron_factors(other))))
         sums = [[next(flat) for _ in group] for group in self.kfacs]
         rows = self._summed_rows(self._valid_rows(), self._rows_of(other), sums)
         return BlockDiagonalKron(sums, rows, self.host_eigenvalues)
@@ -227,7 +248,7 @@ class BlockDiagonalKron(Kron):
         """
         self._check_structure(other)
         my_rows, their_rows = self._valid_rows(), self._rows_of(other)
-        torch._foreach_add_(_flat(self.kfacs), _flat(other.kfacs))
+        torch._foreach_add_(_flat(self.kfacs), _flat(kron_factors(other)))
         self.rows = self._summed_rows(my_rows, their_rows, self.kfacs)
         return self
 
@@ -242,7 +263,7 @@ class BlockDiagonalKron(Kron):
         """
         if isinstance(scalar, (int, float)) and scalar == 1:
             return self
-        scaled = super().__mul__(scalar).kfacs
+        scaled = kron_factors(super().__mul__(scalar))
         rows = [
             [
                 None if r is None else r.scaled(pow(scalar, 1 / len(fs))).within(f)
@@ -381,6 +402,11 @@ class BlockDiagonalKronDecomposed(KronDecomposed):
         deltas: Prior precision per group (or one); zeros if None.
         damping: Use laplace-torch's damped combination of prior and curvature.
     """
+
+    # laplace-torch 0.3 annotates both as list[tuple[Tensor]] (one-tuples), but its own
+    # Kron.decompose builds a list of one or two tensors per group: the truthful types
+    eigenvectors: list[list[torch.Tensor]] | LazyEigenvectors  # type: ignore[assignment]
+    eigenvalues: list[list[torch.Tensor]]  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -26,7 +26,7 @@ def pair(value: int | Sequence[int]) -> tuple[int, int]:
     values = tuple(int(v) for v in value)
     if len(values) != 2:
         raise ValueError(f"Expected an int or a pair (H, W), got {value!r}.")
-    return values  # type: ignore[return-value]
+    return values
 
 
 def check_input_shape(x: torch.Tensor, expected: Sequence[int], layer: str) -> None:

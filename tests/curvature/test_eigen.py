@@ -143,6 +143,21 @@ def test_a_factor_changed_in_place_after_decomposition_refuses_stale_eigenvector
         decomposed.eigenvectors[0]
 
 
+def test_lazy_eigenvectors_index_and_slice_by_group_computing_only_those_asked(monkeypatch):
+    groups = [[spd(3, 3), spd(2, 4, 4)], [spd(5, 5)], [spd(6, 6)]]
+    calls = count_eigh_calls(monkeypatch)
+    lazy = LazyEigenvectors(groups)
+    middle = lazy[1:]
+    assert sorted(calls) == [(5, 5), (6, 6)]
+    assert len(middle) == 2 and middle[0][0] is lazy[1][0] and middle[1][0] is lazy[-1][0]
+    assert [[v.shape for v in group] for group in lazy] == [
+        [(3, 3), (2, 4, 4)],
+        [(5, 5)],
+        [(6, 6)],
+    ]
+    assert len(calls) == 4
+
+
 def test_reprojection_keeps_eager_eigenvectors_and_replaces_one_factor_lazily():
     """reproject on laplace-torch's own (eager) decomposition: a lazy view of its vectors."""
     b, a, c, new_a = spd(3, 3), spd(4, 4), spd(2, 2), spd(4, 4)
