@@ -20,7 +20,7 @@ import torch
 
 __all__ = ["concatenated", "first_example", "is_mapping", "moved", "on_gpu", "repeated"]
 
-Batch = TypeVar("Batch", torch.Tensor, MutableMapping)
+Batch = TypeVar("Batch", bound=torch.Tensor | MutableMapping)
 
 
 def is_mapping(x: Any) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import MutableMapping
-from typing import Any
+from typing import Any, TypeGuard, cast
 
 import torch
 from laplace.baselaplace import FullLaplace
@@ -33,9 +33,14 @@ Jacobians of one chunk of examples for ``"diag"`` and ``"full"``, and the ``P x 
 of ``"full"``. Set per approximation with ``backend_kwargs={"memory_limit": bytes}``."""
 
 
-def _map_output_shape(module: nn.Module) -> tuple[int, ...]:
+def _is_plain_map(module: nn.Module) -> TypeGuard[FactoredInputMap | FactoredOutputMap]:
+    """Whether ``module`` is an F-FC map of exactly these classes (not a subclass's)."""
+    return type(module) in (FactoredInputMap, FactoredOutputMap)
+
+
+def _map_output_shape(module: FactoredInputMap | FactoredOutputMap) -> tuple[int, ...]:
     """One example's output shape of an F-FC map: ``(C', C)`` or ``(C', X', Y')``."""
-    if type(module) is FactoredInputMap:
+    if isinstance(module, FactoredInputMap):
         return (module.out_channels, module.in_channels)
     return (module.out_channels, *module.out_size)
 
@@ -74,6 +79,15 @@ class ChunkedJacobians:
     backend's ``model``, ``params``, ``params_dict``, ``buffers_dict``,
     ``subnetwork_indices``, ``last_layer`` and ``memory_limit`` (bytes).
     """
+
+    # set by the CurvatureInterface and the backend this mixin is a base of
+    model: nn.Module
+    params: list[nn.Parameter]
+    params_dict: dict[str, nn.Parameter]
+    buffers_dict: dict[str, torch.Tensor]
+    subnetwork_indices: torch.LongTensor | None
+    last_layer: bool
+    memory_limit: int
 
     @classmethod
     def vet_laplace(cls, laplace: object, model: nn.Module, backend_kwargs: dict) -> None:
@@ -156,8 +170,8 @@ class ChunkedJacobians:
         return sum(losses[1:], losses[0]), sum(hessians[1:], hessians[0])
 
     def jacobians(
-        self, x: torch.Tensor, enable_backprop: bool = False
-    ) -> tuple[list[torch.Tensor | OuterProductJacobian], torch.Tensor]:
+        self, x: torch.Tensor | MutableMapping[str, Any], enable_backprop: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-example Jacobians of the outputs with respect to all trainable parameters.
 
         laplace-torch's ``CurvatureInterface.jacobians`` differentiates the whole batch's
@@ -167,7 +181,7 @@ class ChunkedJacobians:
         through one example each. Dict inputs (``dict_key_x``) take laplace-torch's path.
 
         Args:
-            x: Inputs ``(N, ...)``.
+            x: Inputs ``(N, ...)``, or a dict-like batch.
             enable_backprop: Keep the graph (to differentiate through the predictive).
 
         Returns:
@@ -175,9 +189,11 @@ class ChunkedJacobians:
             the subnetwork's) and outputs ``(N, K)``.
         """
         if not isinstance(x, torch.Tensor):
-            return CurvatureInterface.jacobians(self, x, enable_backprop)
+            # a mixin: self is always also the CurvatureInterface it precedes in the bases
+            return CurvatureInterface.jacobians(cast(CurvatureInterface, self), x, enable_backprop)
         parts, f = self.parameter_jacobians(x, enable_backprop)
-        Js = torch.cat(parts, dim=2)
+        # all dense: outer products only when asked for
+        Js = torch.cat([p if isinstance(p, torch.Tensor) else p.dense() for p in parts], dim=2)
         if self.subnetwork_indices is not None:
             Js = Js[:, :, self.subnetwork_indices]
         return Js, f
@@ -205,13 +221,12 @@ class ChunkedJacobians:
             ``(Js, f)``: one ``(N, K, numel)`` tensor (or :class:`OuterProductJacobian`) per
             trainable parameter, in ``model.parameters()`` order, and the outputs ``(N, K)``.
         """
-        maps = {}
+        maps: dict[str, FactoredInputMap | FactoredOutputMap] = {}
         if outer_products:
             maps = {
                 f"{name}.weight": module
                 for name, module in self.model.named_modules()
-                if type(module) in (FactoredInputMap, FactoredOutputMap)
-                and f"{name}.weight" in self.params_dict
+                if _is_plain_map(module) and f"{name}.weight" in self.params_dict
             }
         free = {k: v for k, v in self.params_dict.items() if k not in maps}
         held = {k: self.params_dict[k].detach() for k in maps}
