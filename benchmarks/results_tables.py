@@ -1,23 +1,16 @@
-"""Write docs/results*.md, findings.md, data_size.md, speed.md, models.md from the results.
+"""Write the generated documentation pages from the committed results (or check them).
 
-One module of :mod:`benchmarks.generated_docs` per document, their shared pieces (paths,
-loading, the markdown table, the difference of two seed sets) in its ``common``:
+Two renderers drive the pages while they move from one to the other (issue 67, step 4):
 
-- ``results_table1_md``, ``results_table2_md``, ``results_table3_md``: every committed
-  training run as mean ± std over seeds, and the paper's claims judged by the seed spread, one
-  page per table of the paper (each module lists its sections; ``results_sections`` renders
-  them; narrative in ``fragments/results/``), and ``results_md`` their index;
-- ``speed_md``: the timing benchmarks' JSON files as tables, with their targets;
-- ``findings_md``: what the committed runs show (a Markdown fragment whose figures are
-  rendered from the runs, :mod:`benchmarks.generated_docs.figures`);
-- ``learned_structure_md``: what is learned and why (a fragment, the same way);
-- ``data_size_md``: Table 1 against the training-set size, with the learned row's verdict at
-  each size and the structure each learned run chose;
-- ``models_md``: every model's parameter count beside the reference code's and the paper's.
+- :mod:`benchmarks.render_pages`: Jinja2 templates under ``benchmarks/templates/`` over one
+  pandas table of every committed run (:mod:`benchmarks.runs_table`); its docstring says why
+  the pages are pre-rendered into committed Markdown. Pages: its ``PAGES``.
+- :mod:`benchmarks.generated_docs`, one module per page (``results_md`` and its three pages,
+  ``findings_md``, ``learned_structure_md``, ``data_size_md``, ``speed_md``) over Markdown
+  fragments whose figures are ``{{...}}`` placeholders (``generated_docs/figures``).
 
-No table in these files is typed by hand, and the narrative's figures are placeholders
-rendered from the runs (``figures``): ``tests/benchmarks/test_results_tables.py`` regenerates
-the files and compares.
+No table in these files is typed by hand: ``tests/benchmarks/test_results_tables.py`` runs
+``--check`` in ``make test``, which renders every page again and fails while one differs.
 
 Usage (from the repository root):
     python -m benchmarks.results_tables            # writes the files
@@ -27,13 +20,16 @@ Usage (from the repository root):
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
+from benchmarks import render_pages
 from benchmarks.generated_docs import (
     data_size_md,
     findings_md,
     learned_structure_md,
-    models_md,
     results_md,
     speed_md,
 )
@@ -45,28 +41,41 @@ DOCUMENTS = (
     learned_structure_md,
     data_size_md,
     speed_md,
-    models_md,
 )
-"""Each module's ``DOCUMENT`` path and ``render()``."""
+"""The pages of the old renderer: each module's ``DOCUMENT`` path and ``render()``."""
 
 
-def main() -> int:
+def documents() -> dict[Path, Callable[[], str]]:
+    """Every generated page's path and the function that renders its text."""
+    pages = {module.DOCUMENT: module.render for module in DOCUMENTS}
+    for name in render_pages.PAGES:
+        pages[render_pages.DOCS / name] = functools.partial(render_pages.render, name)
+    return pages
+
+
+def stale(pages: dict[Path, Callable[[], str]]) -> list[Path]:
+    """The pages whose committed text differs from what they render (or that are missing)."""
+    return [
+        path for path, render in pages.items() if not path.exists() or path.read_text() != render()
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
     """Write (or with ``--check`` compare) every generated document; 1 if one is stale."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare, do not write")
-    args = parser.parse_args()
-    stale = []
-    for module in DOCUMENTS:
-        path, text = module.DOCUMENT, module.render()
-        if args.check:
-            if not path.exists() or path.read_text() != text:
-                stale.append(path)
-        else:
-            path.write_text(text)
-            print(f"wrote {path}")
-    if stale:
-        print("stale: " + ", ".join(map(str, stale)) + "; run python -m benchmarks.results_tables")
-    return int(bool(stale))
+    args = parser.parse_args(argv)
+    pages = documents()
+    if args.check:
+        found = stale(pages)
+        if found:
+            names = ", ".join(map(str, found))
+            print(f"stale: {names}; run python -m benchmarks.results_tables")
+        return int(bool(found))
+    for path, render in pages.items():
+        path.write_text(render())
+        print(f"wrote {path}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,239 @@
+"""The generated documentation pages: Jinja2 templates over pandas tables of the committed runs.
+
+Each page in :data:`PAGES` is a template under ``benchmarks/templates/``: plain Markdown whose
+figures are ``{{ }}`` expressions over :func:`benchmarks.runs_table.runs` (one row per
+committed run) and the other committed JSON, and whose tables are pandas frames written by
+``DataFrame.to_markdown`` (:func:`table`). No measured number is typed in a template: a figure
+names the runs it is computed from (``pick``), so when the runs change the page changes with
+them, and a figure whose runs or value are gone stops the page rendering (``pick`` and
+:func:`value` raise, and the environment's ``StrictUndefined`` raises on any name or column
+that is not there).
+
+The pages are rendered ahead of time and committed as Markdown rather than built with the
+manual: GitHub (where most readers meet them, and where a pull request's diff shows what new
+runs changed) renders committed Markdown but runs no code, and the mkdocs build then needs
+neither the runs nor pandas. ``python -m benchmarks.results_tables --check`` (run by
+``tests/benchmarks/test_results_tables.py`` in ``make test``) renders every page again and
+fails while a committed page differs, so a page cannot go stale silently.
+
+Template helpers (globals): ``pick(FOLDER, MODEL, METHOD, key=value, ...)`` the runs of one
+experiment, ``known(SETTING, TASK)`` the seeds of a known-truth run, ``split(FILE, key=value)``
+an evidence split's runs, ``value(FILE, "KEY/KEY/...")`` a number in any committed JSON,
+``table(frame)``; filters: ``pm`` (mean ± std), ``span`` (``lo-hi``), ``num``, ``seeds``
+(``a / b / c``), ``counts`` (``a, b and c``), ``layers`` (a column family over seeds and
+layers), ``minus`` (per-seed differences of two experiments).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pandas as pd
+
+from benchmarks import runs_table
+
+TEMPLATES = runs_table.ROOT / "benchmarks" / "templates"
+DOCS = runs_table.ROOT / "docs"
+PAGES = ("models.md",)
+"""The pages rendered from templates: ``docs/NAME`` from ``benchmarks/templates/NAME``."""
+
+
+def pm(values: Iterable[float], digits: int = 1, scale: float = 1.0) -> str:
+    """``"mean ± std"`` over the seeds (sample std; ``"± -"`` for one value).
+
+    Raises:
+        ValueError: For no value at all (a figure of no run).
+    """
+    series = pd.Series(list(values), dtype=float).dropna() * scale
+    if series.empty:
+        raise ValueError("mean ± std of no value")
+    if len(series) < 2:
+        return f"{series.mean():.{digits}f} ± -"
+    return f"{series.mean():.{digits}f} ± {series.std():.{digits}f}"
+
+
+def num(value: float, digits: int = 1, signed: bool = False) -> str:
+    """``value`` at ``digits`` decimals, thousands separated; ``signed``: ``+1.4`` or ``−1.4``."""
+    if signed:
+        return f"{value:+,.{digits}f}".replace("-", "\u2212")
+    return f"{value:,.{digits}f}"
+
+
+def span(values: Iterable[float], digits: int = 1, signed: bool = False) -> str:
+    """``"lo-hi"`` (``signed``: ``"lo to hi"``), one value where both round alike."""
+    values = list(values)
+    if not values:
+        raise ValueError("the span of no value")
+    low, high = num(min(values), digits, signed), num(max(values), digits, signed)
+    return low if low == high else f"{low}{' to ' if signed else '-'}{high}"
+
+
+def seeds(values: Iterable[float], digits: int = 1) -> str:
+    """Per seed, ``"a / b / c"``."""
+    return " / ".join(num(v, digits) for v in values)
+
+
+def counts(values: Iterable[Any]) -> str:
+    """Per seed, ``"a, b and c"``."""
+    words = [str(v) for v in values]
+    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
+
+
+def layers(frame: pd.DataFrame, family: str, which: str | None = None) -> list[float]:
+    """The values of ``family`` (``"fc.relative"``, ``"conv.output"``, ...) over every row of
+    ``frame`` and the layers ``which`` chooses (``"7"``, ``"1-6"``; None: all), row by row.
+
+    Raises:
+        ValueError: If a chosen layer has no such column, or a row lacks its value.
+    """
+    numbers = sorted(
+        int(c.rsplit(".", 1)[1]) for c in frame.columns if c.rsplit(".", 1)[0] == family
+    )
+    numbers = [n for n in numbers if frame[f"{family}.{n}"].notna().any()]
+    if which is not None:
+        first, _, last = which.partition("-")
+        wanted = range(int(first), int(last or first) + 1)
+        if not set(wanted) <= set(numbers):
+            raise ValueError(f"{family}: layers {which} not among {numbers}")
+        numbers = list(wanted)
+    columns = [f"{family}.{n}" for n in numbers]
+    if not columns or frame[columns].isna().any().any():
+        raise ValueError(f"{family} of layers {which}: missing in some run")
+    return [float(v) for v in frame[columns].to_numpy().ravel()]
+
+
+def select(frame: pd.DataFrame, **filters: Any) -> pd.DataFrame:
+    """The rows of ``frame`` whose columns equal ``filters`` (compared as text)."""
+    unknown = sorted(set(filters) - set(frame.columns))
+    if unknown:
+        raise ValueError(f"no column {unknown}")
+    keep = pd.Series(True, index=frame.index)
+    for key, wanted in filters.items():
+        keep &= frame[key].map(str) == str(wanted)
+    return frame[keep]
+
+
+def pick(folder: str, model: str, method: str, seeds: str | None = None, **filters: Any):
+    """The runs of the one experiment of ``benchmarks/results/FOLDER`` with this model, method
+    and settings, in seed order (``seeds="0,1"`` keeps those seeds).
+
+    Raises:
+        ValueError: If the filters pick no experiment or several, or a seed is missing.
+    """
+    found = select(runs_table.runs(), folder=folder, model=model, method=method, **filters)
+    if found["experiment"].nunique() != 1:
+        raise ValueError(
+            f"pick({folder!r}, {model!r}, {method!r}, {filters}) picks "
+            f"{found['experiment'].nunique()} experiments, not one: add filters (dataset=, ...)"
+        )
+    found = found.sort_values("seed")
+    if seeds is not None:
+        kept = [int(s) for s in str(seeds).split(",")]
+        if not set(kept) <= set(found["seed"]):
+            raise ValueError(f"pick({folder!r}, ...): no run of seeds {kept}")
+        found = found.set_index("seed", drop=False).loc[kept]
+    return found
+
+
+def minus(first: pd.DataFrame, second: pd.DataFrame, column: str = "test_acc") -> list[float]:
+    """Per seed, ``first``'s ``column`` less ``second``'s.
+
+    Raises:
+        ValueError: If the two experiments' seeds differ.
+    """
+    if list(first["seed"]) != list(second["seed"]):
+        raise ValueError(f"seeds differ: {list(first['seed'])} and {list(second['seed'])}")
+    return list(first[column].to_numpy() - second[column].to_numpy())
+
+
+def known(setting: str, task: str) -> pd.DataFrame:
+    """The seeds of a known-truth run (``benchmarks/results/known-truth*/SETTING/TASK-seed*``).
+
+    Raises:
+        ValueError: If there is none.
+    """
+    found = select(runs_table.known_truth(), setting=setting, task=task)
+    if found.empty:
+        raise ValueError(f"no known-truth run {setting}/{task}")
+    return found
+
+
+def value(name: str, path: str) -> float:
+    """The number at ``path`` of ``benchmarks/results/NAME.json``: ``/``-separated steps, each a
+    key, a list index, or ``field=value`` (the one element of a list whose ``field`` is that).
+
+    Raises:
+        ValueError: If a step names nothing (or several elements), or the value is no number.
+    """
+    node = runs_table.report(name)
+    for step in path.split("/"):
+        if isinstance(node, list) and "=" in step:
+            field, wanted = step.split("=", 1)
+            found = [item for item in node if str(item.get(field)) == wanted]
+            if len(found) != 1:
+                raise ValueError(f"{name} {path}: {step!r} picks {len(found)} elements")
+            node = found[0]
+        elif isinstance(node, list) and step.isdigit() and int(step) < len(node):
+            node = node[int(step)]
+        elif isinstance(node, dict) and step in node:
+            node = node[step]
+        else:
+            raise ValueError(f"{name} {path}: no {step!r} there")
+    if isinstance(node, bool) or not isinstance(node, (int, float)) or math.isnan(node):
+        raise ValueError(f"{name} {path} is {node!r}, not a number")
+    return node
+
+
+def table(frame: pd.DataFrame) -> str:
+    """``frame`` as a Markdown table: its cells as they are, columns neither aligned nor padded
+    (the rule under the header ``|---|`` per column, so a changed cell changes one line)."""
+    text = frame.to_markdown(index=False, stralign=None, numalign=None, disable_numparse=True)
+    header, _, *rows = text.splitlines()
+    return "\n".join([header, "|" + "---|" * frame.shape[1], *rows])
+
+
+def environment() -> jinja2.Environment:
+    """The templates' environment: missing names fail, blocks leave no blank lines."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    env.filters |= {
+        "pm": pm,
+        "num": num,
+        "span": span,
+        "seeds": seeds,
+        "counts": counts,
+        "layers": layers,
+    }
+    env.globals |= {
+        "pick": pick,
+        "known": known,
+        "value": value,
+        "table": table,
+        "minus": minus,
+        "select": select,
+    }
+    return env
+
+
+def render(name: str, **context: Any) -> str:
+    """The page ``docs/NAME`` rendered from its template, with ``context`` (and the page's own
+    tables, :data:`TABLES`)."""
+    from benchmarks import page_tables
+
+    tables = page_tables.TABLES.get(name, lambda: {})()
+    return environment().get_template(name).render(**tables, **context)
+
+
+def documents() -> dict[Path, str]:
+    """Every templated page's path and text."""
+    return {DOCS / name: render(name) for name in PAGES}

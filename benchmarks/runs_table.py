@@ -1,0 +1,110 @@
+"""Every committed training run as one tidy pandas table, the input of the generated pages.
+
+:func:`runs` reads each ``results.json`` under ``benchmarks/results/`` once and returns one
+row per run: where it lies (``folder``, the first folder under ``benchmarks/results``, and
+``run``, its path there), its settings (options added after older runs were committed take the
+value those runs had), ``frozen`` (the
+paths ``benchmarks.frozen_paths`` froze, ``"conv,fc"`` or ``"none"``), ``experiment`` (runs equal
+in it are seeds of one experiment, as the results tables group them), its metrics (``test_acc``
+and ``train_acc`` in %, ``test_nll``, ``marglik`` the last ``-log marglik``,
+``marglik_per_example`` divided by ``N``, ``train_seconds``, ``n_train``, ``device``) and its
+symmetry per layer and path: ``PATH.relative.L``, ``PATH.effective.L`` (App. D) and
+``PATH.output.L`` (the path's share of layer ``L``'s output), layers numbered from 1.
+
+Other committed JSON (timing reports, benchmark scripts' tables) is read by :func:`report`; the
+known-truth suite's runs are their own small table, :func:`known_truth`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from laplace_equivariance.app import summary
+
+try:  # the app's rule for the options older runs predate (moved to app.runs)
+    from laplace_equivariance.app.runs import migrated
+except ImportError:  # the app before it moved
+
+    def migrated(settings: dict[str, Any]) -> dict[str, Any]:
+        """A recorded run's settings with the options it predates at the value it had."""
+        return summary.LATER_OPTIONS | dict(settings)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def _row(path: Path) -> dict[str, Any]:
+    """One run's row of :func:`runs`."""
+    result = summary.load_run(path.parent)
+    settings = migrated(result["settings"])
+    run = path.parent.relative_to(RESULTS)
+    row: dict[str, Any] = {"folder": run.parts[0], "run": str(run), **settings}
+    frozen = result.get("frozen_paths") or []
+    row["frozen"] = ",".join(frozen) or "none"
+    row["experiment"] = repr((*summary._experiment(result["settings"]), *frozen))
+    evidence = summary.Row([result]).neg_log_marglik_per_example()
+    row |= {
+        "test_acc": 100 * result["test"]["accuracy"],
+        "test_nll": result["test"]["nll"],
+        "train_acc": 100 * result["train"]["accuracy"] if "train" in result else float("nan"),
+        "marglik": (result["neg_log_marglik"] or [float("nan")])[-1],
+        "marglik_per_example": evidence[0] if evidence else float("nan"),
+        "train_seconds": result.get("train_seconds", float("nan")),
+        "n_train": result.get("n_train"),
+        "device_name": result.get("device"),
+    }
+    for number, layer in enumerate(result.get("symmetry", {}).get("layers", []), 1):
+        for name, path_report in layer["paths"].items():
+            row[f"{name}.relative.{number}"] = path_report["relative"]
+            row[f"{name}.effective.{number}"] = path_report["effective"]
+    for number, layer in enumerate(result.get("path_outputs") or [], 1):
+        for name, share in layer["paths"].items():
+            row[f"{name}.output.{number}"] = share
+    return row
+
+
+@functools.cache
+def runs() -> pd.DataFrame:
+    """Every committed run, one row each, sorted by ``run`` (see the module docstring)."""
+    paths = sorted(RESULTS.rglob("results.json"))
+    return pd.DataFrame([_row(path) for path in paths])
+
+
+@functools.cache
+def report(name: str) -> Any:
+    """The JSON of ``benchmarks/results/NAME.json`` (``NAME`` may name a subfolder).
+
+    Raises:
+        FileNotFoundError: If there is no such file.
+    """
+    path = RESULTS / f"{name}.json"
+    if not path.exists():
+        raise FileNotFoundError(f"benchmarks/results/{name}.json does not exist.")
+    return json.loads(path.read_text())
+
+
+@functools.cache
+def known_truth() -> pd.DataFrame:
+    """The runs of ``benchmarks.known_truth``, one row each: ``suite`` (``known-truth`` or
+    ``known-truth-rotation``), ``setting``, ``task``, ``seed``, the fractions ``test_accuracy``,
+    ``shift_consistency`` and ``turn_consistency``, and ``PATH.relative.L`` per layer."""
+    rows = []
+    for suite in ("known-truth", "known-truth-rotation"):
+        for path in sorted((RESULTS / suite).glob("*/*-seed*.json")):
+            result = json.loads(path.read_text())
+            task, _, seed = path.stem.rpartition("-seed")
+            row = {"suite": suite, "setting": path.parent.name, "task": task, "seed": int(seed)}
+            for key in ("test_accuracy", "shift_consistency", "turn_consistency"):
+                row[key] = result.get(key, float("nan"))
+            for number, layer in enumerate(result["layers"], 1):
+                for key, value in layer.items():
+                    if key.endswith("_relative"):
+                        row[f"{key.removesuffix('_relative')}.relative.{number}"] = value
+            rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,140 @@
+"""The template renderer of the generated pages (``benchmarks.render_pages``), its runs table
+(``benchmarks.runs_table``) and the staleness check of ``benchmarks.results_tables``."""
+
+import json
+
+import jinja2
+import pandas as pd
+import pytest
+
+from benchmarks import render_pages, results_tables, runs_table
+
+
+def _run(seed: int, accuracy: float, lr: float = 0.003, fc: float = 0.5) -> dict:
+    """A results.json of a learned two-layer run."""
+    layer = {"paths": {"fc": {"relative": fc, "effective": 10 * fc}, "conv": {"relative": 0.1}}}
+    layer["paths"]["conv"]["effective"] = 1.0
+    return {
+        "settings": {"dataset": "d", "model": "f-fc+conv", "method": "marglik", "lr": lr}
+        | {"seed": seed},
+        "n_train": 100,
+        "test": {"accuracy": accuracy, "nll": 1 - accuracy},
+        "train": {"accuracy": 1.0, "nll": 0.0},
+        "neg_log_marglik": [300.0, 200.0 + seed],
+        "symmetry": {"layers": [layer, layer]},
+        "path_outputs": [{"paths": {"fc": fc / 2, "conv": 1 - fc / 2}}] * 2,
+    }
+
+
+@pytest.fixture
+def fixture_runs(tmp_path, monkeypatch):
+    """Three seeds of one experiment and two of another (another lr) under ``t/``."""
+    runs = [_run(0, 0.80, fc=0.1), _run(1, 0.82, fc=0.3), _run(2, 0.84, fc=0.2)]
+    runs += [_run(0, 0.5, lr=0.01), _run(1, 0.6, lr=0.01)]
+    for i, result in enumerate(runs):
+        folder = tmp_path / "t" / f"run{i}"
+        folder.mkdir(parents=True)
+        (folder / "results.json").write_text(json.dumps(result))
+    monkeypatch.setattr(runs_table, "RESULTS", tmp_path)
+    runs_table.runs.cache_clear()
+    yield runs_table.runs()
+    runs_table.runs.cache_clear()
+
+
+def test_the_runs_table_has_a_row_per_run_with_settings_metrics_and_symmetry(fixture_runs):
+    frame = fixture_runs
+    assert len(frame) == 5
+    assert list(frame["run"]) == [f"t/run{i}" for i in range(5)]
+    assert set(frame["folder"]) == {"t"}
+    assert frame["test_acc"].tolist() == pytest.approx([80, 82, 84, 50, 60])
+    assert frame["marglik_per_example"].tolist() == pytest.approx([2.0, 2.01, 2.02, 2.0, 2.01])
+    assert frame["fc.relative.2"].tolist() == pytest.approx([0.1, 0.3, 0.2, 0.5, 0.5])
+    assert frame["fc.output.1"].tolist() == pytest.approx([0.05, 0.15, 0.1, 0.25, 0.25])
+    assert frame["start"].tolist() == ["mixed"] * 5  # an option added later, as older runs had it
+    assert frame["experiment"].nunique() == 2  # the seeds of each lr are one experiment
+
+
+def test_pick_takes_one_experiments_seeds_and_the_filters_give_mean_and_std(fixture_runs):
+    runs = render_pages.pick("t", "f-fc+conv", "marglik", lr=0.003)
+    assert runs["seed"].tolist() == [0, 1, 2]
+    assert render_pages.pm(runs["test_acc"]) == "82.0 ± 2.0"
+    assert render_pages.pm(runs["test_nll"], 2) == "0.18 ± 0.02"
+    assert render_pages.pm([5.0]) == "5.0 ± -"
+    other = render_pages.pick("t", "f-fc+conv", "marglik", lr=0.01)
+    assert render_pages.pm(other["test_acc"]) == "55.0 ± 7.1"
+    first_two = render_pages.pick("t", "f-fc+conv", "marglik", lr=0.003, seeds="0,1")
+    assert render_pages.span(render_pages.minus(other, first_two), signed=True) == (
+        "\u221230.0 to \u221222.0"
+    )
+    with pytest.raises(ValueError, match="seeds differ"):
+        render_pages.minus(other, runs)
+    assert render_pages.pick("t", "f-fc+conv", "marglik", lr=0.003, seeds="2,0")[
+        "seed"
+    ].tolist() == [
+        2,
+        0,
+    ]
+    with pytest.raises(ValueError, match="picks 2 experiments"):
+        render_pages.pick("t", "f-fc+conv", "marglik")
+    with pytest.raises(ValueError, match="picks 0 experiments"):
+        render_pages.pick("t", "conv", "map")
+    with pytest.raises(ValueError, match="no column"):
+        render_pages.pick("t", "f-fc+conv", "marglik", colour="red")
+
+
+def test_layers_chooses_a_path_family_over_seeds_and_layers(fixture_runs):
+    runs = render_pages.pick("t", "f-fc+conv", "marglik", lr=0.003)
+    assert render_pages.layers(runs, "fc.relative") == pytest.approx([0.1, 0.1, 0.3, 0.3, 0.2, 0.2])
+    assert render_pages.span(render_pages.layers(runs, "fc.relative", "2"), 2) == "0.10-0.30"
+    with pytest.raises(ValueError, match="layers 3 not among"):
+        render_pages.layers(runs, "fc.relative", "3")
+    with pytest.raises(ValueError, match="missing"):
+        render_pages.layers(runs, "gconv.relative")
+
+
+def test_a_template_naming_a_missing_value_fails_loudly(fixture_runs):
+    env = render_pages.environment()
+    text = "{{ pick('t', 'f-fc+conv', 'marglik', lr=0.003).test_acc | pm }} %"
+    assert env.from_string(text).render() == "82.0 ± 2.0 %"
+    with pytest.raises(jinja2.UndefinedError):
+        env.from_string("{{ accuracy }}").render()
+    with pytest.raises(jinja2.UndefinedError):
+        env.from_string(text.replace("test_acc", "test_accuracy")).render()
+    with pytest.raises(ValueError, match="picks 0"):
+        env.from_string(text.replace("'t'", "'gone'")).render()
+
+
+def test_value_reads_a_number_of_a_committed_json(tmp_path, monkeypatch):
+    (tmp_path / "r.json").write_text(json.dumps({"rows": [{"m": "a", "s": 1.5}, {"m": "b"}]}))
+    monkeypatch.setattr(runs_table, "RESULTS", tmp_path)
+    runs_table.report.cache_clear()
+    try:
+        assert render_pages.value("r", "rows/m=a/s") == 1.5
+        assert render_pages.value("r", "rows/0/s") == 1.5
+        with pytest.raises(ValueError, match="no 's' there"):
+            render_pages.value("r", "rows/m=b/s")
+        with pytest.raises(FileNotFoundError):
+            render_pages.value("gone", "rows")
+    finally:
+        runs_table.report.cache_clear()
+
+
+def test_table_writes_the_cells_as_they_are():
+    frame = pd.DataFrame({"model": ["conv", "fc"], "acc": ["82.0 ± 2.0", "1,000"]})
+    assert render_pages.table(frame) == (
+        "| model | acc |\n|---|---|\n| conv | 82.0 ± 2.0 |\n| fc | 1,000 |"
+    )
+
+
+def test_a_stale_page_fails_the_check(tmp_path, monkeypatch):
+    page = tmp_path / "page.md"
+    page.write_text("old figures\n")
+    pages = {page: lambda: "new figures\n"}
+    assert results_tables.stale(pages) == [page]
+    monkeypatch.setattr(results_tables, "documents", lambda: pages)
+    assert results_tables.main(["--check"]) == 1
+    assert page.read_text() == "old figures\n"
+    assert results_tables.main([]) == 0
+    assert page.read_text() == "new figures\n"
+    assert results_tables.main(["--check"]) == 0
+    assert results_tables.stale({tmp_path / "missing.md": lambda: ""}) == [tmp_path / "missing.md"]
