@@ -1,8 +1,9 @@
 r"""Relax your own network: its convolutions become relaxed layers, and fold back after training.
 
 :func:`relax` turns each selected ``nn.Conv2d`` of any network (a torchvision ResNet, a VGG,
-your own CNN; zero padding and strides as they are; grouped and dilated convolutions have no
-KFAC rule yet and are refused) into a
+your own CNN; strides, dilations, groups and padding, of any ``padding_mode``, as they are:
+:class:`~laplace_equivariance.EquivariantKFAC` has a rule for every ``nn.Conv2d``,
+:mod:`laplace_equivariance.curvature.rules.stock_conv`) into a
 :class:`~laplace_equivariance.layers.RelaxedLayer` whose CONV path *is* that convolution (the
 same module, weights and all) plus non-equivariant paths (F-FC by default, paper Eq. 5) that
 map the convolution's input grid onto its output grid:
@@ -39,7 +40,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from laplace_equivariance.curvature.support import stock_conv_is_exact
 from laplace_equivariance.diagnostics import path_output_shares
 from laplace_equivariance.layers import (
     FactoredLinear2d,
@@ -117,13 +117,6 @@ def _selected(model: nn.Module, layers: LayerSelection) -> list[tuple[str, nn.Co
         chosen = [(n, convs[n]) for n in layers]
     if not chosen:
         raise ValueError("The model has no nn.Conv2d to relax (or layers selects none).")
-    unsupported = [n for n, m in chosen if not stock_conv_is_exact(m)]
-    if unsupported:
-        raise ValueError(
-            f"{unsupported} are grouped, dilated or not zero-padded convolutions, which have "
-            "no KFAC rule here: leave them out, e.g. layers=lambda name, conv: conv.groups "
-            "== 1 and conv.dilation == (1, 1)."
-        )
     return chosen
 
 
@@ -185,9 +178,8 @@ def relaxation_plan(
         One :class:`ConvSite` per selected convolution, in module order.
 
     Raises:
-        ValueError: For an unknown path kind, a name that is not a convolution, a grouped,
-            dilated or not zero-padded convolution, or a selected one that the example does
-            not reach.
+        ValueError: For an unknown path kind, a name that is not a convolution, or a
+            selected one that the example does not reach.
     """
     _check_paths(paths)
     chosen = _selected(model, layers)
@@ -225,10 +217,10 @@ def relax(
     """A copy of ``model`` whose selected convolutions are relaxed layers (see the module).
 
     Each selected ``nn.Conv2d`` becomes ``RelaxedLayer({"conv": conv, <path>: new, ...},
-    normalise=False)``: the convolution itself (a copy with the same weights, stride and
-    padding) plus one new path per kind in ``paths``, started at zero (its last
-    map zeroed, so that its input map can still learn), from the convolution's input grid to
-    its output grid. The copy computes what ``model`` computes.
+    normalise=False)``: the convolution itself (a copy with the same weights, stride,
+    padding, dilation and groups) plus one new path per kind in ``paths``, started at zero
+    (its last map zeroed, so that its input map can still learn), from the convolution's
+    input grid to its output grid. The copy computes what ``model`` computes.
 
     Args:
         model: Any network with ``nn.Conv2d`` modules (left unchanged).

@@ -45,6 +45,7 @@ from laplace_equivariance.curvature.registry import (
     install_kron_initialiser,
     install_predictive_chunking,
     install_state_dict_hooks,
+    own_convolution_rules,
     register_with_asdl,
 )
 from laplace_equivariance.curvature.rules import (
@@ -105,7 +106,9 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
     backward passes, :mod:`laplace_equivariance.curvature.monte_carlo`) with
     the rules of
     :mod:`laplace_equivariance.curvature.rules` registered for the custom modules, and by
-    ASDL's own rules for ``nn.Linear`` and zero-padded ``nn.Conv2d``. There is one Kron block
+    ASDL's own rules for ``nn.Linear`` and zero-padded ``nn.Conv2d`` (this package's
+    :class:`~laplace_equivariance.curvature.rules.stock_conv.Conv2dRule` for grouped, dilated
+    or otherwise padded ones, and for every ``nn.Conv2d`` in KFAC-reduce). There is one Kron block
     per trainable parameter tensor, in ``model.parameters()`` order, so laplace-torch's
     ``prior_structure="layerwise"`` gives one prior precision per parameter tensor of every
     path and layer. Block-diagonal factors (F-FC, S-FC) are stored and eigendecomposed block
@@ -166,13 +169,12 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
 
     Raises:
         UnsupportedModuleError: If a module with trainable parameters has no KFAC rule
-            (an unknown custom layer, a circular or grouped ``nn.Conv2d``, a BatchNorm
-            without running statistics; BatchNorm, GroupNorm and LayerNorm get exact blocks,
+            (an unknown custom layer, a BatchNorm without running statistics; BatchNorm,
+            GroupNorm and LayerNorm get exact blocks,
             :mod:`laplace_equivariance.curvature.rules.normalization`).
         ValueError: If ``n_mc_samples`` is not a positive integer, or above one without
             ``stochastic=True``, ``memory_limit`` is not positive, ``kfac_approx`` is
-            unknown or ``"reduce"`` on a model with a trainable stock ``nn.Conv2d``, or
-            ``fit_batch_size`` is neither None nor a positive integer.
+            unknown, or ``fit_batch_size`` is neither None nor a positive integer.
     """
 
     def __init__(
@@ -412,6 +414,7 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
             warnings.catch_warnings(),
             activation_graph_only(self._model),
             kfac_approximation(self._model, self.kfac_approx),
+            own_convolution_rules(self._model),
             paired_factored_maps(self._model),
             exact_normalization_blocks(self._model),
         ):

@@ -13,8 +13,9 @@ rules (ASDL's static hooks, called directly):
 - the exact GGN of the cross-entropy, :math:`\nabla^2_f \ell = \sum_k v_k v_k^\top` with
   :math:`v_k = \sqrt{p_k}\,(p - e_k)`, one vector-Jacobian product :math:`J^\top v_k` per
   class with ``create_graph=True`` (``v_k`` itself depends on :math:`\omega` through ``p``);
-- each module's rule on these tensors (for ``nn.Conv2d``, patches by ``F.unfold``, since
-  ASDL's ``im2col_2d`` detaches padded inputs): ``A`` once per forward, ``B`` and the exact extra
+- each module's rule on these tensors (for ``nn.Conv2d``, patches by
+  :func:`~laplace_equivariance.curvature.rules.stock_conv.conv_patches`, since ASDL's
+  ``im2col_2d`` detaches padded inputs): ``A`` once per forward, ``B`` and the exact extra
   blocks summed over the classes, and for a hyperparameter basis its projected factor from
   the rule's unprojected statistic projected on ``basis()``.
 
@@ -29,11 +30,11 @@ from collections.abc import Sequence
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from laplace_equivariance.curvature.projection import project_factor
 from laplace_equivariance.curvature.registry import operation_of
 from laplace_equivariance.curvature.rules import KroneckerRule, kfac_approximation, outer_sum
+from laplace_equivariance.curvature.rules.stock_conv import conv_patches
 from laplace_equivariance.layers.sparse import LengthscaleMode
 
 __all__ = ["batch_factors"]
@@ -51,11 +52,12 @@ def _inputs(rule: type, module: nn.Module, in_data: torch.Tensor, out_data: torc
     """The rule's preprocessed input, keeping its graph.
 
     ASDL's ``Conv2d`` rule builds patches with ``im2col_2d``, which detaches a padded input
-    (``F.pad(x).data``); ``F.unfold`` gives the same ``(N, C kh kw, positions)`` patches
-    differentiably (the backend only admits zero-padded, ungrouped, undilated ``Conv2d``).
+    (``F.pad(x).data``); :func:`~laplace_equivariance.curvature.rules.stock_conv.conv_patches`
+    gives the same ``(N, C kh kw, positions)`` patches differentiably, and those of grouped,
+    dilated and otherwise padded convolutions as their rule takes them.
     """
     if type(module) is nn.Conv2d:
-        return F.unfold(in_data, module.kernel_size, padding=module.padding, stride=module.stride)
+        return conv_patches(module, in_data)
     return rule.preprocess_in_data(module, in_data, out_data)
 
 

@@ -5,7 +5,9 @@ ASDL 0.1a4 has no registration API: which modules it supports is decided by the 
 looked up at call time). :func:`register_with_asdl` extends both, idempotently, so that
 ASDL's own fisher makers (exact GGN, Monte-Carlo Fisher) run our KFAC rules on our modules;
 :func:`exact_normalization_blocks` extends them for torch's normalisation modules while
-:class:`~laplace_equivariance.EquivariantKFAC` computes its factors, and only then.
+:class:`~laplace_equivariance.EquivariantKFAC` computes its factors, and only then, as
+:func:`own_convolution_rules` does for the stock convolutions ASDL's ``Conv2d`` rule does not
+cover (grouped, dilated, not zero-padded, KFAC-reduce).
 
 laplace-torch 0.3's ``KronLaplace._init_H`` pre-allocates dense factors of shape
 ``[shape[0]^2, prod(shape[1:])^2]`` for every parameter, which for F-FC's block-diagonal
@@ -64,6 +66,7 @@ from laplace_equivariance.curvature.factor_rows import FactorRows
 from laplace_equivariance.curvature.kron import BlockDiagonalKron, BlockDiagonalKronDecomposed
 from laplace_equivariance.curvature.rules import RULES
 from laplace_equivariance.curvature.rules.normalization import NORMALIZATION_RULES
+from laplace_equivariance.curvature.rules.stock_conv import Conv2dRule, asdl_covers
 from laplace_equivariance.data.loader_size import counted
 
 __all__ = [
@@ -77,6 +80,7 @@ __all__ = [
     "install_kron_initialiser",
     "install_predictive_chunking",
     "install_state_dict_hooks",
+    "own_convolution_rules",
     "register_with_asdl",
 ]
 
@@ -125,6 +129,34 @@ def exact_normalization_blocks(model: nn.Module) -> Iterator[None]:
             module.__dict__.pop(NORMALIZATION_ATTR, None)
 
 
+OWN_CONV_ATTR = "_kfac_own_conv_rule"
+"""Attribute that marks a stock ``nn.Conv2d`` for this package's rule, where ASDL's does not
+cover it, while :func:`own_convolution_rules` is active."""
+
+
+@contextlib.contextmanager
+def own_convolution_rules(model: nn.Module) -> Iterator[None]:
+    """Let ASDL run this package's rule on the stock convolutions its own does not cover.
+
+    Inside the block :class:`~laplace_equivariance.curvature.rules.stock_conv.Conv2dRule`
+    covers every stock ``nn.Conv2d`` of ``model`` that ASDL's ``Conv2d`` rule does not
+    (:func:`~laplace_equivariance.curvature.rules.stock_conv.asdl_covers`: grouped, dilated,
+    not zero-padded, or KFAC-reduce; decided at lookup, so enter it inside
+    :func:`~laplace_equivariance.curvature.rules.kfac_approximation`).
+
+    Only :class:`~laplace_equivariance.EquivariantKFAC` enters it: laplace-torch's stock
+    backends keep ASDL's operations, as with :func:`exact_normalization_blocks`.
+    """
+    marked = [m for m in model.modules() if type(m) is nn.Conv2d]
+    for module in marked:
+        setattr(module, OWN_CONV_ATTR, True)
+    try:
+        yield
+    finally:
+        for module in marked:
+            module.__dict__.pop(OWN_CONV_ATTR, None)
+
+
 def register_with_asdl() -> None:
     """Make ASDL run :data:`~laplace_equivariance.curvature.rules.RULES` on our modules.
 
@@ -147,6 +179,8 @@ def register_with_asdl() -> None:
         rule = RULES.get(type(module))
         if rule is None and module.__dict__.get(NORMALIZATION_ATTR, False):
             rule = NORMALIZATION_RULES[type(module)]
+        if rule is None and module.__dict__.get(OWN_CONV_ATTR, False) and not asdl_covers(module):
+            rule = Conv2dRule
         return rule if rule is not None else original(module)
 
     setattr(get_op_class, _MARKER, True)
@@ -170,6 +204,8 @@ def require_fitted(la) -> None:
 
 def operation_of(module: nn.Module) -> type:
     """The ASDL operation class (KFAC rule) that covers ``module`` in this package's fits."""
+    if type(module) is nn.Conv2d and not asdl_covers(module):
+        return Conv2dRule
     rule = NORMALIZATION_RULES.get(type(module))
     return rule if rule is not None else asdl.core.get_op_class(module)
 

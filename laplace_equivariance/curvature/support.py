@@ -19,16 +19,6 @@ class UnsupportedModuleError(ValueError):
     """A module has trainable parameters that no KFAC rule covers."""
 
 
-def stock_conv_is_exact(module: nn.Conv2d) -> bool:
-    """Whether ASDL's Conv2d rule is right for ``module`` (zero padding, no groups/dilation)."""
-    return (
-        module.padding_mode == "zeros"
-        and module.groups == 1
-        and module.dilation == (1, 1)
-        and not isinstance(module.padding, str)
-    )
-
-
 def check_supported(model: nn.Module) -> None:
     """Raise for any module whose own trainable parameters no rule covers.
 
@@ -48,32 +38,25 @@ def check_supported(model: nn.Module) -> None:
                     "exists. Use GroupNorm or LayerNorm, or track running statistics."
                 )
             continue
-        if type(module) is nn.Linear:
-            continue
-        if type(module) is nn.Conv2d and stock_conv_is_exact(module):
+        if type(module) in (nn.Linear, nn.Conv2d):
             continue
         raise UnsupportedModuleError(
             f"EquivariantKFAC has no KFAC rule for module {name or '<root>'!r} "
             f"({type(module).__name__}) with trainable parameters {own}. Replace it by "
-            "a supported layer (laplace_equivariance.layers, nn.Linear, zero-padded "
-            "nn.Conv2d, BatchNorm, GroupNorm, LayerNorm), or freeze its parameters with "
+            "a supported layer (laplace_equivariance.layers, nn.Linear, nn.Conv2d, "
+            "BatchNorm, GroupNorm, LayerNorm), or freeze its parameters with "
             "requires_grad_(False)."
         )
 
 
 def check_kfac_approx(model: nn.Module, kfac_approx: str) -> None:
-    """Raise if ``kfac_approx`` is unknown, or ``"reduce"`` with a trainable stock ``nn.Conv2d``.
+    """Raise if ``kfac_approx`` is unknown.
+
+    Every ruled module, stock ``nn.Conv2d`` included
+    (:class:`~laplace_equivariance.curvature.rules.stock_conv.Conv2dRule`), has both.
 
     Raises:
-        ValueError: Naming the fix.
+        ValueError: Naming the choices.
     """
     if kfac_approx not in KFAC_APPROXIMATIONS:
         raise ValueError(f"kfac_approx must be one of {KFAC_APPROXIMATIONS}, got {kfac_approx!r}.")
-    if kfac_approx == "reduce":
-        for name, module in model.named_modules():
-            if type(module) is nn.Conv2d and any(p.requires_grad for p in module.parameters()):
-                raise ValueError(
-                    "kfac_approx='reduce' covers this package's weight-shared layers; the "
-                    f"stock nn.Conv2d {name!r} has ASDL's KFAC-expand rule only: use "
-                    "kfac_approx='expand', or a CircularConv2d."
-                )

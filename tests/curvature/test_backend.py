@@ -229,10 +229,10 @@ def test_block_diagonal_factors_are_never_dense():
 @pytest.mark.parametrize(
     "module, message",
     [
-        (nn.Conv2d(2, 2, 3, padding=1, padding_mode="circular"), "Conv2d"),
-        (nn.Conv2d(2, 2, 3, padding=1, groups=2), "Conv2d"),
+        (nn.ConvTranspose2d(2, 2, 3, padding=1), "ConvTranspose2d"),
+        (nn.Conv3d(2, 2, 3, padding=1), "Conv3d"),
     ],
-    ids=["circular-stock-conv", "grouped-conv"],
+    ids=["transposed-conv", "conv3d"],
 )
 def test_modules_without_a_rule_raise_naming_the_module(module, message):
     model = nn.Sequential(module, nn.Flatten(), nn.Linear(2 * 16, K)).double()
@@ -241,8 +241,8 @@ def test_modules_without_a_rule_raise_naming_the_module(module, message):
 
 
 def test_frozen_unsupported_module_is_accepted():
-    grouped = nn.Conv2d(2, 2, 3, padding=1, groups=2).requires_grad_(False)
-    model = nn.Sequential(grouped, nn.Flatten(), nn.Linear(2 * 16, K)).double().eval()
+    transposed = nn.ConvTranspose2d(2, 2, 3, padding=1).requires_grad_(False)
+    model = nn.Sequential(transposed, nn.Flatten(), nn.Linear(2 * 16, K)).double().eval()
     x, y = data(4, (2, 4, 4))
     assert torch.isfinite(fit_kfac(model, x, y, "classification").log_marginal_likelihood())
 

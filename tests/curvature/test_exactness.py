@@ -4,24 +4,23 @@ Where KFAC is exact (one example; F-FC/S-FC with one input and one output channe
 convolution on a 1x1 grid, which has a single output position), every parameter's Kron block
 equals the exact GGN block to 1e-8 relative. Blocks of biases, anchor positions and
 lengthscales are exact GGN blocks for any data. Elsewhere the relative Frobenius error is
-measured and bounded; docs/curvature.md lists the figures.
+measured and bounded; docs/curvature.md lists the figures. The cases are every path kind's
+exact and general cases in ``tests/cases.py``.
 """
 
 from __future__ import annotations
+
+import re
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
 from laplace_equivariance.curvature.kron import densify
-from laplace_equivariance.layers import (
-    FactoredLinear2d,
-    FullyConnected2d,
-    P4LiftingConv2d,
-    SparseCircularConv2d,
-    SparseFactoredLinear2d,
-)
-from laplace_equivariance.layers.conv import CircularConv2d
+from laplace_equivariance.layers import FullyConnected2d
+from tests.cases import EXACTNESS_CLASSES, exact_cases, general_cases
 from tests.curvature.reference import (
     exact_ggn_curvlinops,
     exact_ggn_torch_func,
@@ -29,7 +28,7 @@ from tests.curvature.reference import (
     parameter_slices,
 )
 
-K = 3
+K = EXACTNESS_CLASSES
 
 
 def kron_blocks(model, la) -> dict[str, torch.Tensor]:
@@ -45,13 +44,8 @@ def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a - b).norm() / b.norm()).item()
 
 
-EXACT_CASES = {
-    "fc-one-example": (lambda: FullyConnected2d(2, 1, (2, 2), (1, K)), (2, 2, 2), 1),
-    "f-fc-one-channel": (lambda: FactoredLinear2d(1, 1, (3, 2), (1, K)), (1, 3, 2), 1),
-    "s-fc-one-channel": (lambda: SparseFactoredLinear2d(1, 1, (3, 2), (1, K)), (1, 3, 2), 1),
-    "conv-1x1-grid": (lambda: CircularConv2d(2, K, 3, size=1), (2, 1, 1), 1),
-    "s-conv-1x1-grid": (lambda: SparseCircularConv2d(2, K, 3, size=1), (2, 1, 1), 1),
-}
+EXACT_CASES = exact_cases()
+"""Every path kind's cases where KFAC is exact (tests/cases.py)."""
 
 
 @pytest.mark.parametrize("case", list(EXACT_CASES))
@@ -84,36 +78,14 @@ def test_regression_fc_block_is_exact_for_one_example():
     )
 
 
-GENERAL_CASES = {
-    # name: (module, input shape, the relative Frobenius error of each inexact block).
-    # Seed 0, 8 examples drawn on the CPU, 3 classes; docs/curvature.md lists the same
-    # figures. KFAC drops cross-example (and, for F-FC, cross-channel) terms; with few examples
-    # and random weights the error is large. The errors are pinned to +-0.005, so a change of
-    # a factor (a factor of 2 in A moves them by more than 0.1) or of the approximation shows.
-    "fc": (lambda: FullyConnected2d(2, 2, 2, 2), (2, 2, 2), {"0.weight": 0.7534}),
-    "f-fc": (
-        lambda: FactoredLinear2d(2, 2, 2, 2),
-        (2, 2, 2),
-        {"0.input_map.weight": 0.7839, "0.output_map.weight": 0.8425},
-    ),
-    "s-fc": (
-        lambda: SparseFactoredLinear2d(2, 2, 2, 2),
-        (2, 2, 2),
-        {"0.input_map.weight": 0.7504, "0.output_map.weight": 0.7348},
-    ),
-    # the bias of a weight-shared layer is a sum over positions: KFAC-expand's bias block is
-    # not its exact GGN block either
-    "conv": (
-        lambda: CircularConv2d(2, 2, 3, size=2),
-        (2, 2, 2),
-        {"0.weight": 0.8474, "0.bias": 0.3888},
-    ),
-    "gconv": (
-        lambda: P4LiftingConv2d(2, 1, 3, size=2),
-        (2, 2, 2),
-        {"0.weight": 0.5584, "0.bias": 0.1254},
-    ),
-}
+GENERAL_CASES = general_cases()
+"""Every path kind's general cases (tests/cases.py): name -> (module, input shape, the relative
+Frobenius error of each inexact block). Seed 0, 8 examples drawn on the CPU, 3 classes;
+docs/curvature.md lists the same figures. KFAC drops cross-example (and, for F-FC,
+cross-channel) terms; with few examples and random weights the error is large. The errors are
+pinned to +-0.005, so a change of a factor (a factor of 2 in A moves them by more than 0.1) or
+of the approximation shows. The bias of a weight-shared layer is a sum over positions:
+KFAC-expand's bias block is not its exact GGN block either."""
 
 
 def general_case_errors(case: str, device, doubled: str | None = None) -> dict[str, float]:
@@ -161,3 +133,12 @@ def test_a_block_off_by_a_factor_of_two_fails_the_pinned_check(case, block):
     errors = general_case_errors(case, torch.device("cpu"), doubled=block)
     with pytest.raises(AssertionError):
         assert_pinned_errors(case, errors)
+
+
+def test_the_docs_quote_every_pinned_error():
+    """docs/curvature.md lists each general case's figures, rounded to three places."""
+    text = (Path(__file__).parents[2] / "docs" / "curvature.md").read_text()
+    for case, (_, _, pinned) in GENERAL_CASES.items():
+        for block, error in pinned.items():
+            quoted = Decimal(str(error)).quantize(Decimal("0.001"), ROUND_HALF_UP)
+            assert re.search(rf"(?<![\d.]){quoted}(?!\d)", text), (case, block, str(quoted))

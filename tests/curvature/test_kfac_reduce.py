@@ -11,8 +11,9 @@ Architectures" (NeurIPS 2023): for a weight used ``R`` times per example with in
   ``KFACLinearOperator`` blocks in both modes (float64 rounding: 1e-10);
 - reduce is exact where it should be (one example whose ``R`` uses are identical; a deep
   linear network with one loss per example) and expand is ``R`` times too small on the former;
-- the non-stock rules (S-CONV, GCONV lifting and pointwise) equal a brute-force evaluation of
-  the reduce formula from hooked inputs and per-example output Jacobians;
+- every path kind's rule equals a brute-force evaluation of the reduce formula from hooked
+  inputs and per-example output Jacobians (``tests/curvature/rules/test_rules.py``, over the
+  cases of ``tests/cases.py``);
 - with reduce, a shared bias's block (``gbar gbar^T``) is its exact GGN block.
 """
 
@@ -22,18 +23,14 @@ import pytest
 import torch
 from curvlinops import KFACLinearOperator
 from torch import nn
-from torch.nn import functional as F
 
 from laplace_equivariance.curvature.differentiable import batch_factors
 from laplace_equivariance.layers import (
     CircularConv2d,
     FullyConnected2d,
-    P4GroupConv2d,
-    P4LiftingConv2d,
-    P4PointwiseConv2d,
     SparseCircularConv2d,
 )
-from tests.curvature.reference import capture, exact_ggn_torch_func, fit_kfac, parameter_slices
+from tests.curvature.reference import exact_ggn_torch_func, fit_kfac, parameter_slices
 from tests.curvature.test_backend import kron_laplace
 from tests.curvature.test_exactness import kron_blocks
 
@@ -163,67 +160,6 @@ def test_reduce_is_exact_for_a_deep_linear_network_with_one_loss_per_example():
         torch.testing.assert_close(block, reference, rtol=1e-10, atol=atol, msg=name)
 
 
-def assert_factors(la, model, prefix, a, b):
-    """The weight's ``[B, A]`` (``A`` divided by ``N`` as laplace-torch) and the bias block."""
-    names = [n for n, p in model.named_parameters() if p.requires_grad]
-    groups = dict(zip(names, la.H_facs.kfacs, strict=True))
-    b_factor, a_factor = groups[f"{prefix}.weight"]
-    torch.testing.assert_close(a_factor, a, rtol=1e-8, atol=1e-10 * a.abs().max().item())
-    torch.testing.assert_close(b_factor, b, rtol=1e-8, atol=1e-10 * b.abs().max().item())
-    torch.testing.assert_close(groups[f"{prefix}.bias"][0], b_factor)
-
-
-def circular_unfold(x: torch.Tensor, kernel_size: int = 3) -> torch.Tensor:
-    p = kernel_size // 2
-    return F.unfold(F.pad(x, (p, p, p, p), mode="circular"), kernel_size)
-
-
-def test_sparse_conv_reduce_factors_by_brute_force(device):
-    """S-CONV: the mean patch projected on the basis; ``gbar`` summed over positions."""
-    layer = SparseCircularConv2d(2, 3, 3, size=4)
-    model = nn.Sequential(layer, nn.Tanh(), nn.Flatten(), nn.Linear(48, K))
-    model = model.to(device, torch.float64)
-    x = torch.randn(N, 2, 4, 4, dtype=torch.float64).to(device)
-    y = torch.randint(0, K, (N,)).to(device)
-    la = fit(model, x, y, "reduce")
-    inputs, G = capture(layer, model, x)
-    phi = layer.basis().detach()
-    patches = circular_unfold(inputs).view(N, 2, 9, 16)
-    mean_patch = torch.einsum("ncsp,sj->ncj", patches, phi).flatten(start_dim=1) / 16
-    b = G.view(N, 3, 16, 3, 16).sum(dim=(0, 2, 4))
-    assert_factors(la, model, "0", mean_patch.T @ mean_patch / N, b)
-
-
-@pytest.mark.parametrize("pointwise", [False, True], ids=["lifting", "pointwise"])
-def test_p4_reduce_factors_by_brute_force(pointwise, device):
-    """GCONV: the mean over rotations and positions of the back-rotated patches."""
-    lifting = P4LiftingConv2d(2, 3, 3, size=4)
-    layers = [lifting, nn.Tanh()]
-    if pointwise:
-        layers += [P4PointwiseConv2d(3, 2, 3, size=4)]
-    channels = 2 if pointwise else 3
-    model = nn.Sequential(*layers, nn.Tanh(), nn.Flatten(), nn.Linear(4 * channels * 16, K))
-    model = model.to(device, torch.float64)
-    x = torch.randn(N, 2, 4, 4, dtype=torch.float64).to(device)
-    y = torch.randint(0, K, (N,)).to(device)
-    la = fit(model, x, y, "reduce")
-    module = layers[2] if pointwise else lifting
-    inputs, G = capture(module, model, x)
-    c_in = module.in_channels
-    per_rotation = (
-        inputs.view(N, 4, c_in, 4, 4) if pointwise else inputs[:, None].expand(N, 4, c_in, 4, 4)
-    )
-    mean_patch = (
-        sum(
-            circular_unfold(torch.rot90(per_rotation[:, s], -s, dims=(-2, -1))).mean(dim=2)
-            for s in range(4)
-        )
-        / 4
-    )
-    b = G.view(N, 4, channels, 16, 4, channels, 16).sum(dim=(0, 1, 3, 4, 6))
-    assert_factors(la, model, "2" if pointwise else "0", mean_patch.T @ mean_patch / N, b)
-
-
 def test_total_lengthscale_derivative_factors_follow_the_approximation():
     """The differentiable recomputation (total lengthscale derivative) uses reduce too."""
     layer = SparseCircularConv2d(2, 3, 3, size=4, lengthscale_mode="hyperparameter")
@@ -236,36 +172,21 @@ def test_total_lengthscale_derivative_factors_follow_the_approximation():
             torch.testing.assert_close(b.detach(), a, rtol=1e-10, atol=1e-14)
 
 
-def test_unknown_approximation_and_reduce_with_a_stock_conv_are_refused():
+def test_an_unknown_approximation_is_refused():
     model = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.Flatten(), nn.Linear(32, K))
-    for approximation, message in [("reduced", "one of"), ("reduce", "stock nn.Conv2d '0'")]:
-        with pytest.raises(ValueError, match=message):
-            la = kron_laplace(model, backend_kwargs={"kfac_approx": approximation})
-            la.fit([(torch.randn(2, 1, 4, 4), torch.randint(0, K, (2,)))])
+    with pytest.raises(ValueError, match="one of"):
+        kron_laplace(model, backend_kwargs={"kfac_approx": "reduced"})
 
 
-def test_full_p4_reduce_factors_by_brute_force(device):
-    """The full group convolution: the mean over rotations and positions of the patches that
-    multiply the filter, read off by autograd (``d y(c'=0, s, p) / d psi(0)``)."""
-    layer = P4GroupConv2d(3, 2, 3, size=4)
+@pytest.mark.parametrize("approximation", APPROXIMATIONS)
+def test_a_stock_conv_gets_curvlinops_blocks_in_both_approximations(approximation):
+    """A stock zero-padded ``nn.Conv2d`` (ASDL's rule in expand, this package's
+    ``Conv2dRule`` in reduce, which ASDL lacks)."""
     model = nn.Sequential(
-        P4LiftingConv2d(2, 3, 3, size=4),
-        nn.Tanh(),
-        layer,
-        nn.Tanh(),
-        nn.Flatten(),
-        nn.Linear(4 * 2 * 16, K),
-    ).to(device, torch.float64)
-    x = torch.randn(N, 2, 4, 4, dtype=torch.float64).to(device)
-    y = torch.randint(0, K, (N,)).to(device)
-    la = fit(model, x, y, "reduce")
-    inputs, G = capture(layer, model, x)
-
-    def first_output_channel(weight):
-        out = torch.func.functional_call(layer, {"weight": weight, "bias": layer.bias}, inputs)
-        return out.view(N, 4, 2, 16)[:, :, 0]
-
-    jacobian = torch.func.jacrev(first_output_channel)(layer.weight.detach())
-    mean_patch = jacobian[..., 0, :, :, :].reshape(N, 4 * 16, -1).mean(dim=1)
-    b = G.view(N, 4, 2, 16, 4, 2, 16).sum(dim=(0, 1, 3, 4, 6))
-    assert_factors(la, model, "2", mean_patch.T @ mean_patch / N, b)
+        nn.Conv2d(2, 3, 3, padding=1), nn.Tanh(), nn.Flatten(), nn.Linear(48, K)
+    ).double()
+    x, y = torch.randn(N, 2, 4, 4, dtype=torch.float64), torch.randint(0, K, (N,))
+    la = fit(model, x, y, approximation)
+    expected = curvlinops_blocks(model, x, y, approximation)
+    for (name, block), reference in zip(kron_blocks(model, la).items(), expected, strict=True):
+        torch.testing.assert_close(block, reference, rtol=1e-10, atol=1e-12, msg=name)

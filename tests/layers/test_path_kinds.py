@@ -1,6 +1,8 @@
-"""Path kinds, registered once: every kind builds what it declares, covered by KFAC rules, and
-a new kind reaches models and the curvature backend through one registration (each kind's
-symmetry: tests/layers/test_equivariance.py, over tests/cases.py)."""
+"""Path kinds, registered once: every kind builds what it declares, covered by KFAC rules and by
+shared test cases, and a new kind reaches models and the curvature backend through one
+registration. The cases of tests/cases.py drive each kind's symmetry
+(tests/layers/test_equivariance.py), its rules' factors (tests/curvature/rules/test_rules.py)
+and its exactness against the GGN (tests/curvature/test_exactness.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from laplace_equivariance.layers import (
     Symmetry,
     register_path_kind,
 )
+from tests.cases import KIND_CASES, kinds_without_cases
 
 KINDS = list(PATH_KINDS)
 
@@ -34,6 +37,20 @@ def test_every_kind_builds_modules_it_declares_all_covered_by_kfac_rules(name):
         out = module(torch.randn(2, channels, 8, 8))
         assert out.shape == (2, 8, geometry.out_size, geometry.out_size)
         check_supported(module)  # every part with parameters has a KFAC rule
+
+
+@pytest.mark.parametrize("name", KINDS)
+def test_every_kind_has_cases_for_its_rules_and_its_exactness(name):
+    """A rule case reaches every module class the kind builds; an exact or general case
+    measures its KFAC against the exact GGN (an equivariance case every kind has by
+    construction: tests/cases.py's ``path_cases``)."""
+    assert name not in kinds_without_cases()
+    reached = {type(m) for case in KIND_CASES[name].rules for m in case.layers()}
+    assert set(PATH_KINDS[name].modules) <= reached
+
+
+def test_cases_are_for_registered_kinds_only():
+    assert set(KIND_CASES) <= set(PATH_KINDS)
 
 
 @pytest.fixture
@@ -65,3 +82,7 @@ def test_a_new_kind_is_one_registration_for_models_and_the_curvature_backend(toy
     assert la.log_marginal_likelihood().isfinite()
     with pytest.raises(ValueError, match="registered already"):
         register_path_kind(toy_kind)
+
+
+def test_a_kind_registered_without_cases_is_named(toy_kind):
+    assert kinds_without_cases() == [toy_kind.name]

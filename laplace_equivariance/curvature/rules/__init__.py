@@ -31,6 +31,10 @@ docs/curvature.md):
 - CircularConv2d: ``A = (1/XY) sum_{n,p} a a^T`` over circular patches, from the channels'
   circular cross-correlations (no unfolding), ``B = sum_{n,k,p} g g^T`` (``C' x C'``).
 - SparseCircularConv2d: the convolution rule on patches projected on the basis.
+- Stock ``nn.Conv2d`` that ASDL's rule does not cover (grouped, dilated, not zero-padded,
+  KFAC-reduce; a relaxed layer's CONV path): ``A`` over the patches of the padded input,
+  unfolded with the dilation and stride and averaged over the channel groups (curvlinops'
+  convention), ``B = sum_{n,k,p} g g^T`` (``C' x C'``); :mod:`.stock_conv`.
 - P4 lifting, pointwise and full group convolutions: patches rotated back by each output
   rotation (full: their rotation channels also cycled back), ``A`` averaged over the
   ``4 XY`` uses of the filter, ``B`` summed (reduce: the mean patch and the summed gradient).
@@ -43,8 +47,9 @@ factor can be re-projected with ``phi(omega)`` under autograd
 
 One module per family, mirroring :mod:`laplace_equivariance.layers`: :mod:`.base` (the rule
 protocol, :class:`KroneckerRule`, and the outer sums), :mod:`.dense`, :mod:`.factored`,
-:mod:`.sparse`, :mod:`.conv`, :mod:`.group` and :mod:`.normalization` (exact blocks of the
-normalisation layers' affine parameters). This module holds :data:`RULES`, the table of which
+:mod:`.sparse`, :mod:`.conv`, :mod:`.group`, :mod:`.stock_conv` (stock convolutions beyond
+ASDL's rule) and :mod:`.normalization` (exact blocks of the normalisation layers' affine
+parameters). This module holds :data:`RULES`, the table of which
 rule runs on which module, and the two switches that act on every ruled module of a model.
 """
 
@@ -126,6 +131,9 @@ RULES: dict[type, type[KroneckerRule]] = {
 def kfac_approximation(model: nn.Module, approximation: str) -> Iterator[None]:
     """Let the rules of ``model``'s modules use ``approximation`` inside the block.
 
+    Stock ``nn.Conv2d`` modules are marked too: in KFAC-reduce their rule is
+    :class:`~laplace_equivariance.curvature.rules.stock_conv.Conv2dRule`, not ASDL's.
+
     Args:
         model: The network.
         approximation: ``"expand"`` or ``"reduce"``.
@@ -137,7 +145,7 @@ def kfac_approximation(model: nn.Module, approximation: str) -> Iterator[None]:
         raise ValueError(
             f"kfac_approx must be one of {KFAC_APPROXIMATIONS}, got {approximation!r}."
         )
-    modules = [m for m in model.modules() if type(m) in RULES]
+    modules = [m for m in model.modules() if type(m) in RULES or type(m) is nn.Conv2d]
     for module in modules:
         module.__dict__[KFAC_APPROX_ATTR] = approximation
     try:
