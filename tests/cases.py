@@ -1,8 +1,16 @@
-"""Shared test cases: one per registered path kind and place, and the paper's relaxed layers.
+"""Shared test cases: every registered path kind, in every test that a path kind needs.
 
-As curvlinops' ``cases.py``: the rule, exactness and equivariance tests iterate these cases
-instead of writing one test per layer, so a newly registered path kind is tested by all of
-them at once.
+As curvlinops' ``cases.py``: the tests iterate these cases instead of writing one test per
+layer, so a path kind added here is tested by all of them at once:
+
+- :func:`path_cases` (built from the registry): each kind as a first and as an inner layer,
+  for the equivariance tests (``tests/layers/test_equivariance.py``);
+- :data:`KIND_CASES`, one entry a kind: its rule cases (modules before a ReLU and a linear
+  head, with the formula of every parameter's factors evaluated literally,
+  ``tests/curvature/rules/test_rules.py``), where its KFAC equals the exact GGN, and a general
+  case with the pinned error of each inexact block (``tests/curvature/test_exactness.py``).
+  A registered kind without them fails ``tests/layers/test_path_kinds.py``;
+- :func:`relaxed_layer_inputs`: the paper's relaxed layers with their inputs.
 """
 
 from __future__ import annotations
@@ -156,7 +164,7 @@ class KindCases:
 
     rules: tuple[RuleCase, ...]
     exact: dict[str, ExactCase] = field(default_factory=dict)
-    general: dict[str, GeneralCase] = field(default_factory=dict)
+    general: GeneralCase | None = None
 
 
 def circular_patches(x: torch.Tensor, kernel_size: int) -> torch.Tensor:
@@ -236,15 +244,19 @@ def sparse_factored(brute: Brute) -> dict[str, list[torch.Tensor]]:
     }
 
 
+def position_factors(brute: Brute, rows: torch.Tensor, G: torch.Tensor):
+    """``[B, A]`` and the bias block of a convolution ``model[0]`` whose filter multiplies
+    ``rows`` ``(N, XY, D)``, one a position; ``G`` over its output ``(C', X, Y)``."""
+    c_out, positions = brute.model[0].out_channels, rows.shape[1]
+    uses = G.view(brute.n, c_out, positions, c_out, positions)
+    B, A = shared_weight(rows, uses, brute.approximation)
+    return {"0.weight": [B, A], "0.bias": [B]}
+
+
 def circular_conv(brute: Brute) -> dict[str, list[torch.Tensor]]:
     layer = brute.model[0]
     inputs, G = brute.capture(layer)
-    rows = circular_patches(inputs, layer.kernel_size).transpose(1, 2)
-    c_out, positions = layer.out_channels, rows.shape[1]
-    B, A = shared_weight(
-        rows, G.view(brute.n, c_out, positions, c_out, positions), brute.approximation
-    )
-    return {"0.weight": [B, A], "0.bias": [B]}
+    return position_factors(brute, circular_patches(inputs, layer.kernel_size).transpose(1, 2), G)
 
 
 def sparse_conv(brute: Brute) -> dict[str, list[torch.Tensor]]:
@@ -255,14 +267,10 @@ def sparse_conv(brute: Brute) -> dict[str, list[torch.Tensor]]:
     patches = circular_patches(inputs, layer.kernel_size).view(n, c, -1, positions)
     projected = torch.einsum("ncsp,sj->ncjp", patches, layer.basis().detach())
     rows = projected.reshape(n, -1, positions).transpose(1, 2)
-    c_out = layer.out_channels
-    B, A = shared_weight(rows, G.view(n, c_out, positions, c_out, positions), brute.approximation)
-    offsets, lengthscale = "0.basis.position_offsets", "0.basis.lengthscale"
+    exact = ("0.basis.position_offsets", "0.basis.lengthscale")
     return {
-        "0.weight": [B, A],
-        "0.bias": [B],
-        offsets: [brute.exact_block(offsets)],
-        lengthscale: [brute.exact_block(lengthscale)],
+        **position_factors(brute, rows, G),
+        **{name: [brute.exact_block(name)] for name in exact},
     }
 
 
@@ -289,8 +297,8 @@ def p4_rotated_back(brute: Brute, index: int) -> dict[str, list[torch.Tensor]]:
     )
     rows = torch.cat(
         [
-            circular_patches(torch.rot90(per_rotation[:, s], -s, dims=(-2, -1)), 3).transpose(1, 2)
-            for s in range(N_ROTATIONS)
+            circular_patches(back, module.kernel_size).transpose(1, 2)
+            for back in (torch.rot90(per_rotation[:, s], -s, (-2, -1)) for s in range(N_ROTATIONS))
         ],
         dim=1,
     )
@@ -309,13 +317,15 @@ def p4_read_off(brute: Brute, index: int) -> dict[str, list[torch.Tensor]]:
         return out.view(brute.n, N_ROTATIONS, layer.out_channels, -1)[:, :, 0]
 
     jacobian = torch.func.jacrev(first_output_channel)(layer.weight.detach())
-    rows = (
-        jacobian[..., 0, :, :, :].flatten(start_dim=3).reshape(brute.n, -1, layer.weight[0].numel())
-    )
+    rows = jacobian[..., 0, :, :, :].reshape(brute.n, -1, layer.weight[0].numel())
     return p4_factors(brute, index, rows, G)
 
 
-def p4_after_lifting(second: Callable[[Brute, int], dict]) -> Formula:
+def p4_lifting(brute: Brute) -> dict[str, list[torch.Tensor]]:
+    return p4_rotated_back(brute, 0)
+
+
+def p4_after(second: Callable[[Brute, int], dict]) -> Formula:
     """A lifting convolution, a ReLU and a p4 convolution: both modules' factors."""
     return lambda brute: {**p4_rotated_back(brute, 0), **second(brute, 2)}
 
@@ -353,52 +363,53 @@ def p4_pair(second: type[nn.Module]) -> Callable[[], list[nn.Module]]:
     return lambda: [P4LiftingConv2d(2, 3, 3, size=4), nn.ReLU(), second(3, 2, 3, size=4)]
 
 
+def factored_kind(layer: type[nn.Module], formula: Formula, pinned: tuple[float, float]):
+    """F-FC or S-FC: exact with one input and one output channel."""
+    return KindCases(
+        factored_cases(layer, formula),
+        exact={
+            "one-channel": ExactCase(
+                lambda: layer(1, 1, (3, 2), (1, EXACTNESS_CLASSES)), (1, 3, 2), 1
+            )
+        },
+        general=GeneralCase(
+            lambda: layer(2, 2, 2, 2),
+            (2, 2, 2),
+            dict(zip(("0.input_map.weight", "0.output_map.weight"), pinned, strict=True)),
+        ),
+    )
+
+
+def convolution_kind(layer: type[nn.Module], rules: tuple[RuleCase, ...], pinned):
+    """CONV or S-CONV: exact on a 1x1 grid (a single output position). The bias of a
+    weight-shared layer is a sum over positions: KFAC-expand's bias block is not its exact GGN
+    block either, so it is pinned too."""
+    return KindCases(
+        rules,
+        exact={"1x1-grid": ExactCase(lambda: layer(2, EXACTNESS_CLASSES, 3, size=1), (2, 1, 1), 1)},
+        general=GeneralCase(
+            lambda: layer(2, 2, 3, size=2),
+            (2, 2, 2),
+            dict(zip(("0.weight", "0.bias"), pinned, strict=True)),
+        ),
+    )
+
+
 KIND_CASES: dict[str, KindCases] = {
     "fc": KindCases(
-        rules=(RuleCase("", lambda: [FullyConnected2d(2, 3, 4, 2)], (2, 4, 4), fully_connected),),
+        (RuleCase("", lambda: [FullyConnected2d(2, 3, 4, 2)], (2, 4, 4), fully_connected),),
         exact={
-            "fc-one-example": ExactCase(
+            "one-example": ExactCase(
                 lambda: FullyConnected2d(2, 1, (2, 2), (1, EXACTNESS_CLASSES)), (2, 2, 2), 1
             )
         },
-        general={
-            "fc": GeneralCase(lambda: FullyConnected2d(2, 2, 2, 2), (2, 2, 2), {"0.weight": 0.7534})
-        },
+        general=GeneralCase(lambda: FullyConnected2d(2, 2, 2, 2), (2, 2, 2), {"0.weight": 0.7534}),
     ),
-    "f-fc": KindCases(
-        rules=factored_cases(FactoredLinear2d, factored),
-        exact={
-            "f-fc-one-channel": ExactCase(
-                lambda: FactoredLinear2d(1, 1, (3, 2), (1, EXACTNESS_CLASSES)), (1, 3, 2), 1
-            )
-        },
-        general={
-            "f-fc": GeneralCase(
-                lambda: FactoredLinear2d(2, 2, 2, 2),
-                (2, 2, 2),
-                {"0.input_map.weight": 0.7839, "0.output_map.weight": 0.8425},
-            )
-        },
-    ),
-    "s-fc": KindCases(
-        rules=factored_cases(SparseFactoredLinear2d, sparse_factored),
-        exact={
-            "s-fc-one-channel": ExactCase(
-                lambda: SparseFactoredLinear2d(1, 1, (3, 2), (1, EXACTNESS_CLASSES)), (1, 3, 2), 1
-            )
-        },
-        general={
-            "s-fc": GeneralCase(
-                lambda: SparseFactoredLinear2d(2, 2, 2, 2),
-                (2, 2, 2),
-                {"0.input_map.weight": 0.7504, "0.output_map.weight": 0.7348},
-            )
-        },
-    ),
-    # the bias of a weight-shared layer is a sum over positions: KFAC-expand's bias block is
-    # not its exact GGN block either
-    "conv": KindCases(
-        rules=tuple(
+    "f-fc": factored_kind(FactoredLinear2d, factored, (0.7839, 0.8425)),
+    "s-fc": factored_kind(SparseFactoredLinear2d, sparse_factored, (0.7504, 0.7348)),
+    "conv": convolution_kind(
+        CircularConv2d,
+        tuple(
             RuleCase(
                 name,
                 lambda s=size, k=k: [CircularConv2d(2, 3, k, size=s)],
@@ -407,72 +418,35 @@ KIND_CASES: dict[str, KindCases] = {
             )
             for name, (size, k) in CONV_SHAPES.items()
         ),
-        exact={
-            "conv-1x1-grid": ExactCase(
-                lambda: CircularConv2d(2, EXACTNESS_CLASSES, 3, size=1), (2, 1, 1), 1
-            )
-        },
-        general={
-            "conv": GeneralCase(
-                lambda: CircularConv2d(2, 2, 3, size=2),
-                (2, 2, 2),
-                {"0.weight": 0.8474, "0.bias": 0.3888},
-            )
-        },
+        (0.8474, 0.3888),
     ),
-    "s-conv": KindCases(
-        rules=(
-            RuleCase("", lambda: [SparseCircularConv2d(2, 3, 3, size=4)], (2, 4, 4), sparse_conv),
-        ),
-        exact={
-            "s-conv-1x1-grid": ExactCase(
-                lambda: SparseCircularConv2d(2, EXACTNESS_CLASSES, 3, size=1), (2, 1, 1), 1
-            )
-        },
-        general={
-            "s-conv": GeneralCase(
-                lambda: SparseCircularConv2d(2, 2, 3, size=2),
-                (2, 2, 2),
-                {"0.weight": 1.0698, "0.bias": 0.6788},
-            )
-        },
+    "s-conv": convolution_kind(
+        SparseCircularConv2d,
+        (RuleCase("", lambda: [SparseCircularConv2d(2, 3, 3, size=4)], (2, 4, 4), sparse_conv),),
+        (1.0698, 0.6788),
     ),
     "gconv": KindCases(
-        rules=(
-            RuleCase(
-                "lifting",
-                lambda: [P4LiftingConv2d(2, 3, 3, size=4)],
-                (2, 4, 4),
-                lambda brute: p4_rotated_back(brute, 0),
-            ),
-            RuleCase(
-                "pointwise",
-                p4_pair(P4PointwiseConv2d),
-                (2, 4, 4),
-                p4_after_lifting(p4_rotated_back),
-            ),
+        (
+            RuleCase("lifting", lambda: [P4LiftingConv2d(2, 3, 3, size=4)], (2, 4, 4), p4_lifting),
+            RuleCase("pointwise", p4_pair(P4PointwiseConv2d), (2, 4, 4), p4_after(p4_rotated_back)),
         ),
-        general={
-            "gconv": GeneralCase(
-                lambda: P4LiftingConv2d(2, 1, 3, size=2),
-                (2, 2, 2),
-                {"0.weight": 0.5584, "0.bias": 0.1254},
-            )
-        },
+        general=GeneralCase(
+            lambda: P4LiftingConv2d(2, 1, 3, size=2),
+            (2, 2, 2),
+            {"0.weight": 0.5584, "0.bias": 0.1254},
+        ),
     ),
     "gconv-full": KindCases(
-        rules=(RuleCase("", p4_pair(P4GroupConv2d), (2, 4, 4), p4_after_lifting(p4_read_off)),),
-        general={
-            "gconv-full": GeneralCase(
-                lambda: P4GroupConv2d(2, 1, 3, size=2),
-                (4 * 2, 2, 2),
-                {"0.weight": 0.7783, "0.bias": 0.6941},
-            )
-        },
+        (RuleCase("", p4_pair(P4GroupConv2d), (2, 4, 4), p4_after(p4_read_off)),),
+        general=GeneralCase(
+            lambda: P4GroupConv2d(2, 1, 3, size=2),
+            (4 * 2, 2, 2),  # a p4 map of 2 channels
+            {"0.weight": 0.7783, "0.bias": 0.6941},
+        ),
     ),
 }
 """Path kind -> its cases. Every registered kind needs rule cases that reach each of its
-module classes and at least one exact or general case (tests/layers/test_path_kinds.py)."""
+module classes, and an exact or a general case (tests/layers/test_path_kinds.py)."""
 
 
 def rule_cases() -> dict[str, RuleCase]:
@@ -485,11 +459,17 @@ def rule_cases() -> dict[str, RuleCase]:
 
 
 def exact_cases() -> dict[str, ExactCase]:
-    return {name: case for cases in KIND_CASES.values() for name, case in cases.exact.items()}
+    """Every kind's exact cases, by ``kind-name``."""
+    return {
+        f"{kind}-{name}": case
+        for kind, cases in KIND_CASES.items()
+        for name, case in cases.exact.items()
+    }
 
 
 def general_cases() -> dict[str, GeneralCase]:
-    return {name: case for cases in KIND_CASES.values() for name, case in cases.general.items()}
+    """Every kind's general case, by kind."""
+    return {kind: cases.general for kind, cases in KIND_CASES.items() if cases.general}
 
 
 def kinds_without_cases() -> list[str]:
@@ -499,5 +479,5 @@ def kinds_without_cases() -> list[str]:
         for kind in PATH_KINDS
         if kind not in KIND_CASES
         or not KIND_CASES[kind].rules
-        or not (KIND_CASES[kind].exact or KIND_CASES[kind].general)
+        or not (KIND_CASES[kind].exact or KIND_CASES[kind].general is not None)
     ]
