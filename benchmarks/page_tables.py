@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
+from benchmarks import runs_table
 from laplace_equivariance import models
 
 BEYOND_THE_PAPER = (
@@ -57,6 +58,16 @@ def models_page() -> dict[str, pd.DataFrame]:
         "counts": counts,
         "weights": weights.map(lambda v: f"{v:,}" if isinstance(v, int) else v),
     }
+
+
+def kept_by_evidence(folders: list[str], model: str) -> pd.DataFrame:
+    """Of the learned ``model`` runs in ``folders`` (the same network from several starts), per
+    data set and seed the run of the lowest last ``-log p(D)/N``: the start a user who tried
+    them all would keep, no test image looked at."""
+    runs = runs_table.runs()
+    learned = runs[runs["folder"].isin(folders) & (runs["model"] == model)]
+    learned = learned[learned["method"] == "marglik"]
+    return learned.loc[learned.groupby(["dataset", "seed"])["marglik_per_example"].idxmin()]
 
 
 TABLES = {"models.md": models_page}

@@ -38,7 +38,7 @@ from benchmarks import runs_table
 
 TEMPLATES = runs_table.ROOT / "benchmarks" / "templates"
 DOCS = runs_table.ROOT / "docs"
-PAGES = ("models.md",)
+PAGES = ("findings.md", "models.md")
 """The pages rendered from templates: ``docs/NAME`` from ``benchmarks/templates/NAME``."""
 
 
@@ -83,9 +83,12 @@ def counts(values: Iterable[Any]) -> str:
     return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
 
 
-def layers(frame: pd.DataFrame, family: str, which: str | None = None) -> list[float]:
-    """The values of ``family`` (``"fc.relative"``, ``"conv.output"``, ...) over every row of
-    ``frame`` and the layers ``which`` chooses (``"7"``, ``"1-6"``; None: all), row by row.
+def layers(
+    frame: pd.DataFrame, family: str, which: str | None = None, scale: float = 1.0
+) -> list[float]:
+    """The values of ``family`` (``"fc.relative"``, ``"conv.output"``, ...) times ``scale``
+    over every row of ``frame`` and the layers ``which`` chooses (``"7"``, ``"1-6"``; None:
+    all), row by row.
 
     Raises:
         ValueError: If a chosen layer has no such column, or a row lacks its value.
@@ -103,7 +106,65 @@ def layers(frame: pd.DataFrame, family: str, which: str | None = None) -> list[f
     columns = [f"{family}.{n}" for n in numbers]
     if not columns or frame[columns].isna().any().any():
         raise ValueError(f"{family} of layers {which}: missing in some run")
-    return [float(v) for v in frame[columns].to_numpy().ravel()]
+    return [scale * float(v) for v in frame[columns].to_numpy().ravel()]
+
+
+def per_run(
+    frame: pd.DataFrame, family: str, which: str | None = None, how: str = "sum"
+) -> list[float]:
+    """Per row of ``frame`` (seed by seed), the ``how`` (``"sum"``, ``"max"``, ``"min"``) of
+    ``family`` over the layers ``which`` chooses; a layer without the column counts for none.
+
+    Raises:
+        ValueError: If no chosen layer has the column.
+    """
+    columns = [c for c in frame.columns if c.rsplit(".", 1)[0] == family]
+    if which is not None:
+        first, _, last = which.partition("-")
+        wanted = range(int(first), int(last or first) + 1)
+        columns = [c for c in columns if int(c.rsplit(".", 1)[1]) in wanted]
+    if not columns:
+        raise ValueError(f"{family} of layers {which}: no such column")
+    return [float(v) for v in getattr(frame[columns], how)(axis=1)]
+
+
+def below(
+    frame: pd.DataFrame, family: str, which: str | None = None, under: float = 0.01
+) -> list[int]:
+    """Per row of ``frame``, how many values of ``family`` in the layers ``which`` chooses are
+    under ``under`` (a path off); a family without a path (``"relative"``, ``"output"``) counts
+    every path of the layers that have several.
+    """
+    numbers = sorted({int(c.rsplit(".", 1)[1]) for c in frame.columns if c.count(".") == 2})
+    if which is not None:
+        first, _, last = which.partition("-")
+        numbers = [n for n in numbers if int(first) <= n <= int(last or first)]
+    result = []
+    for _, row in frame.iterrows():
+        count = 0
+        for n in numbers:
+            if "." in family:
+                values = [row.get(f"{family}.{n}")]
+            else:
+                values = [row[c] for c in frame.columns if c.endswith(f".{family}.{n}")]
+                values = [v for v in values if pd.notna(v)]
+                values = values if len(values) > 1 else []
+            count += sum(bool(pd.notna(v) and v < under) for v in values)
+        result.append(count)
+    return result
+
+
+def split(name: str, **filters: Any) -> pd.DataFrame:
+    """The runs of evidence split ``benchmarks/results/NAME.json`` that ``filters`` pick, one a
+    seed, in seed order (:func:`benchmarks.runs_table.evidence_split`).
+
+    Raises:
+        ValueError: Unless the filters leave exactly one run per seed.
+    """
+    found = select(runs_table.evidence_split(name), **filters).sort_values("seed")
+    if found.empty or found["seed"].duplicated().any():
+        raise ValueError(f"split({name!r}, {filters}): {len(found)} runs, not one a seed")
+    return found
 
 
 def select(frame: pd.DataFrame, **filters: Any) -> pd.DataFrame:
@@ -213,14 +274,20 @@ def environment() -> jinja2.Environment:
         "seeds": seeds,
         "counts": counts,
         "layers": layers,
+        "per_run": per_run,
+        "below": below,
     }
+    from benchmarks import page_tables
+
     env.globals |= {
+        "kept_by_evidence": page_tables.kept_by_evidence,
         "pick": pick,
         "known": known,
         "value": value,
         "table": table,
         "minus": minus,
         "select": select,
+        "split": split,
     }
     return env
 

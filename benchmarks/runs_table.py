@@ -72,8 +72,19 @@ def _row(path: Path) -> dict[str, Any]:
 @functools.cache
 def runs() -> pd.DataFrame:
     """Every committed run, one row each, sorted by ``run`` (see the module docstring)."""
-    paths = sorted(RESULTS.rglob("results.json"))
-    return pd.DataFrame([_row(path) for path in paths])
+    return _frame([_row(path) for path in sorted(RESULTS.rglob("results.json"))])
+
+
+MEASURED = ("test_acc", "test_nll", "train_acc", "marglik", "marglik_per_example", "train_seconds")
+"""The columns of :func:`runs` that are measurements (float), besides the per-layer ones."""
+
+
+def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """``rows`` as a frame whose settings keep their values as recorded (an integer setting
+    stays one where other runs lack it) and whose measurements are floats."""
+    frame = pd.DataFrame(rows, dtype=object)
+    measured = [c for c in frame.columns if c in MEASURED or c.count(".") == 2]
+    return frame.astype(dict.fromkeys(measured, float))
 
 
 @functools.cache
@@ -107,4 +118,24 @@ def known_truth() -> pd.DataFrame:
                     if key.endswith("_relative"):
                         row[f"{key.removesuffix('_relative')}.relative.{number}"] = value
             rows.append(row)
-    return pd.DataFrame(rows)
+    return _frame(rows)
+
+
+@functools.cache
+def evidence_split(name: str) -> pd.DataFrame:
+    """The runs of a ``benchmarks.evidence_split`` file (``benchmarks/results/NAME.json``), one
+    row each: the run's settings, ``frozen``, ``total`` (``-log marglik``), ``data``, ``head``
+    (the terms outside the relaxed layers) and per layer ``L`` and path type,
+    ``PATH.nats.L`` (its prior and Occam terms) and ``PATH.gamma.L`` (effective parameters)."""
+    rows = []
+    for run in report(name)["runs"]:
+        row = migrated(run["settings"]) | {"frozen": ",".join(run.get("frozen_paths") or [])}
+        row["frozen"] = row["frozen"] or "none"
+        row |= {"total": run["neg_log_marglik"], "data": run["data"]}
+        row["head"] = run["outside"]["prior"] + run["outside"]["occam"]
+        for number, paths in enumerate(run["layers"].values(), 1):
+            for path, terms in paths.items():
+                row[f"{path}.nats.{number}"] = terms["prior"] + terms["occam"]
+                row[f"{path}.gamma.{number}"] = terms["gamma"]
+        rows.append(row)
+    return _frame(rows)

@@ -10,7 +10,9 @@ import pytest
 from benchmarks import render_pages, results_tables, runs_table
 
 
-def _run(seed: int, accuracy: float, lr: float = 0.003, fc: float = 0.5) -> dict:
+def _run(
+    seed: int, accuracy: float, lr: float = 0.003, fc: float = 0.5, evidence: float = 200.0
+) -> dict:
     """A results.json of a learned two-layer run."""
     layer = {"paths": {"fc": {"relative": fc, "effective": 10 * fc}, "conv": {"relative": 0.1}}}
     layer["paths"]["conv"]["effective"] = 1.0
@@ -20,7 +22,7 @@ def _run(seed: int, accuracy: float, lr: float = 0.003, fc: float = 0.5) -> dict
         "n_train": 100,
         "test": {"accuracy": accuracy, "nll": 1 - accuracy},
         "train": {"accuracy": 1.0, "nll": 0.0},
-        "neg_log_marglik": [300.0, 200.0 + seed],
+        "neg_log_marglik": [300.0, evidence + seed],
         "symmetry": {"layers": [layer, layer]},
         "path_outputs": [{"paths": {"fc": fc / 2, "conv": 1 - fc / 2}}] * 2,
     }
@@ -30,7 +32,7 @@ def _run(seed: int, accuracy: float, lr: float = 0.003, fc: float = 0.5) -> dict
 def fixture_runs(tmp_path, monkeypatch):
     """Three seeds of one experiment and two of another (another lr) under ``t/``."""
     runs = [_run(0, 0.80, fc=0.1), _run(1, 0.82, fc=0.3), _run(2, 0.84, fc=0.2)]
-    runs += [_run(0, 0.5, lr=0.01), _run(1, 0.6, lr=0.01)]
+    runs += [_run(0, 0.5, lr=0.01, evidence=150.0), _run(1, 0.6, lr=0.01, evidence=150.0)]
     for i, result in enumerate(runs):
         folder = tmp_path / "t" / f"run{i}"
         folder.mkdir(parents=True)
@@ -47,7 +49,7 @@ def test_the_runs_table_has_a_row_per_run_with_settings_metrics_and_symmetry(fix
     assert list(frame["run"]) == [f"t/run{i}" for i in range(5)]
     assert set(frame["folder"]) == {"t"}
     assert frame["test_acc"].tolist() == pytest.approx([80, 82, 84, 50, 60])
-    assert frame["marglik_per_example"].tolist() == pytest.approx([2.0, 2.01, 2.02, 2.0, 2.01])
+    assert frame["marglik_per_example"].tolist() == pytest.approx([2.0, 2.01, 2.02, 1.5, 1.51])
     assert frame["fc.relative.2"].tolist() == pytest.approx([0.1, 0.3, 0.2, 0.5, 0.5])
     assert frame["fc.output.1"].tolist() == pytest.approx([0.05, 0.15, 0.1, 0.25, 0.25])
     assert frame["start"].tolist() == ["mixed"] * 5  # an option added later, as older runs had it
@@ -90,6 +92,22 @@ def test_layers_chooses_a_path_family_over_seeds_and_layers(fixture_runs):
         render_pages.layers(runs, "fc.relative", "3")
     with pytest.raises(ValueError, match="missing"):
         render_pages.layers(runs, "gconv.relative")
+
+
+def test_below_counts_the_paths_off_per_seed(fixture_runs):
+    runs = render_pages.pick("t", "f-fc+conv", "marglik", lr=0.003)
+    assert render_pages.below(runs, "fc.relative", under=0.15) == [2, 0, 0]
+    assert render_pages.below(runs, "fc.relative", "2", under=0.15) == [1, 0, 0]
+    assert render_pages.below(runs, "relative", under=0.15) == [4, 2, 2]  # conv's 0.1 too
+    assert render_pages.below(runs, "fc.output", under=0.1) == [2, 0, 0]
+
+
+def test_kept_by_evidence_keeps_each_seeds_run_of_the_highest_evidence(fixture_runs):
+    from benchmarks import page_tables
+
+    kept = page_tables.kept_by_evidence(["t"], "f-fc+conv")
+    assert kept["seed"].tolist() == [0, 1, 2]
+    assert kept["lr"].tolist() == [0.01, 0.01, 0.003]  # the seed with one run keeps it
 
 
 def test_a_template_naming_a_missing_value_fails_loudly(fixture_runs):
