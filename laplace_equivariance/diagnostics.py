@@ -42,13 +42,16 @@ output energy is off in what the network computes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import operator
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 from laplace.baselaplace import KronLaplace
 from torch import nn
 
+from laplace_equivariance.curvature.kron import fitted_decomposition, kron_eigenvalues
 from laplace_equivariance.curvature.registry import likelihood_scale, require_fitted
 from laplace_equivariance.layers import RelaxedLayer
 from laplace_equivariance.marglik.priors import parameter_paths
@@ -113,12 +116,12 @@ def _per_tensor(
     if not isinstance(la, KronLaplace):
         raise TypeError(f"this diagnostic needs a KronLaplace, got {type(la).__name__}.")
     require_fitted(la)
-    scaled = la.H * likelihood_scale(la)
-    deltas = la.prior_precision.detach().expand(len(scaled.eigenvalues))
+    eigenvalues = kron_eigenvalues(fitted_decomposition(la) * likelihood_scale(la))
+    deltas = la.prior_precision.detach().expand(len(eigenvalues))
     with torch.no_grad():
         return [
             term(values[0] if len(values) == 1 else torch.outer(values[0], values[1]), delta).item()
-            for values, delta in zip(scaled.eigenvalues, deltas, strict=True)
+            for values, delta in zip(eigenvalues, deltas, strict=True)
         ]
 
 
@@ -159,7 +162,8 @@ def symmetry_report(la: KronLaplace) -> dict[str, Any]:
     where = parameter_paths(la.model)
     for name, gamma, precision in zip(weights, gammas, precisions, strict=True):
         weight = weights[name]
-        if where[name] is None:
+        place = where[name]
+        if place is None:
             outside[name] = {
                 "parameters": weight.numel(),
                 "prior_precision": precision,
@@ -167,7 +171,7 @@ def symmetry_report(la: KronLaplace) -> dict[str, Any]:
                 "effective": gamma,
             }
             continue
-        layer, path = where[name]
+        layer, path = place
         entry = layers.setdefault(layer, {}).setdefault(
             path, {"parameters": 0, "prior_precision": [], "squared_norm": [], "effective": 0.0}
         )
@@ -330,7 +334,7 @@ def path_shift_errors(
         )
     sums: dict[str, dict[str, list[float]]] = {}
 
-    def scaled(size: tuple[int, int], name: str, where: str) -> tuple[int, int]:
+    def scaled(size: Sequence[int], name: str, where: str) -> tuple[int, int]:
         # a grid one pixel long on an axis has no shift there: equivariance is invariance
         dy = shift[0] * size[0] / height if size[0] > 1 else 0.0
         dx = shift[1] * size[1] / width if size[1] > 1 else 0.0
@@ -351,8 +355,8 @@ def path_shift_errors(
         paths = sums.setdefault(name, {p: [0.0, 0.0] for p in [*layer.path_names, "total"]})
         moved = torch.roll(h, scaled(h.shape[-2:], name, "input"), dims=(-2, -1))
         plain, shifted = layer.path_outputs(h), layer.path_outputs(moved)
-        plain["total"] = sum(plain.values())
-        shifted["total"] = sum(shifted.values())
+        plain["total"] = functools.reduce(operator.add, plain.values())
+        shifted["total"] = functools.reduce(operator.add, shifted.values())
         for path, y in plain.items():
             expected = torch.roll(y, scaled(y.shape[-2:], name, "output"), dims=(-2, -1))
             paths[path][0] += (shifted[path] - expected).double().square().sum().item()

@@ -13,7 +13,7 @@ import torch
 from laplace.baselaplace import KronLaplace
 
 from laplace_equivariance import distributed
-from laplace_equivariance.curvature.kron import BlockDiagonalKron
+from laplace_equivariance.curvature.kron import BlockDiagonalKron, fitted_factors, kron_factors
 from laplace_equivariance.curvature.projection import ProjectedFactor
 from laplace_equivariance.curvature.registry import device_and_dtype
 
@@ -26,6 +26,10 @@ class FitMerging:
     A mixin before laplace-torch's curvature interface in the bases;
     :func:`~laplace_equivariance.curvature.registry.install_fit_hook` calls ``after_fit``.
     """
+
+    # set by the backend this mixin is a base of
+    projected_factors: dict[int, ProjectedFactor]
+    examples_seen: int
 
     def after_fit(self, la: KronLaplace, previous: tuple[dict, int] | None, n_new: int) -> None:
         """Finish a ``KronLaplace.fit``: sum a sharded fit over the ranks, merge accumulated fits.
@@ -52,15 +56,16 @@ class FitMerging:
             device, dtype = device_and_dtype(la)
             distributed.check_shards(self.examples_seen, n_new, device)
             loss = torch.as_tensor(la.loss, device=device, dtype=dtype).clone()
-            factors = [f for group in la.H_facs.kfacs for f in group]
+            fitted = fitted_factors(la)
+            factors = [f for group in kron_factors(fitted) for f in group]
             statistics = [record.statistic for record in self.projected_factors.values()]
             distributed.all_reduce_sum([loss, *factors, *statistics])
             # collectives write the factors without bumping their versions: the rows of this
             # rank's examples would pass for those of the sum
-            if isinstance(la.H_facs, BlockDiagonalKron):
-                la.H_facs = la.H_facs.without_rows()
+            if isinstance(fitted, BlockDiagonalKron):
+                fitted = la.H_facs = fitted.without_rows()
             la.loss = loss
-            la.H = la.H_facs.decompose(damping=la.damping)
+            la.H = fitted.decompose(damping=la.damping)
         if previous is not None:
             self.merge_projected_factors(*previous, n_new)
 

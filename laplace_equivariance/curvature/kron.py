@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from typing import NamedTuple, cast
 
 import torch
+from laplace.baselaplace import KronLaplace
 from laplace.utils.matrix import Kron, KronDecomposed
 from laplace.utils.utils import block_diag, kron
 
@@ -35,6 +36,9 @@ __all__ = [
     "KronFactors",
     "OuterProductJacobian",
     "densify",
+    "fitted_decomposition",
+    "fitted_factors",
+    "kron_eigenvalues",
     "kron_factors",
     "zero_factor",
 ]
@@ -51,6 +55,38 @@ def kron_factors(kron: Kron) -> KronFactors:
     build, and all its methods read, a list of one or two factors per group.
     """
     return cast(KronFactors, kron.kfacs)
+
+
+def kron_eigenvalues(decomposed: KronDecomposed) -> KronFactors:
+    """``decomposed.eigenvalues``, typed as what it holds: per group one or two tensors.
+
+    laplace-torch 0.3 annotates ``KronDecomposed.eigenvalues`` as ``list[tuple[Tensor]]``
+    (one-tuples), but its ``Kron.decompose`` builds a list of one or two per group.
+    """
+    return cast(KronFactors, decomposed.eigenvalues)
+
+
+def fitted_factors(la: KronLaplace) -> Kron:
+    """``la.H_facs``, the fitted factors before decomposition.
+
+    Raises:
+        AttributeError: laplace-torch's, if ``la`` has not been fitted.
+    """
+    if la.H_facs is None:
+        raise AttributeError("Laplace not fitted. Run fit() first.")
+    return la.H_facs
+
+
+def fitted_decomposition(la: KronLaplace) -> KronDecomposed:
+    """``la.H``, the decomposition that ``la.fit`` leaves there.
+
+    Raises:
+        AttributeError: laplace-torch's, if ``la`` has not been fitted (its ``H`` is then
+            None or the undecomposed ``Kron`` it starts a fit with).
+    """
+    if not isinstance(la.H, KronDecomposed):
+        raise AttributeError("Laplace not fitted. Run fit() first.")
+    return la.H
 
 
 def densify(factor: torch.Tensor) -> torch.Tensor:

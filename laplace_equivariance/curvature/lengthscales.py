@@ -40,6 +40,10 @@ fit and the lengthscale gradients are summed over the ranks.
 
 from __future__ import annotations
 
+import functools
+import operator
+from collections.abc import Sequence
+
 import torch
 from laplace.baselaplace import KronLaplace
 from torch import nn
@@ -50,7 +54,12 @@ from torch.utils.data import DataLoader
 from laplace_equivariance import distributed
 from laplace_equivariance.curvature.backend import EquivariantKFAC
 from laplace_equivariance.curvature.differentiable import batch_factors
-from laplace_equivariance.curvature.kron import BlockDiagonalKron
+from laplace_equivariance.curvature.kron import (
+    BlockDiagonalKron,
+    fitted_decomposition,
+    fitted_factors,
+    kron_factors,
+)
 from laplace_equivariance.curvature.projection import reproject
 from laplace_equivariance.curvature.registry import likelihood_scale
 from laplace_equivariance.layers.sparse import AnchorBasis, LengthscaleMode
@@ -91,7 +100,10 @@ def lengthscale_hyperparameters(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def _log_likelihood(
-    model: nn.Module, loader: DataLoader, lengthscales: list[torch.Tensor], scale: torch.Tensor
+    model: nn.Module,
+    loader: DataLoader,
+    lengthscales: Sequence[torch.Tensor],
+    scale: torch.Tensor,
 ) -> torch.Tensor:
     r"""``scale * log p(D | theta*, omega)`` with its exact first derivative in ``lengthscales``.
 
@@ -121,12 +133,17 @@ def _log_likelihood(
     return -scale * (total + _linear(grads, tracked))
 
 
-def _linear(grads: list[torch.Tensor], tracked: list[torch.Tensor]) -> torch.Tensor:
-    """``sum_i g_i (w_i - sg(w_i))``: value 0, gradient ``g`` (to add a known first derivative)."""
+def _linear(grads: list[torch.Tensor], tracked: Sequence[torch.Tensor]) -> torch.Tensor | float:
+    """``sum_i g_i (w_i - sg(w_i))``: value 0, gradient ``g`` (to add a known first derivative).
+
+    The float 0.0 if nothing is tracked.
+    """
     return sum(((g * (w - w.detach())).sum() for g, w in zip(grads, tracked, strict=True)), 0.0)
 
 
-def _log_det_gradient(la: KronLaplace, loader: DataLoader, tracked: list[torch.Tensor]):
+def _log_det_gradient(
+    la: KronLaplace, loader: DataLoader, tracked: Sequence[torch.Tensor]
+) -> list[torch.Tensor]:
     r"""Total derivative of ``-0.5 log det(posterior precision)`` in ``tracked``, by adjoints.
 
     :math:`G_k = \partial(-\frac12\log\det(\tfrac1T H + \delta))/\partial F_k` at the
@@ -134,7 +151,10 @@ def _log_det_gradient(la: KronLaplace, loader: DataLoader, tracked: list[torch.T
     \rangle` back-propagated to ``tracked`` batch by batch (the fitted factors are sums of
     the batches' factors, ``A`` divided by ``N``), so memory does not grow with the loader.
     """
-    leaves = [[f.detach().requires_grad_(True) for f in group] for group in la.H_facs.kfacs]
+    leaves = [
+        [f.detach().requires_grad_(True) for f in group]
+        for group in kron_factors(fitted_factors(la))
+    ]
     flat = [f for group in leaves for f in group]
     with torch.enable_grad():
         posterior = BlockDiagonalKron(leaves).decompose(damping=la.damping)
@@ -145,7 +165,9 @@ def _log_det_gradient(la: KronLaplace, loader: DataLoader, tracked: list[torch.T
     for x, _ in loader:
         factors = batch_factors(la.backend, x.to(device), la.n_data)
         batch = [f for group in factors for f in group]
-        inner = sum((g * f).sum() for g, f in zip(adjoints, batch, strict=True))
+        inner = functools.reduce(
+            operator.add, ((g * f).sum() for g, f in zip(adjoints, batch, strict=True))
+        )
         batch_grads = torch.autograd.grad(inner, tracked, allow_unused=True)
         for total, grad in zip(grads, batch_grads, strict=True):
             if grad is not None:
@@ -214,7 +236,7 @@ def log_marginal_likelihood(
     lengthscales = [basis.lengthscale for basis in bases.values()]
     log_likelihood = _log_likelihood(la.model, loader, lengthscales, scale)
     if derivative == "partial":
-        posterior = reproject(la.H, projected) * scale + la.prior_precision
+        posterior = reproject(fitted_decomposition(la), projected) * scale + la.prior_precision
         return log_likelihood - 0.5 * (posterior.logdet() - la.log_det_prior_precision + la.scatter)
     if la.backend.stochastic:
         raise ValueError(
@@ -232,6 +254,6 @@ def log_marginal_likelihood(
         )
     tracked = [w for w in lengthscales if w.requires_grad] if torch.is_grad_enabled() else []
     log_det = _linear(_log_det_gradient(la, loader, tracked), tracked) if tracked else 0.0
-    posterior = la.H * scale + la.prior_precision
+    posterior = fitted_decomposition(la) * scale + la.prior_precision
     fixed = posterior.logdet() - la.log_det_prior_precision + la.scatter
     return log_likelihood - 0.5 * fixed + log_det
