@@ -20,6 +20,7 @@ rounding; the others measure how far a layer is from equivariant.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 
@@ -141,4 +142,6 @@ class EquivarianceCheck:
             The largest absolute difference: zero up to rounding where the layer is
             equivariant to ``transform`` by construction.
         """
-        return equivariance_error(self, x, transform, self.p4_input, self.p4_output)
+        # a mixin: self is always also the nn.Module layer it is a base of
+        layer = cast(torch.nn.Module, self)
+        return equivariance_error(layer, x, transform, self.p4_input, self.p4_output)

@@ -219,8 +219,8 @@ class FactoredLinear2d(EquivarianceCheck, nn.Module):
         - Output: ``(N, C', X', Y')``.
     """
 
-    input_map_type: type[nn.Module] = FactoredInputMap
-    output_map_type: type[nn.Module] = FactoredOutputMap
+    input_map_type: type[FactoredInputMap] = FactoredInputMap
+    output_map_type: type[FactoredOutputMap] = FactoredOutputMap
 
     def __init__(
         self,

@@ -127,6 +127,12 @@ class AnchorBasis(nn.Module):
             one of :class:`LengthscaleMode`'s values (the message lists them).
     """
 
+    # buffers and parameters, registered in __init__
+    grid: torch.Tensor
+    initial_positions: torch.Tensor
+    position_offsets: nn.Parameter | None
+    lengthscale: torch.Tensor
+
     def __init__(
         self,
         size: int | Sequence[int],
