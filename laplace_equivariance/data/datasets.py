@@ -60,6 +60,9 @@ FASHION_MEAN, FASHION_STD = 0.2860, 0.3530
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR_STD = (0.2470, 0.2435, 0.2616)
 
+Channels = float | tuple[float, ...]
+"""A standardisation statistic: one for all channels, or one per channel."""
+
 DATASETS: dict[str, int] = {
     "mnist": 10,
     "quadrant-mnist": 40,
@@ -423,10 +426,11 @@ def fashion_pixels(data_dir: Path | None, download: bool):
     return (*out, f"{source} ({folder})")
 
 
-def _standardise(images: torch.Tensor, mean, std) -> torch.Tensor:
-    mean = torch.as_tensor(mean, dtype=images.dtype).view(1, -1, 1, 1)
-    std = torch.as_tensor(std, dtype=images.dtype).view(1, -1, 1, 1)
-    return (images - mean) / std
+def _standardise(images: torch.Tensor, mean: Channels, std: Channels) -> torch.Tensor:
+    """``(images - mean) / std``: one mean and deviation for all channels, or one per channel."""
+    means = torch.as_tensor(mean, dtype=images.dtype).view(1, -1, 1, 1)
+    stds = torch.as_tensor(std, dtype=images.dtype).view(1, -1, 1, 1)
+    return (images - means) / stds
 
 
 def _pixels(name: str, data_dir: str | Path | None, download: bool, seed: int):
@@ -512,12 +516,15 @@ def load_dataset(
         degrees = 90 if name.startswith("partially") else 180
         x_train = rotate_images(x_train, degrees, seed)
         x_test = rotate_images(x_test, degrees, seed + 1)
-    mean, std = {
+    statistics: dict[str, tuple[Channels, Channels]] = {
         "fashion-mnist": (FASHION_MEAN, FASHION_STD),
         "cifar10": (CIFAR_MEAN, CIFAR_STD),
         "rotated-cifar10": (CIFAR_MEAN, CIFAR_STD),
-    }.get(name, (MNIST_MEAN, MNIST_STD))
-    x_train, x_test = (_standardise(resize_to_32(x), mean, std) for x in (x_train, x_test))
+    }
+    channel_mean, channel_std = statistics.get(name, (MNIST_MEAN, MNIST_STD))
+    x_train, x_test = (
+        _standardise(resize_to_32(x), channel_mean, channel_std) for x in (x_train, x_test)
+    )
     if name == "quarter-turn-mnist":
         # turned after the resize, so that every image is an exact quarter turn of a digit
         x_train, x_test = quarter_turn_images(x_train, seed), quarter_turn_images(x_test, seed + 1)

@@ -12,12 +12,23 @@ random sampler's draw would move the random state that training then uses), and
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sized
 from typing import Any
 
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
-__all__ = ["counted", "examples_in"]
+__all__ = ["counted", "dataset_length", "examples_in"]
+
+
+def dataset_length(dataset: object) -> int:
+    """``len(dataset)`` of a map-style data set (torch's ``Dataset`` type declares no length).
+
+    Raises:
+        TypeError: As ``len``, if ``dataset`` has no length (an ``IterableDataset``, say).
+    """
+    if not isinstance(dataset, Sized):
+        raise TypeError(f"object of type {type(dataset).__name__!r} has no len()")
+    return len(dataset)
 
 
 def examples_in(loader: DataLoader) -> int:
@@ -47,9 +58,9 @@ def examples_in(loader: DataLoader) -> int:
         )
     sampler = batches.sampler  # the loader's own, or that of a BatchSampler given to it
     if isinstance(sampler, DistributedSampler):
-        return len(loader.dataset)
+        return dataset_length(loader.dataset)
     try:
-        n = len(sampler)
+        n = dataset_length(sampler)  # a sampler's length may itself raise TypeError
     except TypeError:
         raise TypeError(
             f"Cannot count the examples of a DataLoader whose sampler ({type(sampler).__name__}) "
@@ -106,4 +117,4 @@ def counted(loader: DataLoader) -> DataLoader | _CountedLoader:
         TypeError: As :func:`examples_in`.
     """
     n = examples_in(loader)
-    return loader if n == len(loader.dataset) else _CountedLoader(loader, n)
+    return loader if n == dataset_length(loader.dataset) else _CountedLoader(loader, n)

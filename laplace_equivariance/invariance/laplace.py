@@ -46,6 +46,19 @@ from laplace_equivariance.invariance.network import InvariantWeightsNet
 __all__ = ["log_marginal_likelihood", "output_jacobians"]
 
 
+def point_output(model: InvariantWeightsNet) -> nn.Linear:
+    """The network's output layer, which the Laplace objective needs to be a point estimate.
+
+    Raises:
+        TypeError: If the output layer is not ``nn.Linear`` (a variational one).
+    """
+    if not isinstance(model.output, nn.Linear):
+        raise TypeError(
+            "The Laplace marginal likelihood needs InvariantWeightsNet(variational=False)."
+        )
+    return model.output
+
+
 def output_jacobians(
     model: InvariantWeightsNet, x: torch.Tensor, matrices: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -63,12 +76,9 @@ def output_jacobians(
     Raises:
         TypeError: If the output layer is not ``nn.Linear``.
     """
-    if not isinstance(model.output, nn.Linear):
-        raise TypeError(
-            "The Laplace marginal likelihood needs InvariantWeightsNet(variational=False)."
-        )
+    output = point_output(model)
     features = model.features(x, matrices)
-    probs = model.output(features).softmax(-1)
+    probs = output(features).softmax(-1)
     mean_probs = probs.mean(0)
     n_samples, n_classes = probs.shape[0], probs.shape[-1]
     eye = torch.eye(n_classes, dtype=probs.dtype, device=probs.device)
@@ -124,7 +134,8 @@ def log_marginal_likelihood(
         FloatingPointError: If the result is not finite.
     """
     matrices = model.transformations() if matrices is None else matrices
-    log_likelihood, all_log_probs, all_jacobians = 0.0, [], []
+    log_likelihood: torch.Tensor | float = 0.0
+    all_log_probs, all_jacobians = [], []
     for x, y in loader:
         x, y = x.to(model.eta.device), y.to(model.eta.device)
         log_probs, jacobians = output_jacobians(model, x, matrices)
@@ -134,7 +145,8 @@ def log_marginal_likelihood(
     log_probs, jacobians = torch.cat(all_log_probs), torch.cat(all_jacobians)
     n_subset = len(log_probs)
     scale = (n_data or n_subset) / n_subset
-    theta = torch.cat([model.output.weight.flatten(), model.output.bias])
+    output = point_output(model)
+    theta = torch.cat([output.weight.flatten(), output.bias])
     log_det_ratio = _log_det_ratio(jacobians, log_probs, scale / prior_precision)
     value = scale * log_likelihood - 0.5 * (log_det_ratio + prior_precision * theta.pow(2).sum())
     if not torch.isfinite(value):

@@ -69,11 +69,17 @@ class InvariantWeightsNet(nn.Module):
 
     Attributes:
         eta: The invariance parameters, an ``nn.Parameter`` of shape ``(k,)``.
+        output: The output layer: ``nn.Linear``, or :class:`VariationalLinear`.
 
     Shapes:
         - Input: ``(N, C, H, W)``.
         - Output: ``(N, K)``, log class probabilities.
     """
+
+    # buffers; the first layer's are parameters unless activation="rff"
+    generators: torch.Tensor
+    first_weight: torch.Tensor
+    first_bias: torch.Tensor
 
     def __init__(
         self,
@@ -117,12 +123,11 @@ class InvariantWeightsNet(nn.Module):
         else:
             self.first_weight = nn.Parameter(nn.init.xavier_uniform_(torch.empty(width, n_inputs)))
             self.first_bias = nn.Parameter(torch.zeros(width))
-        self.output = (
-            VariationalLinear(width, n_classes, prior_variance, posterior_scale)
-            if variational
-            else nn.Linear(width, n_classes)
-        )
-        if not variational:
+        self.output: VariationalLinear | nn.Linear
+        if variational:
+            self.output = VariationalLinear(width, n_classes, prior_variance, posterior_scale)
+        else:
+            self.output = nn.Linear(width, n_classes)
             nn.init.zeros_(self.output.weight)
             nn.init.zeros_(self.output.bias)
 

@@ -30,8 +30,9 @@ from torch.optim import Adam
 from torch.optim.lr_scheduler import CosineAnnealingLR
 from torch.utils.data import DataLoader
 
+from laplace_equivariance.data.loader_size import dataset_length
 from laplace_equivariance.invariance.elbo import elbo
-from laplace_equivariance.invariance.laplace import log_marginal_likelihood
+from laplace_equivariance.invariance.laplace import log_marginal_likelihood, point_output
 from laplace_equivariance.invariance.network import InvariantWeightsNet
 
 __all__ = ["OBJECTIVES", "InvarianceHistory", "train_invariant_weights"]
@@ -108,14 +109,16 @@ def train_invariant_weights(
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}.")
     device = model.eta.device
-    n_data = len(train_loader.dataset)
+    n_data = dataset_length(train_loader.dataset)
     learns_eta_with_weights = objective != "laplace"
     parameters = list(model.parameters()) if learns_eta_with_weights else model.weight_parameters()
     covariance = [p for p in parameters if p is getattr(model.output, "scale_tril", None)]
     others = [p for p in parameters if all(p is not q for q in covariance)]
-    optimizer = Adam(
-        [{"params": others}, {"params": covariance, "lr": lr * lr_covariance_factor}], lr=lr
-    )
+    groups: list[dict[str, Any]] = [
+        {"params": others},
+        {"params": covariance, "lr": lr * lr_covariance_factor},
+    ]
+    optimizer = Adam(groups, lr=lr)
     scheduler = CosineAnnealingLR(optimizer, T_max=max(1, n_epochs * len(train_loader)))
     log_prior_prec = torch.tensor(
         math.log(prior_precision_init), device=device, dtype=model.eta.dtype, requires_grad=True
@@ -134,7 +137,8 @@ def train_invariant_weights(
             elif objective == "likelihood":
                 loss = F.cross_entropy(model(x), y)
             else:
-                theta = torch.cat([model.output.weight.flatten(), model.output.bias])
+                output = point_output(model)
+                theta = torch.cat([output.weight.flatten(), output.bias])
                 decay = 0.5 * log_prior_prec.detach().exp() * theta.pow(2).sum() / n_data
                 loss = F.cross_entropy(model(x), y) + decay
             if not torch.isfinite(loss):

@@ -26,6 +26,7 @@ from laplace_equivariance.curvature import EquivariantKFAC
 from laplace_equivariance.curvature.lengthscales import DERIVATIVES
 from laplace_equivariance.curvature.monte_carlo import check_sample_count
 from laplace_equivariance.curvature.rules import KFAC_APPROXIMATIONS
+from laplace_equivariance.data.loader_size import dataset_length
 from laplace_equivariance.marglik.priors import PriorStructure
 
 __all__ = ["LIKELIHOODS", "OWN_BACKEND_OPTIONS", "MarglikOptions"]
@@ -97,7 +98,7 @@ class MarglikOptions:
         """Raise ValueError, before any training, for options that cannot work together."""
         if self.likelihood not in LIKELIHOODS:
             raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {self.likelihood!r}.")
-        positive = ("prior_prec_init", "temperature")
+        positive: tuple[str, ...] = ("prior_prec_init", "temperature")
         if self.likelihood == "regression":
             positive += ("sigma_noise_init",)
         for name in positive:
@@ -219,9 +220,10 @@ class MarglikOptions:
             ("train_loader", train_loader),
             ("marglik_loader", self.marglik_loader),
         ):
-            if loader is not None and (len(loader.dataset) == 0 or len(loader) == 0):
+            if loader is not None and (dataset_length(loader.dataset) == 0 or len(loader) == 0):
                 raise ValueError(
-                    f"{name} is empty ({len(loader.dataset)} examples, {len(loader)} batches): "
+                    f"{name} is empty ({dataset_length(loader.dataset)} examples, "
+                    f"{len(loader)} batches): "
                     "give it data (check the data set, the subset size, and drop_last with a "
                     "batch larger than the data)."
                 )
