@@ -13,14 +13,15 @@ p4 feature maps ``(N, 4 C, X, Y)`` (rotation-major channels,
 Every layer of the package (and :class:`~laplace_equivariance.layers.RelaxedLayer`) has
 :meth:`EquivarianceCheck.check_equivariance`; its attributes ``p4_input`` and ``p4_output``
 say how a quarter turn acts on its input and output. A path kind's symmetry
-(:class:`~laplace_equivariance.layers.path_kinds.Symmetry`) says which errors are zero up to
-rounding; the others measure how far a layer is from equivariant.
+(:class:`~laplace_equivariance.layers.path_kinds.Symmetry`) names the transformations that
+generate its group, whose errors are zero up to rounding; the others measure how far a layer
+is from equivariant.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
+from typing import Protocol, cast
 
 import torch
 
@@ -29,6 +30,7 @@ __all__ = [
     "EquivarianceCheck",
     "QuarterTurn",
     "Shift",
+    "Transform",
     "equivariance_error",
     "rotate_p4",
 ]
@@ -85,7 +87,23 @@ class QuarterTurn:
         return rotate_p4(x, self.k) if p4 else torch.rot90(x, self.k, dims=(-2, -1))
 
 
-Transform = Shift | QuarterTurn
+class Transform(Protocol):
+    """A transformation of the layers' grids.
+
+    :class:`Shift`, :class:`QuarterTurn`, or any callable of this signature: a path kind's
+    own symmetry can bring its own.
+    """
+
+    def __call__(self, x: torch.Tensor, p4: bool = False, ratio: int = 1) -> torch.Tensor:
+        """The transformed ``x``.
+
+        Args:
+            x: Maps ``(N, C, X, Y)``; p4 feature maps if ``p4``.
+            p4: Whether ``x`` is a p4 feature map.
+            ratio: How many times smaller ``x``'s grid is than the grid the transformation
+                is defined on.
+        """
+        ...
 
 
 @torch.no_grad()
@@ -101,7 +119,7 @@ def equivariance_error(
     Args:
         module: A layer mapping ``(N, C, X, Y)`` to ``(N, C', X', Y')`` with ``X = r X'``.
         x: Inputs.
-        transform: A :class:`Shift` or :class:`QuarterTurn`.
+        transform: A :class:`Shift`, :class:`QuarterTurn` or other :class:`Transform`.
         p4_input: Whether ``x`` is a p4 feature map.
         p4_output: Whether the output is.
 
@@ -136,7 +154,8 @@ class EquivarianceCheck:
 
         Args:
             x: Inputs of the layer.
-            transform: A :class:`Shift` or :class:`QuarterTurn` of the input grid.
+            transform: A :class:`Shift`, :class:`QuarterTurn` or other :class:`Transform` of
+                the input grid.
 
         Returns:
             The largest absolute difference: zero up to rounding where the layer is

@@ -22,6 +22,7 @@ from torch import nn
 
 from laplace_equivariance.layers.conv import CircularConv2d
 from laplace_equivariance.layers.dense import FullyConnected2d
+from laplace_equivariance.layers.equivariance import QuarterTurn, Shift, Transform
 from laplace_equivariance.layers.factored import FactoredLinear2d
 from laplace_equivariance.layers.group import (
     N_ROTATIONS,
@@ -41,15 +42,32 @@ __all__ = [
 ]
 
 
-class Symmetry(str, Enum):
-    """The transformations a path kind is equivariant to by construction."""
+class Symmetry(Enum):
+    """The transformations a path kind is equivariant to by construction.
 
-    NONE = "none"
+    Each member is a description and the transformations that generate its group
+    (:attr:`generators`): a path of the kind commutes with each of them exactly (up to
+    rounding), which ``tests/layers/test_equivariance.py`` checks for every registered kind,
+    probing it with the generators of every symmetry (any other must fail).
+    """
+
+    NONE = ("none", ())
     """No constraint: the FC-type paths (FC, F-FC, S-FC)."""
-    TRANSLATIONS = "translations"
+    TRANSLATIONS = ("translations", (Shift(1, 0), Shift(0, 1)))
     """Circular translations of the grid: CONV and S-CONV (Eq. 2)."""
-    TRANSLATIONS_AND_QUARTER_TURNS = "translations and quarter turns"
+    TRANSLATIONS_AND_QUARTER_TURNS = (
+        "translations and quarter turns",
+        (Shift(1, 0), Shift(0, 1), QuarterTurn(1)),
+    )
     """The p4 group, translations and rotations by 90 degrees: GCONV (App. A)."""
+
+    def __init__(self, description: str, generators: tuple[Transform, ...]) -> None:
+        self.description = description
+        self.generators = generators
+
+    def includes(self, transform: type) -> bool:
+        """Whether a generator of the group is a ``transform`` (a :class:`Shift`, ...)."""
+        return any(isinstance(g, transform) for g in self.generators)
 
 
 @dataclass(frozen=True)

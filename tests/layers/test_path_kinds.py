@@ -85,4 +85,4 @@ def test_a_new_kind_is_one_registration_for_models_and_the_curvature_backend(toy
 
 
 def test_a_kind_registered_without_cases_is_named(toy_kind):
-    assert kinds_without_cases() == [toy_kind.name]
+    assert toy_kind.name in kinds_without_cases()
