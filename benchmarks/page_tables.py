@@ -70,5 +70,22 @@ def kept_by_evidence(folders: list[str], model: str) -> pd.DataFrame:
     return learned.loc[learned.groupby(["dataset", "seed"])["marglik_per_example"].idxmin()]
 
 
+CHANGES = (
+    (
+        "0.2.0",
+        lambda model: "f-fc" in model or "s-fc" in model,
+        "F-FC/S-FC factors were not balanced at initialisation and learned runs took one "
+        "prior per path",
+    ),
+    (
+        "0.3.0",
+        lambda model: "+" in model,
+        "relaxed layers averaged their paths (now: their sum over sqrt(K))",
+    ),
+)
+"""Changes of behaviour that make older committed runs record another version's: the version,
+which models it affects, what runs before it did (docs/learned_structure.md)."""
+
+
 TABLES = {"models.md": models_page}
 """Each templated page's computed tables, by page name."""

@@ -35,11 +35,13 @@ import jinja2
 import pandas as pd
 
 from benchmarks import runs_table
+from laplace_equivariance.app import summary
 
 TEMPLATES = runs_table.ROOT / "benchmarks" / "templates"
 DOCS = runs_table.ROOT / "docs"
-PAGES = ("findings.md", "models.md")
-"""The pages rendered from templates: ``docs/NAME`` from ``benchmarks/templates/NAME``."""
+PAGES = ("findings.md", "models.md", "results-table2.md", "results.md")
+"""The pages rendered from templates: ``docs/NAME`` from ``benchmarks/templates/NAME``, in
+the order they are written (the results index last: it lists the other pages' headings)."""
 
 
 def pm(values: Iterable[float], digits: int = 1, scale: float = 1.0) -> str:
@@ -249,6 +251,145 @@ def value(name: str, path: str) -> float:
     return node
 
 
+EXPERIMENT_COLUMNS = (
+    "data model method seeds|test acc %|test NLL|train acc %|-log marglik / N|evaluated epoch|"
+    "budget|device|minutes"
+)
+
+
+def _cell(values: pd.Series, digits: int = 1) -> str:
+    """:func:`pm` of a table cell: ``"-"`` where no run measured it."""
+    return pm(values, digits) if values.notna().any() else "-"
+
+
+def experiments(*folders: str) -> pd.DataFrame:
+    """The runs of ``folders`` as the results table: one row per experiment (in the order of
+    its first run), the mean ± std over its seeds; the method, budget, device and evidence cells
+    as the application's summary writes them (:class:`~laplace_equivariance.app.summary.Row`),
+    rows of one label naming the settings that split them.
+
+    Raises:
+        ValueError: If two runs are one experiment with one seed (a copy), or there is no run.
+    """
+    frame = runs_table.runs()
+    frame = frame[frame["folder"].isin(folders)]  # in path order, as runs() reads them
+    if frame.empty or frame.duplicated(["experiment", "seed"]).any():
+        raise ValueError(f"{folders}: no run, or two runs of one experiment and seed")
+    groups = [group for _, group in frame.groupby("experiment", sort=False)]
+    rows = [
+        summary.Row([summary.load_run(runs_table.RESULTS / r) for r in g["run"]]) for g in groups
+    ]
+    labels = [(r.settings["dataset"], r.settings["model"], r.method(), r.budget()) for r in rows]
+    for row, words in zip(
+        rows, summary.named_settings([r.settings for r in rows], labels), strict=True
+    ):
+        row.named = words
+    cells = [
+        [g["dataset"].iloc[0], g["model"].iloc[0], row.method()]
+        + [", ".join(map(str, sorted(g["seed"]))), _cell(g["test_acc"]), _cell(g["test_nll"], 2)]
+        + [_cell(g["train_acc"]), row.evidence_cell(), row.evaluated(), row.budget()]
+        + [row.machine(), _cell(g["train_seconds"] / 60)]
+        for g, row in zip(groups, rows, strict=True)
+    ]
+    columns = EXPERIMENT_COLUMNS.split("|")
+    return pd.DataFrame(cells, columns=[*columns[0].split(), *columns[1:]])
+
+
+def judge(better: pd.Series, worse: pd.Series, not_below: bool = False, digits: int = 1) -> str:
+    """The verdict on "``better`` above ``worse``" (``not_below``: "not below it") by the seed
+    spread: reproduced where the mean difference exceeds twice its standard error, not
+    distinguishable (``not_below``: consistent) within it, reversed below it."""
+    x, y = pd.Series(list(better), dtype=float), pd.Series(list(worse), dtype=float)
+    if len(x) < 2 or len(y) < 2:
+        return "one seed: no verdict"
+    diff = x.mean() - y.mean()
+    error = math.sqrt(x.var() / len(x) + y.var() / len(y))
+    figures = f"difference {diff:+.{digits}f} points, standard error {error:.{digits}f}"
+    if diff > 2 * error:
+        return f"reproduced ({figures})"
+    if diff >= -2 * error:
+        status = "consistent (within two standard errors)" if not_below else "not distinguishable"
+        return f"{status} ({figures})"
+    return f"**not reproduced: reversed** ({figures})"
+
+
+def anchor(title: str) -> str:
+    """The link anchor of a Markdown heading: lower case, punctuation dropped, spaces turned
+    into hyphens (GitHub's rule, and MkDocs' for headings without runs of separators)."""
+    return "".join(c for c in title.lower() if c.isalnum() or c in " -_").replace(" ", "-")
+
+
+class Verdicts:
+    """A page's sections and the claims judged in them, for the list that leads the page."""
+
+    def __init__(self) -> None:
+        self.sections: dict[str, list[str]] = {}
+
+    def section(self, title: str) -> str:
+        """The heading of a section (``## title``); the claims after it are its."""
+        self.sections[title] = []
+        return f"## {title}"
+
+    def claim(
+        self, text: str, better: pd.DataFrame, worse: pd.DataFrame, not_below: bool = False
+    ) -> str:
+        """``- text: verdict`` on the test accuracies of two experiments' runs (:func:`judge`)."""
+        verdict = judge(better["test_acc"], worse["test_acc"], not_below)
+        kind = verdict.split(" (")[0].removeprefix("**not reproduced: ").removesuffix("**")
+        list(self.sections.values())[-1].append(kind.removeprefix("consistent"))
+        return f"- {text}: {verdict}"
+
+    def summary(self) -> str:
+        """Per section with claims, a linked line counting its verdicts by kind."""
+        lines = []
+        for title, verdicts in self.sections.items():
+            said = [
+                f"{verdicts.count(kind)} {word}"
+                for kind, word in self.KINDS.items()
+                if verdicts.count(kind)
+            ]
+            if said:
+                lines.append(f"- [{title}](#{anchor(title)}): {', '.join(said)}")
+        return "\n".join(lines)
+
+    KINDS = {
+        "reproduced": "reproduced",
+        "": "consistent",
+        "not distinguishable": "not distinguishable",
+        "reversed": "**reversed**",
+        "one seed: no verdict": "one seed",
+    }
+    """Each verdict's kind as the summary counts it, in the summary's order."""
+
+
+def headings(name: str) -> tuple[str, list[str]]:
+    """The title (``# ``) and section headings (``## ``) of the committed page ``docs/NAME``
+    (rendered before the pages that link to them, :data:`PAGES`)."""
+    lines = (DOCS / name).read_text().splitlines()
+    return lines[0].removeprefix("# "), [h[3:] for h in lines if h.startswith("## ")]
+
+
+def older_versions(*folders: str) -> str:
+    """Paragraphs (each after a blank line) naming the runs of ``folders`` made before a change
+    of behaviour that affects them (:data:`benchmarks.page_tables.CHANGES`), or ``""``."""
+    from benchmarks import page_tables
+
+    frame = runs_table.runs()
+    frame = frame[frame["folder"].isin(folders)]
+    release = frame["version"].map(lambda v: tuple(int(part) for part in v.split(".")))
+    text = ""
+    for since, affects, before in page_tables.CHANGES:
+        old = frame[frame["model"].map(affects) & (release < tuple(map(int, since.split("."))))]
+        label = old["dataset"] + " " + old["model"] + " " + old["method"]
+        named = sorted(set(label + " (" + old["version"] + ")"))
+        if named:
+            text += (
+                f"\n\nMade before version {since}, when {before}: {', '.join(named)}. They "
+                "record that version's behaviour, not the current code's."
+            )
+    return text
+
+
 def table(frame: pd.DataFrame) -> str:
     """``frame`` as a Markdown table: its cells as they are, columns neither aligned nor padded
     (the rule under the header ``|---|`` per column, so a changed cell changes one line)."""
@@ -275,6 +416,7 @@ def environment() -> jinja2.Environment:
         "counts": counts,
         "layers": layers,
         "per_run": per_run,
+        "anchor": anchor,
         "below": below,
     }
     from benchmarks import page_tables
@@ -287,6 +429,10 @@ def environment() -> jinja2.Environment:
         "table": table,
         "minus": minus,
         "select": select,
+        "experiments": experiments,
+        "older_versions": older_versions,
+        "headings": headings,
+        "same_speed": f"{summary.SAME_SPEED:g}",
         "split": split,
     }
     return env
@@ -298,7 +444,9 @@ def render(name: str, **context: Any) -> str:
     from benchmarks import page_tables
 
     tables = page_tables.TABLES.get(name, lambda: {})()
-    return environment().get_template(name).render(**tables, **context)
+    verdicts = Verdicts()
+    context |= {"section": verdicts.section, "claim": verdicts.claim}
+    return environment().get_template(name).render(**tables, **context, verdicts=verdicts.summary)
 
 
 def documents() -> dict[Path, str]:

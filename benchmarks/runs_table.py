@@ -7,7 +7,8 @@ value those runs had), ``frozen`` (the
 paths ``benchmarks.frozen_paths`` froze, ``"conv,fc"`` or ``"none"``), ``experiment`` (runs equal
 in it are seeds of one experiment, as the results tables group them), its metrics (``test_acc``
 and ``train_acc`` in %, ``test_nll``, ``marglik`` the last ``-log marglik``,
-``marglik_per_example`` divided by ``N``, ``train_seconds``, ``n_train``, ``device``) and its
+``marglik_per_example`` divided by ``N``, ``train_seconds``, ``n_train``, ``device_name``,
+``version``, the package's) and its
 symmetry per layer and path: ``PATH.relative.L``, ``PATH.effective.L`` (App. D) and
 ``PATH.output.L`` (the path's share of layer ``L``'s output), layers numbered from 1.
 
@@ -58,6 +59,7 @@ def _row(path: Path) -> dict[str, Any]:
         "train_seconds": result.get("train_seconds", float("nan")),
         "n_train": result.get("n_train"),
         "device_name": result.get("device"),
+        "version": result["versions"]["laplace_equivariance"],
     }
     for number, layer in enumerate(result.get("symmetry", {}).get("layers", []), 1):
         for name, path_report in layer["paths"].items():

@@ -31,13 +31,6 @@ FRAGMENTS = Path(__file__).parent / "fragments" / "results"
 """The sections' narrative: one Markdown file per passage, figures as placeholders."""
 
 
-def anchor(title: str) -> str:
-    """The link anchor of a Markdown heading: lower case, punctuation dropped, spaces turned
-    into hyphens (GitHub's rule, and MkDocs' for headings without runs of separators)."""
-    kept = "".join(c for c in title.lower() if c.isalnum() or c in " -_")
-    return kept.replace(" ", "-")
-
-
 def render_page(title: str, sections: list) -> str:
     """One page of the results: its heading, where the rows are explained, its sections.
 

@@ -16,9 +16,15 @@ def _run(
     """A results.json of a learned two-layer run."""
     layer = {"paths": {"fc": {"relative": fc, "effective": 10 * fc}, "conv": {"relative": 0.1}}}
     layer["paths"]["conv"]["effective"] = 1.0
+    settings = {"dataset": "d", "model": "f-fc+conv", "method": "marglik", "lr": lr, "seed": seed}
+    settings |= {"epochs": 20, "alpha": 4, "burnin": 5, "marglik_subset": None, "hypersteps": 20}
     return {
-        "settings": {"dataset": "d", "model": "f-fc+conv", "method": "marglik", "lr": lr}
-        | {"seed": seed},
+        "settings": settings,
+        "versions": {"laplace_equivariance": "0.4.0"},
+        "device": "cpu",
+        "threads": 1,
+        "train_seconds": 60.0 * (seed + 1),
+        "evaluated_epoch": 20,
         "n_train": 100,
         "test": {"accuracy": accuracy, "nll": 1 - accuracy},
         "train": {"accuracy": 1.0, "nll": 0.0},
@@ -108,6 +114,50 @@ def test_kept_by_evidence_keeps_each_seeds_run_of_the_highest_evidence(fixture_r
     kept = page_tables.kept_by_evidence(["t"], "f-fc+conv")
     assert kept["seed"].tolist() == [0, 1, 2]
     assert kept["lr"].tolist() == [0.01, 0.01, 0.003]  # the seed with one run keeps it
+
+
+def test_experiments_is_the_results_table_one_row_per_experiment(fixture_runs):
+    table = render_pages.experiments("t")
+    assert list(table.columns[:5]) == ["data", "model", "method", "seeds", "test acc %"]
+    assert table["seeds"].tolist() == ["0, 1, 2", "0, 1"]
+    assert table["test acc %"].tolist() == ["82.0 ± 2.0", "55.0 ± 7.1"]
+    assert table["minutes"].tolist() == ["2.0 ± 1.0", "1.5 ± 0.7"]
+    assert table["method"].tolist() == ["learned, mixed start"] * 2  # the budget tells them
+    assert table["budget"].tolist()[1].endswith(", lr 0.01")
+    assert render_pages.table(table).splitlines()[1] == "|---|" + "---|" * 11
+
+
+def test_a_claim_is_judged_by_the_seed_spread_and_counted_for_the_pages_lead():
+    verdicts = render_pages.Verdicts()
+    runs = lambda *accuracies: pd.DataFrame({"test_acc": accuracies})  # noqa: E731
+    assert verdicts.section("S") == "## S"
+    assert verdicts.claim("a above b", runs(90, 91, 92), runs(80, 81, 82)) == (
+        "- a above b: reproduced (difference +10.0 points, standard error 0.8)"
+    )
+    assert "not distinguishable" in verdicts.claim("c", runs(80, 82), runs(81, 83))
+    assert "consistent" in verdicts.claim("c", runs(80, 82), runs(81, 83), not_below=True)
+    assert "**not reproduced: reversed**" in verdicts.claim("d", runs(70, 71), runs(80, 81))
+    assert verdicts.claim("e", runs(70), runs(80, 81)) == "- e: one seed: no verdict"
+    verdicts.section("no claims")
+    assert verdicts.summary() == (
+        "- [S](#s): 1 reproduced, 1 consistent, 1 not distinguishable, 1 **reversed**, 1 one seed"
+    )
+
+
+def test_older_versions_names_the_runs_made_before_a_change_that_affects_them(
+    fixture_runs, tmp_path
+):
+    assert render_pages.older_versions("t") == ""
+    result = json.loads((tmp_path / "t" / "run0" / "results.json").read_text())
+    result["versions"]["laplace_equivariance"] = "0.2.5"
+    (tmp_path / "t" / "run0" / "results.json").write_text(json.dumps(result))
+    runs_table.runs.cache_clear()
+    text = render_pages.older_versions("t")
+    assert text.startswith("\n\nMade before version 0.3.0, when relaxed layers averaged")
+    assert text.endswith(
+        ": d f-fc+conv marglik (0.2.5). They record that version's behaviour, not "
+        "the current code's."
+    )
 
 
 def test_a_template_naming_a_missing_value_fails_loudly(fixture_runs):

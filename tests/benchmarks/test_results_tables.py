@@ -11,7 +11,6 @@ import pytest
 from benchmarks import render_pages, results_tables
 from benchmarks.generated_docs import (
     claims,
-    results_md,
     results_sections,
 )
 
@@ -42,23 +41,26 @@ def test_every_generated_page_has_one_renderer():
 
 
 def test_results_index_links_every_section_to_a_heading_of_its_page():
-    index = results_md.render()
-    for page in results_md.PAGES:
-        text = page.DOCUMENT.read_text()
-        headings = [
-            line.removeprefix("## ") for line in text.splitlines() if line.startswith("## ")
-        ]
-        assert headings == [section.title for section in page.SECTIONS]
-        anchors = [results_sections.anchor(heading) for heading in headings]
-        assert len(set(anchors)) == len(anchors), f"{page.DOCUMENT.name}: two sections, one anchor"
+    index = render_pages.render("results.md")
+    for name in ("results-table1.md", "results-table2.md", "results-table3.md"):
+        title, headings = render_pages.headings(name)
+        assert f"## [{title.removeprefix('Results, ')}]({name})" in index
+        anchors = [render_pages.anchor(heading) for heading in headings]
+        assert len(set(anchors)) == len(anchors), f"{name}: two sections, one anchor"
         for heading, target in zip(headings, anchors, strict=True):
-            assert f"- [{heading}]({page.DOCUMENT.name}#{target})" in index
+            assert f"- [{heading}]({name}#{target})" in index
 
 
 def test_anchor_follows_the_heading_rule_of_github_and_mkdocs():
-    assert results_sections.anchor("Table 1's (digit, quadrant) task: F-FC+CONV, 1,000 images") == (
+    assert render_pages.anchor("Table 1's (digit, quadrant) task: F-FC+CONV, 1,000 images") == (
         "table-1s-digit-quadrant-task-f-fcconv-1000-images"
     )
+
+
+def test_no_generated_page_holds_a_placeholder_or_a_jinja_tag():
+    for path in results_tables.documents():
+        text = path.read_text()
+        assert "{{" not in text and "{%" not in text, path.name
 
 
 def test_kfac_differences_need_two_seeds_of_each_mode():
