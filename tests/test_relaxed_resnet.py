@@ -204,6 +204,20 @@ def test_the_differentiable_recomputation_gives_the_fitted_factors(data, approxi
             torch.testing.assert_close(b.detach(), a, rtol=1e-10, atol=1e-14)
 
 
+def test_a_monte_carlo_fit_has_the_exact_fits_structure(data):
+    """The Monte-Carlo Fisher's passes run the same rules: same factor shapes, finite."""
+    x, y = data
+    model = relaxed_resnet(x)
+    exact = fit_kfac(model, x, y, "classification")
+    sampled = fit_kfac(
+        model, x, y, "classification", backend_kwargs={"stochastic": True, "n_mc_samples": 2}
+    )
+    for ours, theirs in zip(sampled.H_facs.kfacs, exact.H_facs.kfacs, strict=True):
+        assert [f.shape for f in ours] == [f.shape for f in theirs]
+        assert all(torch.isfinite(f).all() for f in ours)
+    assert math.isfinite(sampled.log_marginal_likelihood().item())
+
+
 def relaxed_single_conv(conv: nn.Conv2d, in_shape: tuple[int, int, int]) -> nn.Module:
     """``conv`` relaxed with an F-FC path, then a linear head: one layer between data and
     head, so that its blocks are exact for one example with one output position."""
