@@ -403,7 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--table",
         action="store_true",
         help="write the table of benchmarks/results/known-truth/* into "
-        "the fragment of docs/learned_structure.md instead of training (then python -m "
+        "the template of docs/learned_structure.md instead of training (then python -m "
         "benchmarks.results_tables renders the page)",
     )
     parser.add_argument("--check", action="store_true", help="with --table: only check it")

@@ -2,7 +2,7 @@
 
 One JSON per (task, seed) under a folder per setting (:data:`TABLE_ORDER` for the digit and
 Fashion-MNIST tasks, :data:`ROTATION_ORDER` for the rotation tasks); the tables pool the
-seeds of each (setting, task) and are written between the markers of the page's fragment
+seeds of each (setting, task) and are written between the markers of the page's template
 (:func:`write_table`, ``python -m benchmarks.known_truth --table``).
 """
 
@@ -24,7 +24,7 @@ from laplace_equivariance.data.known_truth_tasks import (
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "known-truth"
-DOCUMENT = ROOT / "benchmarks" / "generated_docs" / "fragments" / "learned_structure.md"
+DOCUMENT = ROOT / "benchmarks" / "templates" / "learned_structure.md"
 """The narrative of docs/learned_structure.md; its tables are written here, between markers."""
 ROTATION_RESULTS = ROOT / "benchmarks" / "results" / "known-truth-rotation"
 """Runs of the rotation tasks, one folder per setting (:data:`ROTATION_ORDER`)."""

@@ -42,7 +42,7 @@ from laplace_equivariance.marglik.training import marglik_training, paper_schedu
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "path-scale"
-DOCUMENT = ROOT / "benchmarks" / "generated_docs" / "fragments" / "learned_structure.md"
+DOCUMENT = ROOT / "benchmarks" / "templates" / "learned_structure.md"
 """The narrative of docs/learned_structure.md; its tables are written here, between markers."""
 MARKERS = ("<!-- path-scale begin -->", "<!-- path-scale end -->")
 COMBINATIONS = ("scaled-sum", "mean")

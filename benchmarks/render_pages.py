@@ -39,7 +39,7 @@ from laplace_equivariance.app import summary
 
 TEMPLATES = runs_table.ROOT / "benchmarks" / "templates"
 DOCS = runs_table.ROOT / "docs"
-PAGES = ("findings.md", "models.md", "results-table2.md", "results.md")
+PAGES = ("findings.md", "learned_structure.md", "models.md", "results-table2.md", "results.md")
 """The pages rendered from templates: ``docs/NAME`` from ``benchmarks/templates/NAME``, in
 the order they are written (the results index last: it lists the other pages' headings)."""
 
@@ -74,9 +74,9 @@ def span(values: Iterable[float], digits: int = 1, signed: bool = False) -> str:
     return low if low == high else f"{low}{' to ' if signed else '-'}{high}"
 
 
-def seeds(values: Iterable[float], digits: int = 1) -> str:
-    """Per seed, ``"a / b / c"``."""
-    return " / ".join(num(v, digits) for v in values)
+def seeds(values: Iterable[float], digits: int = 1, scale: float = 1.0) -> str:
+    """Per seed, ``"a / b / c"`` (times ``scale``)."""
+    return " / ".join(num(scale * v, digits) for v in values)
 
 
 def counts(values: Iterable[Any]) -> str:
@@ -86,11 +86,15 @@ def counts(values: Iterable[Any]) -> str:
 
 
 def layers(
-    frame: pd.DataFrame, family: str, which: str | None = None, scale: float = 1.0
+    frame: pd.DataFrame,
+    family: str,
+    which: str | None = None,
+    scale: float = 1.0,
+    skip: bool = False,
 ) -> list[float]:
     """The values of ``family`` (``"fc.relative"``, ``"conv.output"``, ...) times ``scale``
     over every row of ``frame`` and the layers ``which`` chooses (``"7"``, ``"1-6"``; None:
-    all), row by row.
+    all), row by row; ``skip``: leave out missing values rather than fail.
 
     Raises:
         ValueError: If a chosen layer has no such column, or a row lacks its value.
@@ -106,16 +110,18 @@ def layers(
             raise ValueError(f"{family}: layers {which} not among {numbers}")
         numbers = list(wanted)
     columns = [f"{family}.{n}" for n in numbers]
-    if not columns or frame[columns].isna().any().any():
+    values = frame[columns].to_numpy().ravel()
+    if not columns or (pd.isna(values).any() and not skip) or pd.isna(values).all():
         raise ValueError(f"{family} of layers {which}: missing in some run")
-    return [scale * float(v) for v in frame[columns].to_numpy().ravel()]
+    return [scale * float(v) for v in values if not pd.isna(v)]
 
 
 def per_run(
     frame: pd.DataFrame, family: str, which: str | None = None, how: str = "sum"
 ) -> list[float]:
-    """Per row of ``frame`` (seed by seed), the ``how`` (``"sum"``, ``"max"``, ``"min"``) of
-    ``family`` over the layers ``which`` chooses; a layer without the column counts for none.
+    """Per seed of ``frame`` (in its order), the ``how`` (``"sum"``, ``"max"``, ``"min"``) of
+    ``family`` over its rows (a run, or a run's fits) and the layers ``which`` chooses; a layer
+    without the column counts for none.
 
     Raises:
         ValueError: If no chosen layer has the column.
@@ -127,7 +133,8 @@ def per_run(
         columns = [c for c in columns if int(c.rsplit(".", 1)[1]) in wanted]
     if not columns:
         raise ValueError(f"{family} of layers {which}: no such column")
-    return [float(v) for v in getattr(frame[columns], how)(axis=1)]
+    per_seed = frame.groupby("seed", sort=False)[columns].agg(how)
+    return [float(v) for v in getattr(per_seed, how)(axis=1)]
 
 
 def below(
@@ -154,6 +161,73 @@ def below(
             count += sum(bool(pd.notna(v) and v < under) for v in values)
         result.append(count)
     return result
+
+
+def fits_of(runs: pd.DataFrame, epoch: int | None = None, since: int | None = None) -> pd.DataFrame:
+    """The fits that ``runs`` recorded (:func:`benchmarks.runs_table.fits`), run by run: the
+    fit after epoch ``epoch``, or every fit from epoch ``since`` on.
+
+    Raises:
+        ValueError: If the runs recorded no such fit.
+    """
+    every = runs_table.fits()
+    found = pd.concat([every[every["run"] == run] for run in runs["run"]])
+    if epoch is not None:
+        found = found[found["epoch"] == epoch]
+    if since is not None:
+        found = found[found["epoch"] >= since]
+    if found.empty:
+        raise ValueError(f"no fit at epoch={epoch} since={since}")
+    return found
+
+
+def layer_means(frame: pd.DataFrame, family: str, which: str | None = None) -> list[float]:
+    """Per layer that ``which`` chooses, the mean of ``family`` over the rows (the seeds)."""
+    per_layer = pd.DataFrame([layers(frame[i : i + 1], family, which) for i in range(len(frame))])
+    return list(per_layer.mean())
+
+
+def tensors(
+    runs: pd.DataFrame, kind: str, suffix: str, epoch: int | None = None, which: str = "1-99"
+) -> list[float]:
+    """The ``kind`` (``"precision"``, ``"norm"``) at each run's fit after epoch ``epoch`` (None:
+    its last) of the tensors whose names end in ``suffix``, in the layers ``which`` chooses.
+
+    Raises:
+        ValueError: If no run recorded such a tensor at that fit.
+    """
+    first, _, last = which.partition("-")
+    chosen = range(int(first), int(last or first) + 1)
+    values = []
+    for run in runs["run"]:
+        fits = fits_of(runs[runs["run"] == run], epoch)
+        fit = fits.iloc[-1]
+        for column, value in fit.items():
+            name = str(column).removeprefix(f"{kind}:")
+            if name != column and name.endswith(suffix) and pd.notna(value):
+                if int(name.split(".")[0].removeprefix("layer")) in chosen:
+                    values.append(float(value))
+    if not values:
+        raise ValueError(f"no {kind} of a tensor ending in {suffix!r} at epoch {epoch}")
+    return values
+
+
+def sci(values: Iterable[float]) -> str:
+    """``"lo-hi"`` written ``1e2-4e4``, ``164``, ``6.5`` (:func:`scientific`), one where equal."""
+    values = list(values)
+    low, high = scientific(min(values)), scientific(max(values))
+    return low if low == high else f"{low}-{high}"
+
+
+def scientific(value: float) -> str:
+    """``2.8e5``, ``164``, ``6.5``, ``5e-5``: two significant digits below 100 (whole numbers
+    from 100), with an exponent outside ``[0.01, 1e4)``."""
+    if 100 <= value < 1e4:
+        return f"{value:,.0f}"
+    if 0.01 <= value < 100:
+        return f"{value:.2g}"
+    mantissa, exponent = f"{value:.1e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
 def split(name: str, **filters: Any) -> pd.DataFrame:
@@ -418,6 +492,8 @@ def environment() -> jinja2.Environment:
         "per_run": per_run,
         "anchor": anchor,
         "below": below,
+        "layer_means": layer_means,
+        "sci": sci,
     }
     from benchmarks import page_tables
 
@@ -434,6 +510,9 @@ def environment() -> jinja2.Environment:
         "headings": headings,
         "same_speed": f"{summary.SAME_SPEED:g}",
         "split": split,
+        "fits_of": fits_of,
+        "tensors": tensors,
+        "shifts": runs_table.shift_errors,
     }
     return env
 

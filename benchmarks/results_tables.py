@@ -6,7 +6,7 @@ Two renderers drive the pages while they move from one to the other (issue 67, s
   pandas table of every committed run (:mod:`benchmarks.runs_table`); its docstring says why
   the pages are pre-rendered into committed Markdown. Pages: its ``PAGES``.
 - :mod:`benchmarks.generated_docs`, one module per page (``results_table1_md``,
-  ``results_table3_md``, ``learned_structure_md``, ``data_size_md``, ``speed_md``) over Markdown
+  ``results_table3_md``, ``data_size_md``, ``speed_md``) over Markdown
   fragments whose figures are ``{{...}}`` placeholders (``generated_docs/figures``).
 
 No table in these files is typed by hand: ``tests/benchmarks/test_results_tables.py`` runs
@@ -28,7 +28,6 @@ from pathlib import Path
 from benchmarks import render_pages
 from benchmarks.generated_docs import (
     data_size_md,
-    learned_structure_md,
     results_table1_md,
     results_table3_md,
     speed_md,
@@ -37,7 +36,6 @@ from benchmarks.generated_docs import (
 DOCUMENTS = (
     results_table1_md,
     results_table3_md,
-    learned_structure_md,
     data_size_md,
     speed_md,
 )

@@ -141,3 +141,51 @@ def evidence_split(name: str) -> pd.DataFrame:
                 row[f"{path}.gamma.{number}"] = terms["gamma"]
         rows.append(row)
     return _frame(rows)
+
+
+@functools.cache
+def fits() -> pd.DataFrame:
+    """Every marginal-likelihood fit that a committed run recorded (its ``fits``), one row
+    each: the run's ``run`` and ``seed``, the fit's ``epoch`` and ``neg_log_marglik``, per
+    layer ``L`` and path ``PATH.output.L`` (the path's share of the output at that fit), and per
+    tensor ``precision:NAME`` and ``norm:NAME`` (its prior precision and squared norm)."""
+    rows = []
+    for path in sorted(RESULTS.rglob("results.json")):
+        result = summary.load_run(path.parent)
+        for fit in result.get("fits", []):
+            row = {"run": str(path.parent.relative_to(RESULTS)), "seed": result["settings"]["seed"]}
+            row |= {"epoch": fit["epoch"], "neg_log_marglik": fit["neg_log_marglik"]}
+            for number, layer in enumerate(fit.get("path_outputs") or [], 1):
+                for name, share in layer["paths"].items():
+                    row[f"{name}.output.{number}"] = share
+            for name, value in fit.get("prior_precision", {}).items():
+                row[f"precision:{name}"] = value
+            for name, value in fit.get("squared_norm", {}).items():
+                row[f"norm:{name}"] = value
+            rows.append(row)
+    return _frame(rows)
+
+
+@functools.cache
+def shift_errors(name: str) -> pd.DataFrame:
+    """The runs measured by ``benchmarks.shift_errors`` (``benchmarks/results/NAME.json``), one
+    row each in seed order: ``prediction_unchanged`` (a fraction), per layer ``L``
+    ``shift_error.L`` (the layer's distance from equivariance) and per path
+    ``PATH.shift_error.L`` and ``PATH.share.L`` (missing where the path has none)."""
+    rows = []
+    for run in report(name)["runs"]:
+        row = {"run": run["run"], "prediction_unchanged": run["prediction_unchanged"]}
+        for number, layer in enumerate(run["layers"], 1):
+            row[f"shift_error.{number}"] = layer["shift_error"]
+            for path, measured in layer["paths"].items():
+                row[f"{path}.shift_error.{number}"] = measured["shift_error"]
+                row[f"{path}.share.{number}"] = measured["share"]
+        rows.append(row)
+    frame = _frame(rows)
+    return frame.astype(dict.fromkeys([c for c in frame.columns if "." in c], float))
+
+
+def clear_caches() -> None:
+    """Forget every table read so far (after the files under :data:`RESULTS` changed)."""
+    for table in (runs, report, known_truth, evidence_split, fits, shift_errors):
+        table.cache_clear()

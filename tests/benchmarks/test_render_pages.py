@@ -31,6 +31,16 @@ def _run(
         "neg_log_marglik": [300.0, evidence + seed],
         "symmetry": {"layers": [layer, layer]},
         "path_outputs": [{"paths": {"fc": fc / 2, "conv": 1 - fc / 2}}] * 2,
+        "fits": [
+            {
+                "epoch": epoch,
+                "neg_log_marglik": 300.0 - epoch,
+                "prior_precision": {"layer1.fc.input_map.weight": epoch * 10.0 ** (seed + 1)},
+                "squared_norm": {"layer1.fc.input_map.weight": 1.0},
+                "path_outputs": [{"paths": {"fc": epoch / 100, "conv": 1 - epoch / 100}}],
+            }
+            for epoch in (5, 10)
+        ],
     }
 
 
@@ -44,9 +54,9 @@ def fixture_runs(tmp_path, monkeypatch):
         folder.mkdir(parents=True)
         (folder / "results.json").write_text(json.dumps(result))
     monkeypatch.setattr(runs_table, "RESULTS", tmp_path)
-    runs_table.runs.cache_clear()
+    runs_table.clear_caches()
     yield runs_table.runs()
-    runs_table.runs.cache_clear()
+    runs_table.clear_caches()
 
 
 def test_the_runs_table_has_a_row_per_run_with_settings_metrics_and_symmetry(fixture_runs):
@@ -151,13 +161,40 @@ def test_older_versions_names_the_runs_made_before_a_change_that_affects_them(
     result = json.loads((tmp_path / "t" / "run0" / "results.json").read_text())
     result["versions"]["laplace_equivariance"] = "0.2.5"
     (tmp_path / "t" / "run0" / "results.json").write_text(json.dumps(result))
-    runs_table.runs.cache_clear()
+    runs_table.clear_caches()
     text = render_pages.older_versions("t")
     assert text.startswith("\n\nMade before version 0.3.0, when relaxed layers averaged")
     assert text.endswith(
         ": d f-fc+conv marglik (0.2.5). They record that version's behaviour, not "
         "the current code's."
     )
+
+
+def test_the_fits_of_runs_their_outputs_and_tensors(fixture_runs):
+    runs = render_pages.pick("t", "f-fc+conv", "marglik", lr=0.003)
+    assert len(render_pages.fits_of(runs)) == 6
+    last = render_pages.fits_of(runs, epoch=10)
+    assert render_pages.layers(last, "fc.output", scale=100) == [10.0] * 3
+    assert (
+        render_pages.per_run(render_pages.fits_of(runs, since=5), "fc.output", how="max")
+        == [0.1] * 3
+    )
+    with pytest.raises(ValueError, match="no fit at epoch=7"):
+        render_pages.fits_of(runs, epoch=7)
+    precisions = render_pages.tensors(runs, "precision", "fc.input_map.weight")
+    assert precisions == [100.0, 1000.0, 10000.0]  # each run's last fit
+    assert render_pages.sci(precisions) == "100-1e4"
+    assert render_pages.sci(render_pages.tensors(runs, "precision", "weight", epoch=5)) == (
+        "50-5,000"
+    )
+    with pytest.raises(ValueError, match="no precision"):
+        render_pages.tensors(runs, "precision", "conv.weight")
+
+
+def test_layer_means_average_each_layer_over_the_seeds(fixture_runs):
+    runs = render_pages.pick("t", "f-fc+conv", "marglik", lr=0.003)
+    assert render_pages.layer_means(runs, "fc.effective") == pytest.approx([2.0, 2.0])
+    assert render_pages.seeds(render_pages.layer_means(runs, "fc.relative", "2"), 2) == "0.20"
 
 
 def test_a_template_naming_a_missing_value_fails_loudly(fixture_runs):
@@ -175,7 +212,7 @@ def test_a_template_naming_a_missing_value_fails_loudly(fixture_runs):
 def test_value_reads_a_number_of_a_committed_json(tmp_path, monkeypatch):
     (tmp_path / "r.json").write_text(json.dumps({"rows": [{"m": "a", "s": 1.5}, {"m": "b"}]}))
     monkeypatch.setattr(runs_table, "RESULTS", tmp_path)
-    runs_table.report.cache_clear()
+    runs_table.clear_caches()
     try:
         assert render_pages.value("r", "rows/m=a/s") == 1.5
         assert render_pages.value("r", "rows/0/s") == 1.5
@@ -184,7 +221,7 @@ def test_value_reads_a_number_of_a_committed_json(tmp_path, monkeypatch):
         with pytest.raises(FileNotFoundError):
             render_pages.value("gone", "rows")
     finally:
-        runs_table.report.cache_clear()
+        runs_table.clear_caches()
 
 
 def test_table_writes_the_cells_as_they_are():
