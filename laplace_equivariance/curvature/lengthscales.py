@@ -45,7 +45,7 @@ import operator
 from collections.abc import Sequence
 
 import torch
-from laplace.baselaplace import KronLaplace
+from laplace.baselaplace import BaseLaplace, KronLaplace
 from torch import nn
 from torch.func import functional_call
 from torch.nn import functional as F
@@ -177,7 +177,7 @@ def _log_det_gradient(
 
 
 def log_marginal_likelihood(
-    la: KronLaplace,
+    la: BaseLaplace,
     loader: DataLoader,
     prior_precision: torch.Tensor | None = None,
     derivative: str = "total",

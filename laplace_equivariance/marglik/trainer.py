@@ -13,10 +13,10 @@ from __future__ import annotations
 import copy
 import math
 import warnings
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from laplace import Laplace
@@ -132,7 +132,9 @@ class Trainer:
         self.path = Path(options.checkpoint) if options.checkpoint is not None else None
         # in a process group the weights train through DDP (gradients averaged over ranks);
         # the Laplace fits use the model itself on each rank's shard and sum over the ranks
-        self.network = DistributedDataParallel(model) if distributed.world_size() > 1 else model
+        self.network: Callable[..., Any] = (
+            DistributedDataParallel(model) if distributed.world_size() > 1 else model
+        )
         if options.compile_kwargs is not None:  # the MAP steps only: fits need ASDL's hooks
             self.network = torch.compile(self.network, **options.compile_kwargs)
 
@@ -142,6 +144,8 @@ class Trainer:
             return 1.0
         if self.options.fix_sigma_noise:
             return self.options.sigma_noise_init
+        if self.log_sigma_noise is None:
+            raise RuntimeError("A regression Trainer has no log_sigma_noise: it was not set up.")
         return self.log_sigma_noise.exp()
 
     def prior_precision(self) -> torch.Tensor:
@@ -169,7 +173,9 @@ class Trainer:
             dict_key_y=o.dict_key_y,
             backend_kwargs=o.laplace_backend_kwargs(),
         )
-        la.fit(counted(self.marglik_loader))
+        # the counted view stands in for the DataLoader: laplace-torch iterates it and reads
+        # len(loader.dataset)
+        la.fit(cast(DataLoader, counted(self.marglik_loader)))
         return la
 
     def balance_factors(self) -> None:
@@ -194,7 +200,7 @@ class Trainer:
         for batch in self.train_loader:
             x, y = _split_batch(batch, o.dict_key_y, self.device)
             self.optimizer.zero_grad()
-            scale = o.temperature
+            scale: float | torch.Tensor = o.temperature
             if o.likelihood == "regression":
                 sigma_noise = self.sigma_noise()
                 sigma_noise = sigma_noise.detach() if torch.is_tensor(sigma_noise) else sigma_noise
@@ -225,7 +231,7 @@ class Trainer:
                 self.scheduler.step()
         distributed.all_reduce_sum([totals])  # a sharded loader: sum over the ranks
         if counting:
-            distributed.all_reduce_sum([self.class_counts])
+            distributed.all_reduce_sum([self._class_counts()])
         total_loss, performance = totals.tolist()
         # the loss is a sum of non-negative terms: a NaN or inf in any step stays in the sum
         if not math.isfinite(total_loss):
@@ -243,10 +249,16 @@ class Trainer:
         """
         if epoch != self.chance_epoch or distributed.rank() != 0:
             return
-        counts = self.class_counts.cpu().round().long()
+        counts = self._class_counts().cpu().round().long()
         if at_chance(accuracy, counts):
             message = not_learning_message(accuracy, counts, f"in epoch {epoch}")
             warnings.warn(message, NotLearningWarning, stacklevel=3)
+
+    def _class_counts(self) -> torch.Tensor:
+        """:attr:`class_counts`, which the epoch of the first fit counts (from its batches)."""
+        if self.class_counts is None:
+            raise RuntimeError("No class counts: the epoch that counts them saw no batch.")
+        return self.class_counts
 
     def hyperparameter_steps(self, epoch: int) -> None:
         """Fit a Laplace approximation, take ``n_hypersteps`` steps, track the best epoch."""
@@ -271,7 +283,12 @@ class Trainer:
                         la, self.marglik_loader, prior_precision, o.lengthscale_derivative
                     )
                 else:
-                    marglik = -la.log_marginal_likelihood(prior_precision, sigma_noise)
+                    # laplace-torch 0.3 annotates sigma_noise as Tensor | None; its setter
+                    # takes a float too (a fixed noise)
+                    marglik = -la.log_marginal_likelihood(
+                        prior_precision,
+                        sigma_noise,  # type: ignore[arg-type]
+                    )
                 marglik.backward()
             value = self._check_step(epoch, step, marglik)
             evaluated = self._hyperparameter_values()
