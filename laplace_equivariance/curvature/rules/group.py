@@ -7,6 +7,9 @@ summed (KFAC-reduce: the mean patch and the summed gradient; docs/curvature.md).
 
 from __future__ import annotations
 
+import functools
+import operator
+
 import torch
 
 from laplace_equivariance.curvature.rules.base import (
@@ -57,10 +60,15 @@ def rotated_patch_covariance(maps: torch.Tensor, kernel_size: int) -> torch.Tens
     """
     channels, size = maps.shape[2], kernel_size
     per_map = [circular_patch_covariance(maps[:, r], size) for r in range(maps.shape[1])]
-    total = 0
-    for s in range(N_ROTATIONS):
-        taps = per_map[s % len(per_map)].view(channels, size, size, channels, size, size)
-        total = total + _taps_rotated_back(taps, s, rows=(1, 2))
+    terms = (
+        _taps_rotated_back(
+            per_map[s % len(per_map)].view(channels, size, size, channels, size, size),
+            s,
+            rows=(1, 2),
+        )
+        for s in range(N_ROTATIONS)
+    )
+    total = functools.reduce(operator.add, terms)
     return total.reshape(channels * size**2, channels * size**2) / N_ROTATIONS
 
 
@@ -92,10 +100,11 @@ def group_patch_covariance(maps: torch.Tensor, kernel_size: int) -> torch.Tensor
     channels, size = maps.shape[2], kernel_size
     whole = circular_patch_covariance(maps.flatten(1, 2), size)
     blocks = whole.view(N_ROTATIONS, channels, size, size, N_ROTATIONS, channels, size, size)
-    total = 0
-    for s in range(N_ROTATIONS):
-        cycled = blocks.roll((-s, -s), dims=(0, 4))
-        total = total + _taps_rotated_back(cycled, s, rows=(2, 3))
+    terms = (
+        _taps_rotated_back(blocks.roll((-s, -s), dims=(0, 4)), s, rows=(2, 3))
+        for s in range(N_ROTATIONS)
+    )
+    total = functools.reduce(operator.add, terms)
     side = N_ROTATIONS * channels * size**2
     return total.reshape(side, side) / N_ROTATIONS
 

@@ -65,12 +65,17 @@ def check_normalization(name: str, module: nn.Module) -> None:
 def normalized_input(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
     r""":math:`\hat x`, the normalisation's output before its affine map, shape of ``x``."""
     if isinstance(module, nn.modules.batchnorm._BatchNorm):  # checked by check_normalization
+        mean, variance = module.running_mean, module.running_var
+        if mean is None or variance is None:
+            raise ValueError(f"{type(module).__name__} has no running statistics.")
         shape = (1, -1) + (1,) * (x.ndim - 2)
-        scale = torch.rsqrt(module.running_var.view(shape) + module.eps)
-        return (x - module.running_mean.view(shape)) * scale
+        scale = torch.rsqrt(variance.view(shape) + module.eps)
+        return (x - mean.view(shape)) * scale
     if isinstance(module, nn.GroupNorm):
         return F.group_norm(x, module.num_groups, eps=module.eps)
-    return F.layer_norm(x, module.normalized_shape, eps=module.eps)
+    if isinstance(module, nn.LayerNorm):
+        return F.layer_norm(x, module.normalized_shape, eps=module.eps)
+    raise TypeError(f"{type(module).__name__} is not a normalisation this rule covers.")
 
 
 def _per_example_sum(module: nn.Module, t: torch.Tensor) -> torch.Tensor:
