@@ -54,6 +54,7 @@ import contextlib
 import functools
 import inspect
 from collections.abc import Iterator
+from typing import NoReturn
 
 import asdl
 import asdl.core
@@ -91,12 +92,16 @@ class UnsupportedBackendError(ValueError):
     """A Laplace approximation of this package's layers with a backend that lacks their rules."""
 
 
+def _missing(what: str) -> NoReturn:
+    raise RuntimeError(
+        f"laplace-equivariance needs {what}, which this installation lacks "
+        "(tested with asdfghjkl==0.1a4 and laplace-torch==0.3)."
+    )
+
+
 def _require(condition: bool, what: str) -> None:
     if not condition:
-        raise RuntimeError(
-            f"laplace-equivariance needs {what}, which this installation lacks "
-            "(tested with asdfghjkl==0.1a4 and laplace-torch==0.3)."
-        )
+        _missing(what)
 
 
 NORMALIZATION_ATTR = "_kfac_exact_normalization"
@@ -166,7 +171,8 @@ def register_with_asdl() -> None:
         RuntimeError: If ASDL's registry internals are not where version 0.1a4 has them.
     """
     supported = getattr(asdl.core, "_supported_module_classes", None)
-    _require(isinstance(supported, tuple), "asdl.core._supported_module_classes (a tuple)")
+    if not isinstance(supported, tuple):
+        _missing("asdl.core._supported_module_classes (a tuple)")
     _require(callable(getattr(asdl.core, "get_op_class", None)), "asdl.core.get_op_class")
     missing = tuple(cls for cls in RULES if cls not in supported)
     asdl.core._supported_module_classes = supported + missing
@@ -217,7 +223,8 @@ def _wrap_once(owner: type, attribute: str, make_wrapper) -> None:
         RuntimeError: If ``owner`` has no callable ``attribute``.
     """
     original = getattr(owner, attribute, None)
-    _require(callable(original), f"{owner.__module__}.{owner.__qualname__}.{attribute}")
+    if not callable(original):
+        _missing(f"{owner.__module__}.{owner.__qualname__}.{attribute}")
     if getattr(original, _MARKER, False):
         return
     wrapper = functools.wraps(original)(make_wrapper(original))
