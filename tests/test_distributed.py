@@ -19,14 +19,14 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from laplace import Laplace
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from laplace_equivariance import EquivariantKFAC, marglik_training, models
+from laplace_equivariance import marglik_training, models
 from laplace_equivariance.curvature.lengthscales import (
     lengthscale_hyperparameters,
     log_marginal_likelihood,
 )
+from tests.curvature.reference import fit_kron
 
 K = 3
 HYPER = {"sparse_options": {"lengthscale_mode": "hyperparameter"}}
@@ -52,14 +52,7 @@ def dataset(n: int) -> TensorDataset:
 
 def fit_and_measure(model: torch.nn.Module, loader: DataLoader) -> dict:
     """Factors, loss, log marginal likelihood and its gradients of one fit."""
-    la = Laplace(
-        model,
-        "classification",
-        subset_of_weights="all",
-        hessian_structure="kron",
-        backend=EquivariantKFAC,
-    )
-    la.fit(loader)
+    la = fit_kron(model, loader)
     n_tensors = len(la.H_facs.kfacs)
     prior = torch.linspace(0.5, 2.0, n_tensors, dtype=torch.float64, requires_grad=True)
     omegas = list(lengthscale_hyperparameters(model).values())

@@ -414,19 +414,12 @@ def test_stock_marglik_training_runs_with_layerwise_priors():
 
 
 def test_fit_on_an_empty_loader_is_named():
-    from laplace import Laplace
     from torch.utils.data import DataLoader, TensorDataset
 
-    from laplace_equivariance import EquivariantKFAC, models
+    from laplace_equivariance import models
 
     model = models.build("f-fc+conv", (1, 4, 4), 3, alpha=1, widths=(1, 2), subsampling=(1, 2))
-    la = Laplace(
-        model,
-        "classification",
-        subset_of_weights="all",
-        hessian_structure="kron",
-        backend=EquivariantKFAC,
-    )
+    la = kron_laplace(model)
     empty = DataLoader(TensorDataset(torch.zeros(0, 1, 4, 4), torch.zeros(0).long()))
     with pytest.raises(ValueError, match="empty loader"):
         la.fit(empty)

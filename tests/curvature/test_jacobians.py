@@ -1,36 +1,21 @@
-"""Each layer's Jacobian-vector products agree with central finite differences (float64)."""
+"""Each layer's Jacobian-vector products agree with central finite differences (float64).
+
+The layers are every path kind's, from the rule cases of ``tests/cases.py``.
+"""
 
 import pytest
 import torch
 
-from laplace_equivariance.layers import (
-    CircularConv2d,
-    FactoredLinear2d,
-    FullyConnected2d,
-    P4GroupConv2d,
-    P4LiftingConv2d,
-    P4PointwiseConv2d,
-    SparseCircularConv2d,
-    SparseFactoredLinear2d,
-)
+from tests.cases import RuleCase, rule_cases
 
-LAYERS = {
-    "fc": (lambda: FullyConnected2d(2, 3, 4, 2), (2, 4, 4)),
-    "conv": (lambda: CircularConv2d(2, 3, 3, size=4), (2, 4, 4)),
-    "f-fc": (lambda: FactoredLinear2d(2, 3, 4, 2), (2, 4, 4)),
-    "s-fc": (lambda: SparseFactoredLinear2d(2, 3, 4, 2), (2, 4, 4)),
-    "s-conv": (lambda: SparseCircularConv2d(2, 3, 3, size=4), (2, 4, 4)),
-    "gconv-lifting": (lambda: P4LiftingConv2d(2, 3, 3, size=4), (2, 4, 4)),
-    "gconv-pointwise": (lambda: P4PointwiseConv2d(2, 3, 3, size=4), (8, 4, 4)),
-    "gconv-full": (lambda: P4GroupConv2d(2, 3, 3, size=4), (8, 4, 4)),
-}
+RULE_CASES = rule_cases()
 
 
-@pytest.mark.parametrize("name", list(LAYERS))
-def test_jvp_matches_central_differences(name, device):
-    make, in_shape = LAYERS[name]
-    layer = make().to(device, torch.float64)
-    x = torch.randn(3, *in_shape, device=device, dtype=torch.float64)
+@pytest.mark.parametrize("case", RULE_CASES.values(), ids=RULE_CASES)
+def test_jvp_matches_central_differences(case: RuleCase, device):
+    """Every path kind's modules, as its rule cases in tests/cases.py build them."""
+    layer = torch.nn.Sequential(*case.layers()).to(device, torch.float64)
+    x = torch.randn(3, *case.in_shape, device=device, dtype=torch.float64)
     params = {n: p.detach() for n, p in layer.named_parameters()}
     tangent = {n: torch.randn_like(p) for n, p in params.items()}
 
