@@ -39,7 +39,14 @@ from laplace_equivariance.app import summary
 
 TEMPLATES = runs_table.ROOT / "benchmarks" / "templates"
 DOCS = runs_table.ROOT / "docs"
-PAGES = ("findings.md", "learned_structure.md", "models.md", "results-table2.md", "results.md")
+PAGES = (
+    "findings.md",
+    "learned_structure.md",
+    "models.md",
+    "results-table1.md",
+    "results-table2.md",
+    "results.md",
+)
 """The pages rendered from templates: ``docs/NAME`` from ``benchmarks/templates/NAME``, in
 the order they are written (the results index last: it lists the other pages' headings)."""
 
@@ -179,6 +186,33 @@ def fits_of(runs: pd.DataFrame, epoch: int | None = None, since: int | None = No
     if found.empty:
         raise ValueError(f"no fit at epoch={epoch} since={since}")
     return found
+
+
+def fit_changes(
+    runs: pd.DataFrame,
+    change: str,
+    family: str = "fc.output",
+    which: str | None = None,
+    level: float = 5.0,
+) -> int:
+    """How many (layer, seed) pairs' ``family`` (a share, in points) went ``change`` (``"up"``,
+    ``"down"``, or stayed ``"level"`` within ``level`` points) from a run's first fit to its
+    last.
+
+    Raises:
+        ValueError: For another ``change``.
+    """
+    if change not in ("up", "down", "level"):
+        raise ValueError(f"change={change!r}: up, down or level")
+    count = 0
+    for run in runs["run"]:
+        fits = fits_of(runs[runs["run"] == run])
+        first, last = (layers(fits.iloc[[i]], family, which, 100) for i in (0, -1))
+        for before, after in zip(first, last, strict=True):
+            delta = after - before
+            kind = "level" if abs(delta) < level else "up" if delta > 0 else "down"
+            count += kind == change
+    return count
 
 
 def layer_means(frame: pd.DataFrame, family: str, which: str | None = None) -> list[float]:
@@ -443,13 +477,16 @@ def headings(name: str) -> tuple[str, list[str]]:
     return lines[0].removeprefix("# "), [h[3:] for h in lines if h.startswith("## ")]
 
 
-def older_versions(*folders: str) -> str:
-    """Paragraphs (each after a blank line) naming the runs of ``folders`` made before a change
-    of behaviour that affects them (:data:`benchmarks.page_tables.CHANGES`), or ``""``."""
+def older_versions(*folders: str, learned_relaxed: bool = False) -> str:
+    """Paragraphs (each after a blank line) naming the runs of ``folders`` (``learned_relaxed``:
+    those of learned relaxed models only) made before a change of behaviour that affects them
+    (:data:`benchmarks.page_tables.CHANGES`), or ``""``."""
     from benchmarks import page_tables
 
     frame = runs_table.runs()
     frame = frame[frame["folder"].isin(folders)]
+    if learned_relaxed:
+        frame = frame[frame["run"].map(page_tables.learned_relaxed)]
     release = frame["version"].map(lambda v: tuple(int(part) for part in v.split(".")))
     text = ""
     for since, affects, before in page_tables.CHANGES:
@@ -497,8 +534,8 @@ def environment() -> jinja2.Environment:
     }
     from benchmarks import page_tables
 
+    env.globals |= {name: getattr(page_tables, name) for name in page_tables.FOR_TEMPLATES}
     env.globals |= {
-        "kept_by_evidence": page_tables.kept_by_evidence,
         "pick": pick,
         "known": known,
         "value": value,
@@ -511,6 +548,7 @@ def environment() -> jinja2.Environment:
         "same_speed": f"{summary.SAME_SPEED:g}",
         "split": split,
         "fits_of": fits_of,
+        "fit_changes": fit_changes,
         "tensors": tensors,
         "shifts": runs_table.shift_errors,
     }

@@ -8,7 +8,7 @@ standard error is printed beside it); with one seed no verdict is possible.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from benchmarks.generated_docs.common import difference
 from laplace_equivariance.app import summary
@@ -89,23 +89,3 @@ def judge(
         status = "consistent (within two standard errors)" if not_below else "not distinguishable"
         return f"{status} ({figures})"
     return f"**not reproduced: reversed** ({figures})"
-
-
-def started(claims: list[Claim], start: str, burnin: int | None = None) -> list[Claim]:
-    """The learned-model claims of ``claims`` checked on the rows trained from ``start`` (with
-    ``burnin``, where a section holds several)."""
-    return [
-        replace(
-            c,
-            text=c.text.replace("learned F-FC+CONV", f"learned F-FC+CONV (started {start})"),
-            better_start=start,
-            burnin=burnin,
-        )
-        for c in claims
-        if c.better[1] == "marglik"
-    ]
-
-
-def started_equivariant(claims: list[Claim], burnin: int | None = None) -> list[Claim]:
-    """The learned-model claims of ``claims`` checked on the rows started equivariant."""
-    return started(claims, "equivariant", burnin)

@@ -14,10 +14,9 @@ import math
 import statistics
 from pathlib import Path
 
-from benchmarks import data_size, evidence_selection
+from benchmarks import data_size, evidence_selection, page_tables
 from benchmarks.generated_docs import figures
 from benchmarks.generated_docs.common import RESULTS, ROOT
-from benchmarks.generated_docs.measured_sections import EvidenceSplitSection
 from laplace_equivariance.app import summary
 
 DOCUMENT = ROOT / "docs" / "data_size.md"
@@ -493,10 +492,13 @@ def _evidence_split_sections(names: tuple[str, ...]) -> list[str]:
         file = f"evidence-split/{name}.json"
         if not (RESULTS / file).exists():
             continue
-        section = EvidenceSplitSection(
-            title, file, command, _fragment(about), _fragment(f"evidence-split-{name}")
-        )
-        parts += ["", section.render()]
+        parts += [
+            "",
+            f"## {title}\n\n{_fragment(about)}\n\n`{command}`\n",
+            page_tables.evidence_split_section(file),
+            "",
+            _fragment(f"evidence-split-{name}"),
+        ]
     return parts
 
 

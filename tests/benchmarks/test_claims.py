@@ -4,10 +4,7 @@ import dataclasses
 
 import pytest
 
-from benchmarks.generated_docs import (
-    claims,
-    results_table1_md,
-)
+from benchmarks.generated_docs import claims
 
 
 class Row:
@@ -82,10 +79,3 @@ def test_claims_of_a_variant_compare_its_rows_with_the_plain_rows_of_the_other_s
     assert claim.verdict([plain, map_row]) == "not run"
     unvaried = dataclasses.replace(claim, better_variants=())
     assert unvaried.verdict([plain, warm, map_row]).startswith("**not reproduced")
-
-
-def test_learned_claims_started_equivariant_judge_the_equivariant_rows():
-    started = claims.started_equivariant(results_table1_md.TABLE1_CLAIMS)
-    assert [c.better_start for c in started] == ["equivariant", "equivariant"]
-    assert all("(started equivariant)" in c.text for c in started)
-    assert all(c.better[1] == "marglik" for c in started)  # the MAP-only claims are left out

@@ -1,10 +1,8 @@
-"""Sections rendered from benchmarks' measurements on trained runs."""
+"""Sections rendered from benchmarks' measurements on trained runs (``benchmarks.page_tables``)."""
 
 import json
 
-from benchmarks.generated_docs import (
-    measured_sections,
-)
+from benchmarks import page_tables, runs_table
 
 
 def test_evidence_split_groups_runs_by_training_and_sums_each_paths_terms(tmp_path, monkeypatch):
@@ -32,9 +30,12 @@ def test_evidence_split_groups_runs_by_training_and_sums_each_paths_terms(tmp_pa
         ],
     }
     (tmp_path / "split.json").write_text(json.dumps(measured))
-    monkeypatch.setattr(measured_sections, "RESULTS", tmp_path)
-    section = measured_sections.EvidenceSplitSection("t", "split.json", "cmd", "about", "end")
-    text = section.render()
+    monkeypatch.setattr(runs_table, "RESULTS", tmp_path)
+    runs_table.clear_caches()
+    try:
+        text = page_tables.evidence_split_section("split.json")
+    finally:
+        runs_table.clear_caches()
     assert (
         "| learned F-FC+CONV, started equivariant | 224 / 268 | 10 / 10 | 10 / 14 | 200 / 240 |"
         in text
