@@ -101,14 +101,20 @@ def fitted(build, device, temperature=0.5):
     return model, loader, la, prior
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_total_derivative_equals_central_differences_of_refitted_approximations(case, device):
+def differentiated(case: str, device, derivative: str):
+    """``case`` fitted, and ``log_marginal_likelihood``'s ``derivative`` in its tested
+    lengthscale hyperparameters (``omega.grad``), which it returns by name."""
     build, names = CASES[case]
     model, loader, la, prior = fitted(build, device)
     omegas = lengthscale_hyperparameters(model)
-    log_marginal_likelihood(la, loader, prior, derivative="total").backward()
-    for name in names:
-        omega = omegas[name]
+    log_marginal_likelihood(la, loader, prior, derivative=derivative).backward()
+    return model, loader, la, prior, {name: omegas[name] for name in names}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_total_derivative_equals_central_differences_of_refitted_approximations(case, device):
+    model, loader, _, prior, omegas = differentiated(case, device, "total")
+    for omega in omegas.values():
         finite_difference = central_difference(
             omega, lambda: fit(model, loader).log_marginal_likelihood(prior)
         )
@@ -117,14 +123,10 @@ def test_total_derivative_equals_central_differences_of_refitted_approximations(
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_partial_derivative_equals_central_differences_of_the_defined_function(case, device):
-    build, names = CASES[case]
-    model, loader, la, prior = fitted(build, device)
-    omegas = lengthscale_hyperparameters(model)
-    log_marginal_likelihood(la, loader, prior, derivative="partial").backward()
+    model, loader, la, prior, omegas = differentiated(case, device, "partial")
     data_fit = -sum(F.cross_entropy(model(x), y, reduction="sum") for x, y in loader) / 0.5
-    data_grads = torch.autograd.grad(data_fit, [omegas[n] for n in names])
-    for name, data_grad in zip(names, data_grads, strict=True):
-        omega = omegas[name]
+    data_grads = torch.autograd.grad(data_fit, list(omegas.values()))
+    for omega, data_grad in zip(omegas.values(), data_grads, strict=True):
         with torch.no_grad():
             finite_difference = central_difference(
                 omega, lambda: log_marginal_likelihood(la, loader, prior, derivative="partial")

@@ -8,15 +8,8 @@ import laplace.curvature
 import torch
 from laplace.baselaplace import KronLaplace, ParametricLaplace
 
-from laplace_equivariance.curvature import (
-    RULES,
-    install_construction_check,
-    install_fit_hook,
-    install_kron_initialiser,
-    install_predictive_chunking,
-    install_state_dict_hooks,
-    register_with_asdl,
-)
+from laplace_equivariance.curvature import registry
+from laplace_equivariance.curvature.rules import RULES
 from laplace_equivariance.layers import FactoredInputMap
 
 
@@ -27,9 +20,9 @@ def test_asdl_internals_exist():
 
 
 def test_registration_is_idempotent_and_maps_our_modules_to_our_rules():
-    register_with_asdl()
+    registry.register_with_asdl()
     classes, function = asdl.core._supported_module_classes, asdl.core.get_op_class
-    register_with_asdl()
+    registry.register_with_asdl()
     assert asdl.core._supported_module_classes == classes
     assert asdl.core.get_op_class is function
     for cls in RULES:
@@ -39,19 +32,19 @@ def test_registration_is_idempotent_and_maps_our_modules_to_our_rules():
 
 
 def test_kron_initialiser_is_installed_once():
-    install_kron_initialiser()
+    registry.install_kron_initialiser()
     wrapped = KronLaplace._init_H
-    install_kron_initialiser()
+    registry.install_kron_initialiser()
     assert KronLaplace._init_H is wrapped
 
 
 def test_accumulating_fit_state_dict_and_construction_check_are_installed_once():
     for install, owner, attribute in [
-        (install_fit_hook, KronLaplace, "fit"),
-        (install_state_dict_hooks, KronLaplace, "state_dict"),
-        (install_state_dict_hooks, KronLaplace, "load_state_dict"),
-        (install_predictive_chunking, ParametricLaplace, "_glm_predictive_distribution"),
-        (install_construction_check, ParametricLaplace, "__init__"),
+        (registry.install_fit_hook, KronLaplace, "fit"),
+        (registry.install_state_dict_hooks, KronLaplace, "state_dict"),
+        (registry.install_state_dict_hooks, KronLaplace, "load_state_dict"),
+        (registry.install_predictive_chunking, ParametricLaplace, "_glm_predictive_distribution"),
+        (registry.install_construction_check, ParametricLaplace, "__init__"),
     ]:
         install()
         wrapped = getattr(owner, attribute)
