@@ -46,10 +46,10 @@ alternative, one pair ``B_gamma (x) A_gamma`` per group (einconv's grouped KFC),
 the diagonal group blocks but needs ``G`` Kron pairs per parameter, which laplace-torch's
 ``Kron``, the decompositions and the per-tensor priors here do not hold.
 
-**Factors** (``R = P`` positions, ``a`` the (averaged) patch, ``g`` the output gradient):
-expand :math:`A = \frac1P \sum_{n,p} a_{np} a_{np}^\top`,
+**Factors** (``P`` output positions, ``a`` the group-averaged patch, ``g`` the output
+gradient of backward pass ``k``): expand :math:`A = \frac1P \sum_{n,p} a_{np} a_{np}^\top`,
 :math:`B = \sum_{n,k,p} g_{nkp} g_{nkp}^\top`; reduce
-:math:`A = \sum_n \bar a_n \bar a_n^\top` (mean over positions),
+:math:`A = \sum_n \hat a_n \hat a_n^\top` with :math:`\hat a_n = \frac1P \sum_p a_{np}`,
 :math:`B = \sum_{n,k} (\sum_p g_{nkp})(\sum_p g_{nkp})^\top`, which is also the bias's exact
 block. For a zero-padded, undilated, ungrouped convolution in expand these are ASDL's
 ``Conv2d`` factors, which the backend keeps using there (:func:`asdl_covers`).
