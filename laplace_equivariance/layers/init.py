@@ -26,19 +26,18 @@ def he_uniform_(weight: torch.Tensor, fan_in: int) -> torch.Tensor:
     Returns:
         ``weight``.
     """
-    bound = math.sqrt(6.0 / fan_in)
-    return nn.init.uniform_(weight, -bound, bound)
+    return _uniform_(weight, 6.0 / fan_in)
 
 
 def unit_uniform_(weight: torch.Tensor, fan_in: int) -> torch.Tensor:
     """Fill ``weight`` uniformly in ``+-sqrt(3 / fan_in)`` (variance ``1 / fan_in``), in place.
 
-    Args:
-        weight: The tensor.
-        fan_in: Number of inputs summed into one output.
-
-    Returns:
-        ``weight``.
+    Arguments and return value as :func:`he_uniform_`'s.
     """
-    bound = math.sqrt(3.0 / fan_in)
+    return _uniform_(weight, 3.0 / fan_in)
+
+
+def _uniform_(weight: torch.Tensor, squared_bound: float) -> torch.Tensor:
+    """Fill ``weight`` uniformly in ``+-sqrt(squared_bound)``, in place."""
+    bound = math.sqrt(squared_bound)
     return nn.init.uniform_(weight, -bound, bound)

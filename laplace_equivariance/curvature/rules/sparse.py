@@ -25,6 +25,16 @@ from laplace_equivariance.curvature.rules.factored import (
 from laplace_equivariance.layers.sparse import AnchorBasis
 
 
+def on_basis(module, maps: torch.Tensor) -> torch.Tensor:
+    r"""Maps ``(N, C, *grid)`` projected on ``module``'s basis: ``(N, C, M)``.
+
+    :math:`\phi^\top m_c` for every example and channel, the basis taken as a constant.
+    """
+    with torch.no_grad():
+        phi = module.basis()
+    return torch.einsum("ncp,pj->ncj", maps.flatten(start_dim=2), phi)
+
+
 def basis_gradients(
     module, position_rows: torch.Tensor, anchor_rows: torch.Tensor
 ) -> dict[str, torch.Tensor]:
@@ -92,9 +102,7 @@ class SparseFactoredInputMapRule(FactoredInputMapRule):
     @staticmethod
     def preprocess_in_data(module, in_data, out_data):
         r""":math:`\tilde x_c = \phi^\top x_c`, ``(N, C, M2)``."""
-        with torch.no_grad():
-            phi = module.basis()
-        return torch.einsum("ncp,pj->ncj", in_data.flatten(start_dim=2), phi)
+        return on_basis(module, in_data)
 
     @staticmethod
     def extra_blocks(module, in_data, out_grads) -> dict:
@@ -123,9 +131,7 @@ class SparseFactoredOutputMapRule(FactoredOutputMapRule):
     @staticmethod
     def preprocess_out_grads(module, out_grads):
         r""":math:`\tilde g_{c'} = \phi^\top g_{c'}`, ``(N, C', M1)``."""
-        with torch.no_grad():
-            phi = module.basis()
-        return torch.einsum("noq,qj->noj", out_grads.flatten(start_dim=2), phi)
+        return on_basis(module, out_grads)
 
     @staticmethod
     def extra_blocks(module, in_data, out_grads) -> dict:
