@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from collections.abc import MutableMapping
 from typing import Any
 
 import torch
@@ -11,6 +12,7 @@ from asdl.fisher import FisherConfig
 from asdl.grad_maker import LOSS_CROSS_ENTROPY, LOSS_MSE
 from asdl.matrices import FISHER_EXACT, FISHER_MC, SHAPE_KRON
 from laplace.curvature import AsdlGGN
+from laplace.utils import FeatureExtractor
 from laplace.utils.matrix import Kron
 from torch import nn
 
@@ -37,7 +39,7 @@ from laplace_equivariance.curvature.monte_carlo import (
     MonteCarloGaussianFisher,
     check_sample_count,
 )
-from laplace_equivariance.curvature.projection import ProjectedFactor
+from laplace_equivariance.curvature.projection import ProjectedFactor, anchor_basis
 from laplace_equivariance.curvature.registry import (
     exact_normalization_blocks,
     install_construction_check,
@@ -276,9 +278,11 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
                 else zeros(blocks, rest // blocks, rest // blocks)
             )
             kfacs.append([zeros(b, b), a])
-        return Kron(kfacs)
+        # laplace-torch 0.3 annotates Kron's kfacs as list[tuple[Tensor] | Tensor]; it takes
+        # (and its init_from_model builds) a list of one or two factors per group
+        return Kron(kfacs)  # type: ignore[arg-type]
 
-    def _get_kron_factors(self) -> BlockDiagonalKron:
+    def _collected_kron_factors(self) -> BlockDiagonalKron:
         r"""Collect ASDL's factors and the rules' extra blocks, in parameter order, ``A / N``.
 
         ``A`` factors come divided by the data set size ``N`` (as laplace-torch's
@@ -287,7 +291,8 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
         rows that rules leave for block-diagonal ``A`` factors
         (:data:`~laplace_equivariance.curvature.rules.A_ROWS_ATTR`) by :math:`\sqrt N`.
         """
-        kfacs, a_rows = [], []
+        kfacs: list[list[torch.Tensor]] = []
+        a_rows: list[torch.Tensor | None] = []
         for _, name, module in self._parameter_groups():
             blocks = module.__dict__.get(EXTRA_BLOCKS_ATTR, {})
             if self._factored_weight(name, module):
@@ -308,7 +313,7 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
         for module in self._model.modules():
             module.__dict__.pop(EXTRA_BLOCKS_ATTR, None)
             module.__dict__.pop(A_ROWS_ATTR, None)
-        rows = [
+        rows: list[list[FactorRows | None]] = [
             [None] * len(factors) if r is None else [None, FactorRows.of(r, factors[1])]
             for factors, r in zip(kfacs, a_rows, strict=True)
         ]
@@ -372,7 +377,11 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
         return ("bias",) if getattr(module, "bias", None) is not None else ()
 
     def kron(
-        self, x: torch.Tensor, y: torch.Tensor, N: int, **kwargs: Any
+        self,
+        x: torch.Tensor | MutableMapping[str, Any],
+        y: torch.Tensor,
+        N: int,
+        **kwargs: Any,
     ) -> tuple[torch.Tensor, BlockDiagonalKron]:
         """KFAC of one batch through ASDL, without its hook deprecation noise.
 
@@ -384,7 +393,7 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
         gradient with respect to the data (``benchmarks/class_backward_passes.py``).
 
         Args:
-            x: Inputs of the batch.
+            x: Inputs of the batch (a tensor, or a dict-like batch).
             y: Targets of the batch.
             N: Data set size (``A`` is divided by it).
             **kwargs: ASDL ``FisherConfig`` options (``n_mc_samples``, ``seed``, ...).
@@ -492,6 +501,11 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
         (Monte-Carlo Fisher, regression).
         """
         if self.last_layer:
+            if not isinstance(self.model, FeatureExtractor):
+                raise TypeError(
+                    "A last-layer fit needs laplace-torch's FeatureExtractor as the backend's "
+                    f"model, got {type(self.model).__name__}."
+                )
             _, x = self.model.forward_with_features(x)
         kwargs = {"n_mc_samples": self.n_mc_samples} | kwargs
         check_sample_count(kwargs["n_mc_samples"], self.stochastic)
@@ -513,7 +527,7 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
         if self.loss_type == LOSS_CROSS_ENTROPY:
             f, y = f.view(-1, f.size(-1)), y.view(-1)
         loss = self.lossfunc(f.detach(), y)
-        kron = self._get_kron_factors()
+        kron = self._collected_kron_factors()
         return self.factor * loss, kron
 
     def _accumulate_projected_factors(self) -> None:
@@ -527,9 +541,15 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
             if statistic is None:
                 continue
             side = RULES[type(module)].projected_side
+            if side is None:
+                raise RuntimeError(
+                    f"{type(module).__name__} left a statistic to project, but its rule projects "
+                    "no factor."
+                )
             if index in self.projected_factors:
                 self.projected_factors[index].statistic += statistic
             else:
+                basis = anchor_basis(module)
                 self.projected_factors[index] = ProjectedFactor(
-                    index, side, module.basis, statistic, module.basis.lengthscale.detach().clone()
+                    index, side, basis, statistic, basis.lengthscale.detach().clone()
                 )

@@ -29,9 +29,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from asdl.operations import Operation
 from torch import nn
 
-from laplace_equivariance.curvature.projection import project_factor
+from laplace_equivariance.curvature.projection import anchor_basis, project_factor
 from laplace_equivariance.curvature.registry import operation_of
 from laplace_equivariance.curvature.rules import KroneckerRule, kfac_approximation, outer_sum
 from laplace_equivariance.curvature.rules.stock_conv import conv_patches
@@ -40,15 +41,17 @@ from laplace_equivariance.layers.sparse import LengthscaleMode
 __all__ = ["batch_factors"]
 
 
-def _projected_side(module: nn.Module, rule: type) -> int | None:
+def _projected_side(module: nn.Module, rule: type[Operation]) -> int | None:
     """The factor side a hyperparameter basis projects (0: B, 1: A), else None."""
     side = getattr(rule, "projected_side", None)
-    if side is None or module.basis.lengthscale_mode is not LengthscaleMode.HYPERPARAMETER:
+    if side is None or anchor_basis(module).lengthscale_mode is not LengthscaleMode.HYPERPARAMETER:
         return None
     return side
 
 
-def _inputs(rule: type, module: nn.Module, in_data: torch.Tensor, out_data: torch.Tensor):
+def _inputs(
+    rule: type[Operation], module: nn.Module, in_data: torch.Tensor, out_data: torch.Tensor
+):
     """The rule's preprocessed input, keeping its graph.
 
     ASDL's ``Conv2d`` rule builds patches with ``im2col_2d``, which detaches a padded input
@@ -79,15 +82,22 @@ def _module_factors(
             return None, None, extra
     side = _projected_side(module, rule)
     if side == 1:
-        a = project_factor(rule.unprojected_statistic(module, in_data), module.basis())
+        a = project_factor(rule.unprojected_statistic(module, in_data), anchor_basis(module)())
     else:
         a = rule.cov_kron_A(module, _inputs(rule, module, in_data, out_data))
     if side == 0:
         statistic = sum(rule.unprojected_statistic(module, g) for g in grads)
-        b = project_factor(statistic, module.basis())
+        b = project_factor(statistic, anchor_basis(module)())
     else:
         b = sum(rule.cov_kron_B(module, rule.preprocess_out_grads(module, g)) for g in grads)
     return b, a, extra
+
+
+def _factor(factor: torch.Tensor | None, name: str) -> torch.Tensor:
+    """A Kronecker factor of parameter ``name``, which its module's rule computes."""
+    if factor is None:
+        raise RuntimeError(f"{name} has a Kronecker factor that its module's rule did not give.")
+    return factor
 
 
 @torch.enable_grad()
@@ -145,13 +155,13 @@ def batch_factors(backend, x: torch.Tensor, n_data: int) -> list[list[torch.Tens
             owner: _module_factors(owner, *records[owner], [grads[i] for grads in per_class])
             for i, owner in enumerate(owners)
         }
-    kfacs = []
+    kfacs: list[list[torch.Tensor]] = []
     for _, name, owner in groups:
         b, a, extra = factors[owner]
         if backend._factored_weight(name, owner):
-            kfacs.append([b, a / n_data])
+            kfacs.append([_factor(b, name), _factor(a, name) / n_data])
         elif name in backend._bias_names(owner):
-            kfacs.append([b])
+            kfacs.append([_factor(b, name)])
         else:
             kfacs.append([extra[name]])
     return kfacs

@@ -29,12 +29,29 @@ from dataclasses import dataclass
 
 import torch
 from laplace.utils.matrix import KronDecomposed
+from torch import nn
 
 from laplace_equivariance.curvature.eigen import LazyEigenvectors, symmetric_eigvalsh
 from laplace_equivariance.curvature.kron import BlockDiagonalKronDecomposed
 from laplace_equivariance.layers.sparse import AnchorBasis
 
-__all__ = ["ProjectedFactor", "project_factor", "reproject"]
+__all__ = ["ProjectedFactor", "anchor_basis", "project_factor", "reproject"]
+
+
+def anchor_basis(module: nn.Module) -> AnchorBasis:
+    """``module.basis``, the anchor basis of a module whose rule projects a factor on it.
+
+    Raises:
+        TypeError: If ``module.basis`` is not an :class:`~laplace_equivariance.layers.sparse.
+            AnchorBasis`.
+    """
+    basis = getattr(module, "basis", None)
+    if not isinstance(basis, AnchorBasis):
+        raise TypeError(
+            f"{type(module).__name__}'s rule projects a factor on its basis, but its basis is "
+            f"{type(basis).__name__}, not an AnchorBasis."
+        )
+    return basis
 
 
 def project_factor(statistic: torch.Tensor, phi: torch.Tensor) -> torch.Tensor:

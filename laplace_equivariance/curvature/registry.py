@@ -59,6 +59,7 @@ from typing import NoReturn
 import asdl
 import asdl.core
 import torch
+from asdl.operations import Operation
 from laplace.baselaplace import KronLaplace, ParametricLaplace
 from laplace.lllaplace import LLLaplace
 from torch import nn
@@ -208,7 +209,7 @@ def require_fitted(la) -> None:
     la._check_H_init()
 
 
-def operation_of(module: nn.Module) -> type:
+def operation_of(module: nn.Module) -> type[Operation]:
     """The ASDL operation class (KFAC rule) that covers ``module`` in this package's fits."""
     if type(module) is nn.Conv2d and not asdl_covers(module):
         return Conv2dRule
