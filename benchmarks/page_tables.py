@@ -91,14 +91,34 @@ CHANGES = (
 which models it affects, what runs before it did (docs/learned_structure.md)."""
 
 
+def evidence_gap(folders: list[str], model: str, dataset: str, seed: int) -> float:
+    """How far apart the learned ``model`` runs of ``folders`` (one per start) lie in their last
+    ``-log p(D)/N`` on ``dataset`` and ``seed``: the margin of the start the evidence keeps.
+
+    Raises:
+        ValueError: Unless there are exactly two such runs.
+    """
+    runs = runs_table.runs()
+    runs = runs[runs["folder"].isin(folders) & (runs["model"] == model)]
+    runs = runs[(runs["method"] == "marglik") & (runs["dataset"] == dataset)]
+    evidence = runs[runs["seed"] == seed]["marglik_per_example"]
+    if len(evidence) != 2:
+        raise ValueError(f"{len(evidence)} runs of {dataset} seed {seed}, not two")
+    return abs(evidence.iloc[0] - evidence.iloc[1])
+
+
 FOR_TEMPLATES = (
     "kept_by_evidence",
+    "evidence_gap",
     "structure",
     "fit_trace",
     "shift_errors_section",
     "factor_balance_section",
     "exact_blocks_section",
     "evidence_split_section",
+    "rotation_split",
+    "group_evidence",
+    "invariant_weights",
 )
 """The functions of this module that templates call."""
 
@@ -127,13 +147,20 @@ def structure(*folders: str) -> str:
     minus expand with the standard errors over the seeds."""
     runs = _results(*folders)
     text = summary.structure_markdown(runs)
-    frame = (
-        runs_table.runs()
-        .set_index("run")
-        .loc[[str(r.relative_to(runs_table.RESULTS)) for r in runs]]
+    frame = runs_table.runs().set_index("run", drop=False)
+    differences = kfac_differences(
+        frame.loc[[str(r.relative_to(runs_table.RESULTS)) for r in runs]]
     )
+    if differences:
+        text += "\n\nReduce minus expand, per task:\n\n" + "\n".join(differences)
+    return text
+
+
+def kfac_differences(runs: pd.DataFrame) -> list[str]:
+    """Per data set with runs of both KFAC modes, reduce's mean minus expand's in accuracy, NLL
+    and evidence, with standard errors over the seeds."""
     lines = []
-    for dataset, modes in frame.groupby("dataset", sort=False):
+    for dataset, modes in runs.groupby("dataset", sort=False):
         if set(modes["kfac_approx"]) != {"expand", "reduce"}:
             continue
         expand, reduce = (modes[modes["kfac_approx"] == m] for m in ("expand", "reduce"))
@@ -148,13 +175,10 @@ def structure(*folders: str) -> str:
         ):
             x, y = reduce[column], expand[column]
             error = math.sqrt(x.var() / len(x) + y.var() / len(y))
-            terms.append(
-                f"{name} {x.mean() - y.mean():+.{digits}f} (standard error {error:.{digits}f})"
-            )
+            diff = x.mean() - y.mean()
+            terms.append(f"{name} {diff:+.{digits}f} (standard error {error:.{digits}f})")
         lines.append(f"- {dataset}: " + "; ".join(terms))
-    if lines:
-        text += "\n\nReduce minus expand, per task:\n\n" + "\n".join(lines)
-    return text
+    return lines
 
 
 def fit_trace(
@@ -391,3 +415,33 @@ def evidence_split_section(file: str) -> str:
         + "\n\nPer layer, prior + Occam terms of each path and its effective parameters, mean "
         "over the seeds:\n\n" + render_pages.table(pd.DataFrame(layers))
     )
+
+
+def _below_heading(section) -> str:
+    """A Table 3 section's text below the six lines of its heading, about and command."""
+    return "\n".join(section.render().split("\n")[6:])
+
+
+def rotation_split(folder: str, model: str = "f-fc+conv+gconv", rivals: tuple = ()) -> str:
+    """GCONV's share per layer on each data set and the rotation target's verdicts
+    (:class:`~benchmarks.generated_docs.rotation_section.RotationSplitSection`)."""
+    from benchmarks.generated_docs.rotation_section import RotationSplitSection
+
+    return _below_heading(RotationSplitSection("", folder, "", "", "", model, tuple(rivals)))
+
+
+def group_evidence(folder: str, beside: tuple = (), gconv: str | None = None) -> str:
+    """The single-group networks' evidence against each other and the full network's
+    (:class:`~benchmarks.generated_docs.group_evidence_section.GroupEvidenceSection`)."""
+    from benchmarks.generated_docs import group_evidence_section as groups
+
+    gconv = gconv or groups.GCONV_NETWORK
+    return _below_heading(groups.GroupEvidenceSection("", folder, "", "", tuple(beside), "", gconv))
+
+
+def invariant_weights(folder: str) -> str:
+    """The invariant-weights network's learned rotation and the paper's claims on it
+    (:class:`~benchmarks.generated_docs.invariant_weights_section.InvariantWeightsSection`)."""
+    from benchmarks.generated_docs.invariant_weights_section import InvariantWeightsSection
+
+    return _below_heading(InvariantWeightsSection("", folder, "", ""))

@@ -27,6 +27,7 @@ layers), ``minus`` (per-seed differences of two experiments).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ PAGES = (
     "models.md",
     "results-table1.md",
     "results-table2.md",
+    "results-table3.md",
     "results.md",
 )
 """The pages rendered from templates: ``docs/NAME`` from ``benchmarks/templates/NAME``, in
@@ -403,16 +405,24 @@ def experiments(*folders: str) -> pd.DataFrame:
     return pd.DataFrame(cells, columns=[*columns[0].split(), *columns[1:]])
 
 
-def judge(better: pd.Series, worse: pd.Series, not_below: bool = False, digits: int = 1) -> str:
+def judge(
+    better: Iterable[float],
+    worse: Iterable[float],
+    not_below: bool = False,
+    digits: int = 1,
+    unit: str = "points",
+) -> str:
     """The verdict on "``better`` above ``worse``" (``not_below``: "not below it") by the seed
     spread: reproduced where the mean difference exceeds twice its standard error, not
     distinguishable (``not_below``: consistent) within it, reversed below it."""
     x, y = pd.Series(list(better), dtype=float), pd.Series(list(worse), dtype=float)
+    if x.empty or y.empty:
+        return "not run"
     if len(x) < 2 or len(y) < 2:
         return "one seed: no verdict"
     diff = x.mean() - y.mean()
     error = math.sqrt(x.var() / len(x) + y.var() / len(y))
-    figures = f"difference {diff:+.{digits}f} points, standard error {error:.{digits}f}"
+    figures = f"difference {diff:+.{digits}f} {unit}, standard error {error:.{digits}f}"
     if diff > 2 * error:
         return f"reproduced ({figures})"
     if diff >= -2 * error:
@@ -427,47 +437,44 @@ def anchor(title: str) -> str:
     return "".join(c for c in title.lower() if c.isalnum() or c in " -_").replace(" ", "-")
 
 
-class Verdicts:
-    """A page's sections and the claims judged in them, for the list that leads the page."""
+def claim(text: str, better: pd.DataFrame, worse: pd.DataFrame, not_below: bool = False) -> str:
+    """``- text: verdict`` on the test accuracies of two experiments' runs (:func:`judge`)."""
+    return f"- {text}: {judge(better['test_acc'], worse['test_acc'], not_below)}"
 
-    def __init__(self) -> None:
-        self.sections: dict[str, list[str]] = {}
 
-    def section(self, title: str) -> str:
-        """The heading of a section (``## title``); the claims after it are its."""
-        self.sections[title] = []
-        return f"## {title}"
+VERDICT = re.compile(
+    r"^- .*?: (\*\*not reproduced: reversed\*\*|reproduced|consistent|not distinguishable|holds|"
+    r"fails|one seed: no verdict)(?: \(|$)"
+)
+"""A verdict line of a results page: a claim judged by the seed spread, or a target's."""
 
-    def claim(
-        self, text: str, better: pd.DataFrame, worse: pd.DataFrame, not_below: bool = False
-    ) -> str:
-        """``- text: verdict`` on the test accuracies of two experiments' runs (:func:`judge`)."""
-        verdict = judge(better["test_acc"], worse["test_acc"], not_below)
-        kind = verdict.split(" (")[0].removeprefix("**not reproduced: ").removesuffix("**")
-        list(self.sections.values())[-1].append(kind.removeprefix("consistent"))
-        return f"- {text}: {verdict}"
+LEAD = {
+    "reproduced": "reproduced",
+    "holds": "holds",
+    "consistent": "consistent",
+    "not distinguishable": "not distinguishable",
+    "**not reproduced: reversed**": "**reversed**",
+    "fails": "**fails**",
+    "one seed: no verdict": "one seed",
+}
+"""Each verdict as the lead counts it, in the lead's order."""
 
-    def summary(self) -> str:
-        """Per section with claims, a linked line counting its verdicts by kind."""
-        lines = []
-        for title, verdicts in self.sections.items():
-            said = [
-                f"{verdicts.count(kind)} {word}"
-                for kind, word in self.KINDS.items()
-                if verdicts.count(kind)
-            ]
-            if said:
-                lines.append(f"- [{title}](#{anchor(title)}): {', '.join(said)}")
-        return "\n".join(lines)
 
-    KINDS = {
-        "reproduced": "reproduced",
-        "": "consistent",
-        "not distinguishable": "not distinguishable",
-        "reversed": "**reversed**",
-        "one seed: no verdict": "one seed",
-    }
-    """Each verdict's kind as the summary counts it, in the summary's order."""
+def lead(body: str) -> str:
+    """The list that leads a results page: per section of ``body`` with verdict lines, a line
+    linking it and counting its verdicts by kind."""
+    sections: dict[str, list[str]] = {}
+    for line in body.splitlines():
+        if line.startswith("## "):
+            sections[line[3:]] = []
+        elif sections and (match := VERDICT.match(line)):
+            list(sections.values())[-1].append(match.group(1))
+    lines = []
+    for title, found in sections.items():
+        said = [f"{found.count(kind)} {word}" for kind, word in LEAD.items() if kind in found]
+        if said:
+            lines.append(f"- [{title}](#{anchor(title)}): {', '.join(said)}")
+    return "\n".join(lines)
 
 
 def headings(name: str) -> tuple[str, list[str]]:
@@ -528,6 +535,7 @@ def environment() -> jinja2.Environment:
         "layers": layers,
         "per_run": per_run,
         "anchor": anchor,
+        "lead": lead,
         "below": below,
         "layer_means": layer_means,
         "sci": sci,
@@ -544,6 +552,7 @@ def environment() -> jinja2.Environment:
         "select": select,
         "experiments": experiments,
         "older_versions": older_versions,
+        "claim": claim,
         "headings": headings,
         "same_speed": f"{summary.SAME_SPEED:g}",
         "split": split,
@@ -561,9 +570,7 @@ def render(name: str, **context: Any) -> str:
     from benchmarks import page_tables
 
     tables = page_tables.TABLES.get(name, lambda: {})()
-    verdicts = Verdicts()
-    context |= {"section": verdicts.section, "claim": verdicts.claim}
-    return environment().get_template(name).render(**tables, **context, verdicts=verdicts.summary)
+    return environment().get_template(name).render(**tables, **context)
 
 
 def documents() -> dict[Path, str]:

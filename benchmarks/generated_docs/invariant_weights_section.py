@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from benchmarks.generated_docs.claims import judge
 from benchmarks.generated_docs.common import RESULTS, markdown_table
+from benchmarks.render_pages import judge
 from laplace_equivariance.app import summary
 
 INVARIANT_WEIGHTS_DATA = {
@@ -82,7 +82,7 @@ class InvariantWeightsSection:
                 lines.append(
                     f"- {objective}: more rotation learned on {INVARIANT_WEIGHTS_DATA[more]} "
                     f"than on {INVARIANT_WEIGHTS_DATA[less]} digits: "
-                    + judge(angles(more, objective), angles(less, objective), "degrees")
+                    + judge(angles(more, objective), angles(less, objective), unit="degrees")
                 )
         for dataset, own in OWN_FIXED_ANGLE.items():
             elbo = {
@@ -94,13 +94,13 @@ class InvariantWeightsSection:
                 lines.append(
                     f"- {INVARIANT_WEIGHTS_DATA[dataset]} digits: the ELBO at {_eta_label(own)} "
                     f"(the data's rotation) above the ELBO at {_eta_label(other)}: "
-                    + judge(elbo.get(own, []), elbo[other], "per example", digits=3)
+                    + judge(elbo.get(own, []), elbo[other], digits=3, unit="per example")
                 )
         for dataset in ordered:
             data = INVARIANT_WEIGHTS_DATA[dataset]
             lines.append(
                 f"- likelihood only: less rotation than the ELBO on {data} digits (the "
                 "paper's Sec. 4.3): "
-                + judge(angles(dataset, "elbo"), angles(dataset, "likelihood"), "degrees")
+                + judge(angles(dataset, "elbo"), angles(dataset, "likelihood"), unit="degrees")
             )
         return lines

@@ -137,20 +137,42 @@ def test_experiments_is_the_results_table_one_row_per_experiment(fixture_runs):
     assert render_pages.table(table).splitlines()[1] == "|---|" + "---|" * 11
 
 
-def test_a_claim_is_judged_by_the_seed_spread_and_counted_for_the_pages_lead():
-    verdicts = render_pages.Verdicts()
-    runs = lambda *accuracies: pd.DataFrame({"test_acc": accuracies})  # noqa: E731
-    assert verdicts.section("S") == "## S"
-    assert verdicts.claim("a above b", runs(90, 91, 92), runs(80, 81, 82)) == (
+def test_a_claim_is_judged_by_the_seed_spread():
+    def runs(*accuracies):
+        return pd.DataFrame({"test_acc": accuracies})
+
+    claim = render_pages.claim
+    assert claim("a above b", runs(90, 91, 92), runs(80, 81, 82)) == (
         "- a above b: reproduced (difference +10.0 points, standard error 0.8)"
     )
-    assert "not distinguishable" in verdicts.claim("c", runs(80, 82), runs(81, 83))
-    assert "consistent" in verdicts.claim("c", runs(80, 82), runs(81, 83), not_below=True)
-    assert "**not reproduced: reversed**" in verdicts.claim("d", runs(70, 71), runs(80, 81))
-    assert verdicts.claim("e", runs(70), runs(80, 81)) == "- e: one seed: no verdict"
-    verdicts.section("no claims")
-    assert verdicts.summary() == (
-        "- [S](#s): 1 reproduced, 1 consistent, 1 not distinguishable, 1 **reversed**, 1 one seed"
+    assert "not distinguishable" in claim("c", runs(80, 82), runs(81, 83))
+    assert "consistent" in claim("c", runs(80, 82), runs(81, 83), not_below=True)
+    assert "**not reproduced: reversed**" in claim("d", runs(70, 71), runs(80, 81))
+    assert claim("e", runs(70), runs(80, 81)) == "- e: one seed: no verdict"
+    assert render_pages.judge([], [1.0, 2.0]) == "not run"
+    assert render_pages.judge([3.0, 4.0], [1.0, 2.0], digits=2, unit="degrees") == (
+        "reproduced (difference +2.00 degrees, standard error 0.71)"
+    )
+
+
+def test_the_lead_counts_each_sections_verdicts_and_links_it():
+    body = "\n".join(
+        [
+            "## S: one",
+            "- a above b (the paper: within 1%): reproduced (difference +1.0 points, ...)",
+            "- c: **not reproduced: reversed** (difference -3.0 points, ...)",
+            "- seed 0: higher in 1 of 8 layers (3); mean over layers 92 % against 93 %",
+            "- target in most layers, in every seed (3 seeds): fails",
+            "- FC near zero on translated digits: holds (largest FC share seed 0: 0.5 %)",
+            "## Nothing judged",
+            "- a list item that is no verdict",
+            "## T",
+            "- e: one seed: no verdict",
+        ]
+    )
+    assert render_pages.lead(body) == (
+        "- [S: one](#s-one): 1 reproduced, 1 holds, 1 **reversed**, 1 **fails**\n"
+        "- [T](#t): 1 one seed"
     )
 
 

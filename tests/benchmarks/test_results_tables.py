@@ -3,16 +3,12 @@ speed.md, models.md) are what ``python -m benchmarks.results_tables`` makes of t
 results files: the pages of ``benchmarks.render_pages`` (templates) and of the modules of
 ``benchmarks/generated_docs`` not yet moved to it."""
 
-import dataclasses
 import json
 
+import pandas as pd
 import pytest
 
-from benchmarks import render_pages, results_tables
-from benchmarks.generated_docs import (
-    claims,
-    results_sections,
-)
+from benchmarks import page_tables, render_pages, results_tables, runs_table
 
 
 @pytest.mark.parametrize("path", list(results_tables.documents()), ids=lambda path: path.name)
@@ -64,29 +60,20 @@ def test_no_generated_page_holds_a_placeholder_or_a_jinja_tag():
 
 
 def test_kfac_differences_need_two_seeds_of_each_mode():
+    def runs(*modes_and_accuracies):
+        rows = [
+            {"dataset": "d", "kfac_approx": mode, "test_acc": a}
+            | {"test_nll": a / 100, "marglik_per_example": a / 10}
+            for mode, accuracies in modes_and_accuracies
+            for a in accuracies
+        ]
+        return pd.DataFrame(rows)
 
-    class Row:
-        def __init__(self, mode, accuracies):
-            self.settings = {"dataset": "d", "kfac_approx": mode}
-            self._accuracies = accuracies
-
-        def accuracy(self):
-            return self._accuracies
-
-        def nll(self):
-            return [a / 100 for a in self._accuracies]
-
-        def neg_log_marglik_per_example(self):
-            return [a / 10 for a in self._accuracies]
-
-    one_seed = results_sections.kfac_differences(
-        [Row("expand", [80.0, 82.0]), Row("reduce", [81.0])]
-    )
+    one_seed = page_tables.kfac_differences(runs(("expand", [80.0, 82.0]), ("reduce", [81.0])))
     assert one_seed == ["- d: one seed of a mode: no difference judged"]
-    (line,) = results_sections.kfac_differences(
-        [Row("expand", [80.0, 82.0]), Row("reduce", [83.0, 85.0])]
-    )
+    (line,) = page_tables.kfac_differences(runs(("expand", [80.0, 82.0]), ("reduce", [83.0, 85.0])))
     assert line.startswith("- d: test accuracy +3.0 (standard error 1.4)")
+    assert page_tables.kfac_differences(runs(("expand", [80.0, 82.0]))) == []
 
 
 def test_no_committed_result_records_an_absolute_path():
@@ -94,7 +81,7 @@ def test_no_committed_result_records_an_absolute_path():
     path says where one machine kept a scratch copy, not where the figure comes from."""
     import re
 
-    from benchmarks.generated_docs.common import RESULTS
+    from benchmarks.runs_table import RESULTS
 
     absolute = re.compile(r'"(/tmp|/work|/root|/home)/[^"]*"')
     found = [
@@ -103,25 +90,6 @@ def test_no_committed_result_records_an_absolute_path():
         for match in absolute.finditer(path.read_text())
     ]
     assert not found, found[:5]
-
-
-def test_a_section_names_claims_that_are_not_the_papers_by_its_own_heading(tmp_path, monkeypatch):
-    source = (
-        results_sections.RESULTS
-        / "table3-mnist-20ep"
-        / "rotated-mnist-f-fc+conv+gconv-marglik-seed0"
-    )
-    run = tmp_path / "t" / "run"
-    run.mkdir(parents=True)
-    (run / "results.json").write_text((source / "results.json").read_text())
-    monkeypatch.setattr(results_sections, "RESULTS", tmp_path)
-    claim = claims.Claim("a above b", "rotated-mnist", ("a", "marglik"), ("b", "map"))
-    section = results_sections.Section("T", "t", "cmd", "about", [claim])
-    assert "The paper's claims at this budget:\n\n- a above b: not run" in section.render()
-    own = dataclasses.replace(section, claims_heading="Ours, by test accuracy:")
-    text = own.render()
-    assert "Ours, by test accuracy:\n\n- a above b: not run" in text
-    assert "paper's claims" not in text
 
 
 def test_fit_trace_follows_the_named_path_in_the_runs_of_one_data_set(tmp_path, monkeypatch):
@@ -134,7 +102,14 @@ def test_fit_trace_follows_the_named_path_in_the_runs_of_one_data_set(tmp_path, 
             fits.append(
                 {"epoch": 10 + 5 * i, "neg_log_marglik": 100.0 - i, "path_outputs": outputs}
             )
-        return {"settings": {"dataset": dataset, "seed": seed}, "fits": fits}
+        settings = {"dataset": dataset, "seed": seed, "model": "f-fc+conv+gconv-full"}
+        return {
+            "settings": settings | {"method": "marglik"},
+            "versions": {"laplace_equivariance": "0.4.0"},
+            "test": {"accuracy": 0.9, "nll": 0.3},
+            "neg_log_marglik": [],
+            "fits": fits,
+        }
 
     for dataset, seed, gconv in (
         ("mnist", 0, [0.5, 0.25]),
@@ -144,17 +119,17 @@ def test_fit_trace_follows_the_named_path_in_the_runs_of_one_data_set(tmp_path, 
         folder = tmp_path / "t3" / f"{dataset}-f-fc+conv+gconv-full-marglik-seed{seed}"
         folder.mkdir(parents=True)
         (folder / "results.json").write_text(json.dumps(run(dataset, seed, gconv)))
-    monkeypatch.setattr(results_sections, "RESULTS", tmp_path)
-    section = results_sections.FitTraceSection(
-        "T", "t3", "cmd", "about", "end", epochs=(10, 15), path="gconv", dataset="rotated-mnist"
-    )
-    text = section.render()
-    assert "Per seed (0 / 1):" in text
-    assert "| 15 | 0.75 / 0.50 | 99 / 99 |" in text
-    upright = dataclasses.replace(section, dataset="mnist").render()
-    assert "| 15 | 0.25 | 99 |" in upright
-    fc = dataclasses.replace(section, dataset="mnist", path="fc").render()
-    assert "| 15 | 0.01 | 99 |" in fc
-    assert "No run yet." in dataclasses.replace(section, dataset="quarter-turn-mnist").render()
-    with pytest.raises(ValueError, match="name one with FitTraceSection"):
-        dataclasses.replace(section, dataset=None).render()
+    monkeypatch.setattr(runs_table, "RESULTS", tmp_path)
+    runs_table.clear_caches()
+    try:
+        text = page_tables.fit_trace("t3", epochs=(10, 15), path="gconv", dataset="rotated-mnist")
+        assert "Per seed (0 / 1):" in text
+        assert "| 15 | 0.75 / 0.50 | 99 / 99 |" in text
+        upright = page_tables.fit_trace("t3", epochs=(10, 15), path="gconv", dataset="mnist")
+        assert "| 15 | 0.25 | 99 |" in upright
+        assert "| 15 | 0.01 | 99 |" in page_tables.fit_trace("t3", (10, 15), dataset="mnist")
+        assert page_tables.fit_trace("t3", dataset="quarter-turn-mnist") == "No run yet."
+        with pytest.raises(ValueError, match="several data sets: name one"):
+            page_tables.fit_trace("t3")
+    finally:
+        runs_table.clear_caches()
