@@ -16,7 +16,7 @@ marginal-likelihood fit after every epoch from the second (``--burnin 2
 takes as many as it can). A run still going at the deadline is stopped and reported as such::
 
     python -m benchmarks.paper_scale --seconds 480 --device cuda \\
-        --data-dir .data/fashion-mnist --out /tmp/paper-scale
+        --data-dir .data/fashion-mnist --out runs/paper-scale
 
 writes ``plan.json`` (the probe's times, the epochs chosen) and one ``--out`` folder per run;
 ``--pack FILE`` also packs every run's ``results.json`` and ``run.json`` into one tar file.
