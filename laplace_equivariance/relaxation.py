@@ -185,10 +185,12 @@ def relaxation_plan(
     chosen = _selected(model, layers)
     shapes = _shapes(model, example_input, [n for n, _ in chosen])
     kinds = dict.fromkeys([*paths, "s-fc"])
-    return [
-        ConvSite(name, *shapes[name], {k: _count(k, *shapes[name]) for k in kinds})
-        for name, _ in chosen
-    ]
+    sites = []
+    for name, _ in chosen:
+        in_shape, out_shape = shapes[name]
+        added = {k: _count(k, in_shape, out_shape) for k in kinds}
+        sites.append(ConvSite(name, in_shape, out_shape, added))
+    return sites
 
 
 def _table(sites: list[ConvSite], paths: Sequence[str]) -> str:

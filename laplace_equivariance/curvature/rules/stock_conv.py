@@ -114,7 +114,7 @@ def conv_patches(module: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
     return F.unfold(x, module.kernel_size, dilation=module.dilation, stride=module.stride)
 
 
-def asdl_covers(module: nn.Module) -> bool:
+def asdl_covers(module: nn.Conv2d) -> bool:
     """Whether ASDL's own ``Conv2d`` rule gives ``module``'s factors (else :class:`Conv2dRule`).
 
     A zero-padded (integer padding), undilated, ungrouped ``nn.Conv2d`` in KFAC-expand.
