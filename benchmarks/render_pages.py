@@ -41,6 +41,7 @@ from laplace_equivariance.app import summary
 TEMPLATES = runs_table.ROOT / "benchmarks" / "templates"
 DOCS = runs_table.ROOT / "docs"
 PAGES = (
+    "data_size.md",
     "findings.md",
     "learned_structure.md",
     "models.md",
@@ -540,9 +541,10 @@ def environment() -> jinja2.Environment:
         "layer_means": layer_means,
         "sci": sci,
     }
-    from benchmarks import page_tables
+    from benchmarks import data_size_page, page_tables
 
     env.globals |= {name: getattr(page_tables, name) for name in page_tables.FOR_TEMPLATES}
+    env.globals["size"] = data_size_page
     env.globals |= {
         "pick": pick,
         "known": known,

@@ -5,8 +5,7 @@ Two renderers drive the pages while they move from one to the other (issue 67, s
 - :mod:`benchmarks.render_pages`: Jinja2 templates under ``benchmarks/templates/`` over one
   pandas table of every committed run (:mod:`benchmarks.runs_table`); its docstring says why
   the pages are pre-rendered into committed Markdown. Pages: its ``PAGES``.
-- :mod:`benchmarks.generated_docs`, one module per page (``data_size_md``,
-  ``speed_md``) over Markdown
+- :mod:`benchmarks.generated_docs`, one module per page (``speed_md``) over Markdown
   fragments whose figures are ``{{...}}`` placeholders (``generated_docs/figures``).
 
 No table in these files is typed by hand: ``tests/benchmarks/test_results_tables.py`` runs
@@ -27,14 +26,10 @@ from pathlib import Path
 
 from benchmarks import render_pages
 from benchmarks.generated_docs import (
-    data_size_md,
     speed_md,
 )
 
-DOCUMENTS = (
-    data_size_md,
-    speed_md,
-)
+DOCUMENTS = (speed_md,)
 """The pages of the old renderer: each module's ``DOCUMENT`` path and ``render()``."""
 
 

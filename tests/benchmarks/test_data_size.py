@@ -6,9 +6,8 @@ import math
 
 import pytest
 
-from benchmarks import data_size
-from benchmarks.generated_docs import data_size_md
-from benchmarks.generated_docs.common import RESULTS
+from benchmarks import data_size, data_size_page, runs_table
+from benchmarks.runs_table import RESULTS
 from laplace_equivariance.app import config
 
 # sweeps of a few optimiser steps: at chance by design, so their NotLearningWarning says nothing
@@ -136,11 +135,11 @@ def test_a_tiny_sweep_trains_every_network_and_tabulates_it(tmp_path, capsys):
 
 
 def test_the_ablation_table_states_each_runs_accuracies_without_the_fc_paths():
-    table = data_size_md._ablation_table().splitlines()
+    table = data_size_page._ablation_table().splitlines()
     files = [
         f
-        for f in sorted(data_size_md.ABLATION.glob("*.json"))
-        if f.stem not in data_size_md.ABLATION_OF_SWEEPS
+        for f in sorted((RESULTS / "path-ablation").glob("*.json"))
+        if f.stem not in data_size_page.ABLATION_OF_SWEEPS
     ]
     runs = [(f.stem, r) for f in files for r in json.loads(f.read_text())["runs"]]
     assert len(table) == 2 + len(runs) and len(runs) >= 6
@@ -181,19 +180,20 @@ def test_a_sweeps_ablation_is_summarised_by_task_and_size(tmp_path, monkeypatch)
         }
 
     runs = [run(0, 0.8, 0.5, 0.7, (0.7, 0.6)), run(1, 0.6, 0.3, 0.5, (0.55, 0.6))]
-    (tmp_path / "fashion-sweep.json").write_text(json.dumps({"runs": runs}))
-    monkeypatch.setattr(data_size_md, "ABLATION", tmp_path)
-    table = data_size_md._ablation_by_size("fashion-sweep").splitlines()
+    (tmp_path / "path-ablation").mkdir()
+    (tmp_path / "path-ablation" / "fashion-sweep.json").write_text(json.dumps({"runs": runs}))
+    monkeypatch.setattr(runs_table, "RESULTS", tmp_path)
+    table = data_size_page._ablation_by_size("fashion-sweep").splitlines()
     assert len(table) == 3
     assert table[2] == (
         "| quadrant-fashion-item | 500 | 2 | 70.0 ± 14.1 | 40.0 ± 14.1 | 60.0 ± 14.1 | b: 10.0 |"
     )
-    assert data_size_md._ablation_table().count("\n") == 1  # the sweep's file is not run by run
-    assert data_size_md._ablation_by_size("missing") == ""
+    assert data_size_page._ablation_table().count("\n") == 1  # the sweep's file is not run by run
+    assert data_size_page._ablation_by_size("missing") == ""
 
 
 def test_the_conv_effective_parameters_average_each_networks_seeds():
-    table = data_size_md._conv_effective({"learned CONV": ("data-size", "conv")}).splitlines()
+    table = data_size_page._conv_effective({"learned CONV": ("data-size", "conv")}).splitlines()
     runs = [
         json.loads(p.read_text())
         for p in sorted(
@@ -264,9 +264,9 @@ def test_the_command_line_hands_the_fit_options_to_the_learned_runs(tmp_path):
 
 
 def test_the_seed_by_seed_table_reads_each_networks_runs_in_seed_order():
-    table = data_size_md._seed_by_seed().splitlines()
-    assert len(table) == 2 + len(data_size_md.SEED_BY_SEED)
-    folder, model, method = data_size_md.SEED_BY_SEED["relaxed, FC paths frozen off"]
+    table = data_size_page._seed_by_seed().splitlines()
+    assert len(table) == 2 + len(data_size_page.SEED_BY_SEED)
+    folder, model, method = data_size_page.SEED_BY_SEED["relaxed, FC paths frozen off"]
     runs = sorted(
         (json.loads(p.read_text()) for p in (RESULTS / folder).glob("*/results.json")),
         key=lambda r: r["settings"]["seed"],
@@ -308,45 +308,37 @@ def _as_fashion_runs(folder, names):
             (run / "results.json").write_text(json.dumps(results))
 
 
-def test_the_fashion_section_tabulates_its_own_folder(tmp_path, monkeypatch):
-    """Two committed digit runs relabelled as Fashion runs: the section's table, missing rows
-    and structure read the Fashion folder alone; the evidence's choice appears with learned
-    CONV runs beside the learned F-FC+CONV ones."""
-    _as_fashion_runs(tmp_path, ("f-fc+conv-marglik", "conv-map"))
-    monkeypatch.setattr(data_size_md, "FASHION", tmp_path)
-    section = "\n".join(data_size_md._fashion_section())
-    assert "## The same sweep on Fashion-MNIST items" in section
-    assert "| quadrant-fashion | 500 | learned F-FC+CONV | 2 |" in section
-    assert "- quadrant-fashion, N = 500: learned" in section
-    assert "- quadrant-fashion-item, N = 500: learned F-FC+CONV (0)" in section
-    assert section.count("| quadrant-fashion | 500 | 0 |") == 1
-    assert "### What the evidence prefers on Fashion-MNIST items" not in section
-    _as_fashion_runs(tmp_path, ("conv-marglik",))
-    section = "\n".join(data_size_md._fashion_section())
-    assert "### What the evidence prefers on Fashion-MNIST items" in section
-    assert "| quadrant-fashion | 500 | 2 | " in section
-    assert "- quadrant-fashion, N = 500: chosen" in section
-    monkeypatch.setattr(data_size_md, "FASHION", tmp_path / "none")
-    assert data_size_md._fashion_section() == []
+def test_the_fashion_sweep_is_tabulated_from_its_own_folder(tmp_path, monkeypatch):
+    """Two committed digit runs relabelled as Fashion runs: the page's table, verdicts, missing
+    rows and structure read the Fashion folder alone; the evidence's choice appears with
+    learned CONV runs beside the learned F-FC+CONV ones."""
+    folder = tmp_path / "data-size-fashion"
+    folder.mkdir()
+    _as_fashion_runs(folder, ("f-fc+conv-marglik", "conv-map"))
+    monkeypatch.setattr(runs_table, "RESULTS", tmp_path)
+    name = "data-size-fashion"
+    assert "| quadrant-fashion | 500 | learned F-FC+CONV | 2 |" in data_size_page.table(name)
+    assert "- quadrant-fashion, N = 500: learned" in data_size_page.verdicts(name)
+    missing = data_size_page.missing(name, data_size.FASHION_TASKS)
+    assert "- quadrant-fashion-item, N = 500: learned F-FC+CONV (0)" in missing
+    assert data_size_page.structure(name).count("| quadrant-fashion | 500 | 0 |") == 1
+    assert data_size_page.evidence(name).verdicts == "No size has two seeds of both yet."
+    _as_fashion_runs(folder, ("conv-marglik",))
+    chosen = data_size_page.evidence(name)
+    assert "| quadrant-fashion | 500 | 2 | " in chosen.table
+    assert "- quadrant-fashion, N = 500: chosen" in chosen.verdicts
 
 
-def test_the_evidence_splits_of_the_sweeps_runs_are_rendered_with_their_conclusions(monkeypatch):
-    """The committed splits at 500 images: one section each, learned CONV beside learned
-    F-FC+CONV; a split not committed is left out."""
-    names = tuple(
-        name
-        for name in data_size_md.EVIDENCE_SPLITS
-        if (data_size_md.RESULTS / "evidence-split" / f"{name}.json").exists()
-    )
-    assert set(data_size_md.MNIST_EVIDENCE_SPLITS) <= set(names)
-    sections = "\n".join(data_size_md._evidence_split_sections(names))
-    for name in names:
-        assert f"## {data_size_md.EVIDENCE_SPLITS[name][0]}" in sections
-    assert sections.count("| learned CONV | ") == len(names)
-    assert sections.count("| learned F-FC+CONV, started held | ") == len(names)
-    assert "{{" not in sections
-    monkeypatch.setitem(data_size_md.EVIDENCE_SPLITS, "absent", ("Never measured", "", ""))
-    assert data_size_md._evidence_split_sections(("absent",)) == []
+def test_the_evidence_splits_of_the_sweeps_runs_set_learned_conv_beside_the_relaxed_runs():
+    """The committed splits at 500 images, each rendered as the page renders it."""
+    from benchmarks import page_tables
+
+    files = sorted((RESULTS / "evidence-split").glob("*-500.json"))
+    assert len(files) >= 3
+    for file in files:
+        text = page_tables.evidence_split_section(f"evidence-split/{file.name}")
+        assert text.count("| learned CONV | ") == 1, file.name
+        assert text.count("| learned F-FC+CONV, started held | ") == 1, file.name
 
 
 def test_the_prior_drift_is_the_last_fits_change_of_each_precision():

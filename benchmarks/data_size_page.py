@@ -1,10 +1,7 @@
-"""docs/data_size.md: Table 1 against the training-set size, from benchmarks/results/data-size.
-
-The narrative is in the Markdown fragments ``fragments/data_size/`` (its figures placeholders
-of :mod:`benchmarks.generated_docs.figures`, its tables marked ``<!-- table: NAME -->``); every
-table and verdict is computed here from the committed runs' ``results.json``: the table (mean ±
-std over seeds), the learned row against the best MAP row at each size, the runs still missing,
-and the structure the learned runs chose per layer.
+"""The computed parts of docs/data_size.md (Table 1 against the training-set size): the sweep's
+tables, the learned rows' verdicts against the best MAP row at each size, the runs still
+missing, the structure each learned run chose, and the measurements of why; its template,
+``benchmarks/templates/data_size.md``, calls them (as ``size.NAME``) between its paragraphs.
 """
 
 from __future__ import annotations
@@ -13,62 +10,93 @@ import json
 import math
 import statistics
 from pathlib import Path
+from types import SimpleNamespace
 
-from benchmarks import data_size, evidence_selection, page_tables
-from benchmarks.generated_docs import figures
-from benchmarks.generated_docs.common import RESULTS, ROOT
+from benchmarks import data_size, evidence_selection, runs_table
 from laplace_equivariance.app import summary
 
-DOCUMENT = ROOT / "docs" / "data_size.md"
-FOLDER = RESULTS / "data-size"
-FASHION = RESULTS / "data-size-fashion"
-"""The same sweep on Fashion-MNIST items (:data:`benchmarks.data_size.FASHION_TASKS`)."""
-FRAGMENTS = ROOT / "benchmarks" / "generated_docs" / "fragments" / "data_size"
-EVIDENCE_SPLIT_COMMAND = (
-    "python -m benchmarks.data_size --out RUNS --tasks quadrant-mnist quadrant-mnist-digit "
-    "--sizes 500 --networks learned learned-conv --threads 1; python -m benchmarks.evidence_split "
-    "RUNS/quadrant-mnist-n500-*-marglik-seed* --out "
-    "benchmarks/results/evidence-split/quadrant-500.json (and RUNS/quadrant-mnist-digit-n500-* "
-    "into digit-500.json)"
-)
-FASHION_EVIDENCE_SPLIT_COMMAND = (
-    "python -m benchmarks.data_size --out RUNS --tasks quadrant-fashion --sizes 500 --networks "
-    "learned learned-conv --data-dir .data/fashion-mnist --threads 1; python -m "
-    "benchmarks.evidence_split RUNS/*-marglik-seed* --out "
-    "benchmarks/results/evidence-split/fashion-quadrant-500.json"
-)
-EVIDENCE_SPLITS = {
-    "digit-500": (
-        "The digit task at 500 digits: where the evidence goes",
-        "evidence-split-about",
-        EVIDENCE_SPLIT_COMMAND,
-    ),
-    "quadrant-500": (
-        "The (digit, quadrant) task at 500 images: where the evidence goes",
-        "evidence-split-about",
-        EVIDENCE_SPLIT_COMMAND,
-    ),
-    "fashion-quadrant-500": (
-        "Fashion-MNIST's (item, quadrant) task at 500 items: where the evidence goes",
-        "fashion-evidence-split-about",
-        FASHION_EVIDENCE_SPLIT_COMMAND,
-    ),
-}
-"""``benchmarks/results/evidence-split/NAME.json`` files of learned CONV and learned F-FC+CONV
-runs of the sweeps' settings, retrained with their ``model.pt``: each one's title, the fragment
-that says what it measures and the command; its conclusion is the fragment
-``data_size/evidence-split-NAME.md``."""
-MNIST_EVIDENCE_SPLITS = ("digit-500", "quadrant-500")
-FASHION_EVIDENCE_SPLITS = ("fashion-quadrant-500",)
+ABLATION_OF_SWEEPS = ("fashion-sweep",)
+"""``path-ablation`` files of a whole sweep's learned runs, summarised by task and size
+(:func:`_ablation_by_size`) rather than run by run."""
 
 
-def _fragment(name: str, **tables: str) -> str:
-    """The fragment ``data_size/NAME.md`` with ``tables`` at its markers, figures rendered."""
-    return figures.render_fragment(FRAGMENTS / f"{name}.md", **tables)
+def _runs(folder: str = "data-size") -> list[Path]:
+    """The run folders of ``benchmarks/results/FOLDER``."""
+    return sorted(p.parent for p in (runs_table.RESULTS / folder).glob("*/results.json"))
 
 
-def _runs(folder: Path = FOLDER) -> list[Path]:
-    return sorted(p.parent for p in folder.glob("*/results.json"))
+def _map_rows(*folders: str) -> list[dict]:
+    """The MAP rows of the sweeps in ``folders``."""
+    rows = [e for folder in folders for e in data_size.sweep_rows(_runs(folder))]
+    return [e for e in rows if e["network"].startswith("MAP")]
+
+
+def circumstances(folder: str) -> str:
+    """The budget, width, device and threads the runs of ``folder`` share."""
+    return _circumstances(_runs(folder))
+
+
+def table(folder: str) -> str:
+    """The sweep table of ``folder``'s runs (:func:`benchmarks.data_size.table`)."""
+    return data_size.table(data_size.sweep_rows(_runs(folder)))
+
+
+def verdicts(folder: str, against: tuple[str, ...] = (), none: str = "") -> str:
+    """One sentence per (task, size) of ``folder``'s learned row against the best MAP row
+    (of ``folder``, or of the sweeps ``against``); ``none`` where no size has two seeds."""
+    entries = data_size.sweep_rows(_runs(folder))
+    if against:
+        entries = _map_rows(*against) + entries
+    return "\n".join(_verdict_sentences(entries)) or none
+
+
+def missing(folder: str, tasks: tuple[str, ...] | None = None) -> str:
+    """Rows of the planned sweep of ``folder`` with fewer than 3 seeds, or ``"None."``."""
+    entries = data_size.sweep_rows(_runs(folder))
+    return "\n".join(_missing(entries, tasks or data_size.TASKS)) or "None."
+
+
+def structure(folder: str) -> str:
+    """The structure each learned F-FC+CONV run of ``folder`` chose, one row per run."""
+    return _structure(_learned(_runs(folder)))
+
+
+def drift(folder: str) -> str:
+    """How far the priors of ``folder``'s learned runs still moved at the last fit, beside the
+    sweeps' runs of the same task, size, network and seed."""
+    return _drift_table(_runs(folder))
+
+
+def evidence(folder: str) -> SimpleNamespace:
+    """Learned CONV against learned F-FC+CONV of ``folder`` by their evidence (``table``), and
+    the chosen runs against the sweep's MAP rows (``verdicts``)."""
+    paired = evidence_selection.pairs(_runs(folder))
+    entries = _map_rows(folder) + evidence_selection.selected_rows(paired)
+    sentences = _verdict_sentences(entries, evidence_selection.SELECTED, "chosen")
+    return SimpleNamespace(
+        table=evidence_selection.evidence_table(paired),
+        verdicts="\n".join(sentences) or "No size has two seeds of both yet.",
+    )
+
+
+def ablation() -> str:
+    """Every ``path-ablation`` file's runs but the sweeps': accuracy with the FC terms removed."""
+    return _ablation_table()
+
+
+def ablation_by_size(name: str) -> str:
+    """A sweep's ``path-ablation`` file by task and size."""
+    return _ablation_by_size(name)
+
+
+def conv_effective(networks: dict[str, tuple[str, str]]) -> str:
+    """Per relaxed layer, CONV's effective parameters of each (folder, model) at N = 500."""
+    return _conv_effective(networks)
+
+
+def seed_by_seed() -> str:
+    """Test and training accuracy per seed of each network compared at N = 500."""
+    return _seed_by_seed()
 
 
 def _learned(runs: list[Path]) -> list[Path]:
@@ -82,40 +110,6 @@ def _learned(runs: list[Path]) -> list[Path]:
         ),
         key=lambda run: (loaded[run]["n_train"], loaded[run]["settings"]["seed"]),
     )
-
-
-def _fashion_section() -> list[str]:
-    """The sweep on Fashion-MNIST: its table, verdicts, missing rows and learned structure."""
-    runs = _runs(FASHION)
-    if not runs:
-        return []
-    entries = data_size.sweep_rows(runs)
-    return [
-        "",
-        _fragment("data-size-fashion"),
-        _circumstances(runs) + "\n",
-        data_size.table(entries) + "\n",
-        "The learned row against the best MAP row at each size (the same test as above):\n",
-        "\n".join(_verdict_sentences(entries)) or "No size has two seeds of both yet.",
-        "",
-        "Rows of the planned sweep with fewer than 3 seeds (seeds finished in brackets):\n",
-        "\n".join(_missing(entries, data_size.FASHION_TASKS)) or "None.",
-        "",
-        _structure(_learned(runs)),
-        *_fashion_ablation(),
-        *_evidence_section(
-            runs,
-            [e for e in entries if e["network"].startswith("MAP")],
-            "fashion-evidence-selection",
-        ),
-        *_evidence_split_sections(FASHION_EVIDENCE_SPLITS),
-    ]
-
-
-def _fashion_ablation() -> list[str]:
-    """What the Fashion sweep's learned networks compute without their FC terms."""
-    table = _ablation_by_size("fashion-sweep")
-    return ["", _fragment("fashion-ablation", ablation=table)] if table else []
 
 
 def _circumstances(runs: list[Path]) -> str:
@@ -237,36 +231,6 @@ def _structure(learned: list[Path]) -> str:
     return "\n".join([header, "|---|---|---|---|---|---|---|---|---|", *rows])
 
 
-VARIANTS = (
-    "data-size-lr",
-    "data-size-lr-held25",
-    "data-size-held50",
-    "data-size-restore-best",
-    "data-size-temperature2",
-    "data-size-temperature05",
-    "data-size-path-prior",
-    "data-size-fits60",
-    "data-size-hypersteps100",
-    "data-size-fits60-hypersteps100",
-)
-"""Variants of the learned rows, each in its own folder (and fragment), judged against the
-MAP rows of the digit sweep and of the Fashion-MNIST sweep."""
-
-ABLATION = RESULTS / "path-ablation"
-
-
-ABLATION_OF_SWEEPS = ("fashion-sweep",)
-"""``path-ablation`` files of a whole sweep's learned runs, summarised by task and size
-(:func:`_ablation_by_size`) rather than run by run."""
-
-
-def _variant_tables(folder: str, runs: list[Path]) -> dict[str, str]:
-    """The tables a variant's fragment marks: ``drift`` (:func:`_drift_table`) where it asks."""
-    if "<!-- table: drift -->" not in (FRAGMENTS / f"{folder}.md").read_text():
-        return {}
-    return {"drift": _drift_table(runs)}
-
-
 def _drift_table(variant: list[Path]) -> str:
     """How far the priors still moved at the last fit (:func:`benchmarks.data_size.prior_drift`):
     each learned run of a variant (F-FC+CONV or CONV) beside the sweep's run of the same task,
@@ -278,7 +242,7 @@ def _drift_table(variant: list[Path]) -> str:
 
     learned = [summary.load_run(run) for run in variant]
     learned = [r for r in learned if r["settings"]["method"] == "marglik"]
-    sweep = {key(r): r for r in map(summary.load_run, _runs() + _runs(FASHION))}
+    sweep = {key(r): r for r in map(summary.load_run, _runs() + _runs("data-size-fashion"))}
     rows = []
     for r in sorted(learned, key=lambda r: (data_size.ALL_TASKS.index(key(r)[0]), *key(r)[1:])):
         cells = []
@@ -312,7 +276,7 @@ def _ablation_table() -> str:
     term removed, and with noise of its size added (the control; ``-`` in files measured
     before it existed)."""
     rows = []
-    for file in sorted(ABLATION.glob("*.json")):
+    for file in sorted((runs_table.RESULTS / "path-ablation").glob("*.json")):
         if file.stem in ABLATION_OF_SWEEPS:
             continue
         for run in json.loads(file.read_text())["runs"]:
@@ -349,7 +313,7 @@ def _ablation_by_size(name: str) -> str:
     accuracy as trained, with the FC terms removed from every layer, and with noise of their
     size added instead (mean ± std over the seeds), and the layer whose FC term alone costs
     most test accuracy (mean over the seeds)."""
-    file = ABLATION / f"{name}.json"
+    file = runs_table.RESULTS / "path-ablation" / f"{name}.json"
     if not file.exists():
         return ""
     groups: dict[tuple[str, int], list[dict]] = {}
@@ -389,7 +353,9 @@ def _conv_effective(networks: dict[str, tuple[str, str]]) -> str:
     for label, (folder, model) in networks.items():
         runs = [
             r
-            for p in sorted((RESULTS / folder).glob("quadrant-mnist-digit-n500-*/results.json"))
+            for p in sorted(
+                (runs_table.RESULTS / folder).glob("quadrant-mnist-digit-n500-*/results.json")
+            )
             if (r := summary.load_run(p.parent))["settings"]["method"] == "marglik"
             and r["settings"]["model"] == model
         ]
@@ -429,7 +395,9 @@ def _seed_by_seed() -> str:
     for label, (folder, model, method) in SEED_BY_SEED.items():
         runs = [
             r
-            for p in sorted((RESULTS / folder).glob("quadrant-mnist-digit-n500-*/results.json"))
+            for p in sorted(
+                (runs_table.RESULTS / folder).glob("quadrant-mnist-digit-n500-*/results.json")
+            )
             if (r := summary.load_run(p.parent))["settings"]["model"] == model
             and r["settings"]["method"] == method
         ]
@@ -440,115 +408,3 @@ def _seed_by_seed() -> str:
         rows.append(f"| {label} | " + " | ".join(cells) + " |")
     header = "| network | seed 0: test / train acc % | seed 1 | seed 2 |"
     return "\n".join([header, "|---|---|---|---|", *rows])
-
-
-def _cause_section() -> str:
-    """Why the learned row falls behind at N = 500, where the measurements are committed."""
-    conv_lr = sorted(p.parent for p in (RESULTS / "data-size-conv-lr").glob("*/results.json"))
-    if not list(ABLATION.glob("*.json")) or not conv_lr:
-        return ""
-    return _fragment(
-        "cause",
-        ablation=_ablation_table(),
-        conv_lr=data_size.table(data_size.sweep_rows(conv_lr)),
-        seed_by_seed=_seed_by_seed(),
-        effective=_conv_effective(
-            {
-                "learned F-FC+CONV": ("data-size", "f-fc+conv"),
-                "learned F-FC+CONV, half held": ("data-size-held50", "f-fc+conv"),
-                "learned CONV": ("data-size", "conv"),
-                "learned CONV at 0.003 / sqrt(2)": ("data-size-conv-lr", "conv"),
-            }
-        ),
-    )
-
-
-def _evidence_section(
-    runs: list[Path], fixed: list[dict], fragment: str = "evidence-selection"
-) -> list[str]:
-    """Learned CONV against learned F-FC+CONV by their evidence, and the chosen runs judged
-    against the sweep's MAP rows (``fixed``), in the fragment ``data_size/FRAGMENT.md``."""
-    paired = evidence_selection.pairs(runs)
-    if not paired:
-        return []
-    chosen = evidence_selection.selected_rows(paired)
-    verdicts = _verdict_sentences(fixed + chosen, evidence_selection.SELECTED, "chosen")
-    return [
-        "",
-        _fragment(
-            fragment,
-            evidence=evidence_selection.evidence_table(paired),
-            verdicts="\n".join(verdicts) or "No size has two seeds of both yet.",
-        ),
-    ]
-
-
-def _evidence_split_sections(names: tuple[str, ...]) -> list[str]:
-    """Each of the :data:`EVIDENCE_SPLITS` ``names`` whose file is committed: its runs' evidence
-    split into the data term and each path's prior and Occam terms."""
-    parts = []
-    for name in names:
-        title, about, command = EVIDENCE_SPLITS[name]
-        file = f"evidence-split/{name}.json"
-        if not (RESULTS / file).exists():
-            continue
-        parts += [
-            "",
-            f"## {title}\n\n{_fragment(about)}\n\n`{command}`\n",
-            page_tables.evidence_split_section(file),
-            "",
-            _fragment(f"evidence-split-{name}"),
-        ]
-    return parts
-
-
-def render() -> str:
-    """The whole of docs/data_size.md."""
-    runs = _runs()
-    text = _fragment("intro")
-    if not runs:
-        return text + "\nNo run has finished yet.\n"
-    entries = data_size.sweep_rows(runs)
-    learned = _learned(runs)
-    parts = [
-        text,
-        "## Results\n",
-        _circumstances(runs) + "\n",
-        data_size.table(entries) + "\n",
-        _fragment("verdicts-about"),
-        "\n".join(_verdict_sentences(entries)) or "No size has two seeds of both yet.",
-        "",
-        "Rows of the planned sweep with fewer than 3 seeds (seeds finished in brackets):\n",
-        "\n".join(_missing(entries)) or "None.",
-        "",
-        _fragment("structure-about"),
-        _structure(learned),
-    ]
-    fixed = [e for e in entries if e["network"].startswith("MAP")]
-    fixed_fashion = [
-        e for e in data_size.sweep_rows(_runs(FASHION)) if e["network"].startswith("MAP")
-    ]
-    for folder in VARIANTS:
-        variant_runs = sorted(p.parent for p in (RESULTS / folder).glob("*/results.json"))
-        if not variant_runs:
-            continue
-        variant = data_size.sweep_rows(variant_runs)
-        parts += [
-            "",
-            _fragment(folder, **_variant_tables(folder, variant_runs)),
-            data_size.table(variant),
-            "",
-            "Against the MAP rows of the sweep above (the same test as there):",
-            "",
-            "\n".join(_verdict_sentences(fixed + fixed_fashion + variant))
-            or "No size has two seeds yet.",
-            "",
-            _structure(_learned(variant_runs)),
-        ]
-    cause = _cause_section()
-    if cause:
-        parts += ["", cause]
-    parts += _evidence_section(runs, fixed)
-    parts += _evidence_split_sections(MNIST_EVIDENCE_SPLITS)
-    parts += _fashion_section()
-    return "\n".join(parts) + "\n"
