@@ -39,6 +39,8 @@ docs: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check laplace_equivariance tests benchmarks examples
 	$(PY) -m ruff format --check laplace_equivariance tests benchmarks examples
+	# the library type-checks clean ([tool.mypy] in pyproject.toml names it)
+	$(PY) -m mypy
 
 bench: $(STAMP)
 	# the headline ratios against the committed CPU report: exits 1 if one got slower

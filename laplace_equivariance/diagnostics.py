@@ -51,7 +51,7 @@ import torch
 from laplace.baselaplace import KronLaplace
 from torch import nn
 
-from laplace_equivariance.curvature.kron import fitted_decomposition, kron_eigenvalues
+from laplace_equivariance.curvature.fitted import fitted_decomposition, kron_eigenvalues
 from laplace_equivariance.curvature.registry import likelihood_scale, require_fitted
 from laplace_equivariance.layers import RelaxedLayer
 from laplace_equivariance.marglik.priors import parameter_paths

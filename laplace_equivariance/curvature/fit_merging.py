@@ -13,7 +13,8 @@ import torch
 from laplace.baselaplace import KronLaplace
 
 from laplace_equivariance import distributed
-from laplace_equivariance.curvature.kron import BlockDiagonalKron, fitted_factors, kron_factors
+from laplace_equivariance.curvature.fitted import fitted_factors, kron_factors
+from laplace_equivariance.curvature.kron import BlockDiagonalKron
 from laplace_equivariance.curvature.projection import ProjectedFactor
 from laplace_equivariance.curvature.registry import device_and_dtype
 

@@ -6,8 +6,8 @@ The GLM predictive needs the Jacobians ``J`` of the outputs with respect to the 
 :class:`~laplace_equivariance.curvature.backend.EquivariantKFAC` these with ``torch.func``
 (one example at a time: ``N K`` vector-Jacobian products through one example each, instead of
 through the whole batch), F-FC's map weights optionally as outer products
-(:class:`~laplace_equivariance.curvature.kron.OuterProductJacobian`), and the dense curvature
-on chunks of examples whose Jacobians fit ``memory_limit``.
+(:class:`~laplace_equivariance.curvature.outer_product.OuterProductJacobian`), and the dense
+curvature on chunks of examples whose Jacobians fit ``memory_limit``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from laplace.curvature.curvature import CurvatureInterface, GGNInterface
 from torch import nn
 
 from laplace_equivariance.curvature.batches import first_example
-from laplace_equivariance.curvature.kron import OuterProductJacobian
+from laplace_equivariance.curvature.outer_product import OuterProductJacobian
 from laplace_equivariance.layers import FactoredInputMap, FactoredOutputMap
 
 __all__ = ["DEFAULT_MEMORY_LIMIT", "ChunkedJacobians", "naming_the_batch", "output_size"]

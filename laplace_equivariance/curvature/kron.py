@@ -20,73 +20,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple, cast
 
 import torch
-from laplace.baselaplace import KronLaplace
 from laplace.utils.matrix import Kron, KronDecomposed
 from laplace.utils.utils import block_diag, kron
 
 from laplace_equivariance.curvature.eigen import LazyEigenvectors, symmetric_eigvalsh_all
 from laplace_equivariance.curvature.factor_rows import FactorRows
+from laplace_equivariance.curvature.fitted import KronFactors, kron_factors
+from laplace_equivariance.curvature.outer_product import OuterProductJacobian
 
 __all__ = [
     "BlockDiagonalKron",
     "BlockDiagonalKronDecomposed",
-    "KronFactors",
     "OuterProductJacobian",
     "densify",
-    "fitted_decomposition",
-    "fitted_factors",
-    "kron_eigenvalues",
-    "kron_factors",
     "zero_factor",
 ]
-
-KronFactors = list[list[torch.Tensor]]
-"""Per parameter group, its one factor or its two ``[B, A]``: what ``Kron.kfacs`` holds."""
-
-
-def kron_factors(kron: Kron) -> KronFactors:
-    """``kron.kfacs``, typed as what it holds: per parameter group a list of one or two factors.
-
-    laplace-torch 0.3 annotates ``Kron.kfacs`` as ``list[tuple[Tensor] | Tensor]`` (a
-    one-tuple or a bare tensor per group), but its own ``init_from_model``, ``+`` and ``*``
-    build, and all its methods read, a list of one or two factors per group.
-    """
-    return cast(KronFactors, kron.kfacs)
-
-
-def kron_eigenvalues(decomposed: KronDecomposed) -> KronFactors:
-    """``decomposed.eigenvalues``, typed as what it holds: per group one or two tensors.
-
-    laplace-torch 0.3 annotates ``KronDecomposed.eigenvalues`` as ``list[tuple[Tensor]]``
-    (one-tuples), but its ``Kron.decompose`` builds a list of one or two per group.
-    """
-    return cast(KronFactors, decomposed.eigenvalues)
-
-
-def fitted_factors(la: KronLaplace) -> Kron:
-    """``la.H_facs``, the fitted factors before decomposition.
-
-    Raises:
-        AttributeError: laplace-torch's, if ``la`` has not been fitted.
-    """
-    if la.H_facs is None:
-        raise AttributeError("Laplace not fitted. Run fit() first.")
-    return la.H_facs
-
-
-def fitted_decomposition(la: KronLaplace) -> KronDecomposed:
-    """``la.H``, the decomposition that ``la.fit`` leaves there.
-
-    Raises:
-        AttributeError: laplace-torch's, if ``la`` has not been fitted (its ``H`` is then
-            None or the undecomposed ``Kron`` it starts a fit with).
-    """
-    if not isinstance(la.H, KronDecomposed):
-        raise AttributeError("Laplace not fitted. Run fit() first.")
-    return la.H
 
 
 def densify(factor: torch.Tensor) -> torch.Tensor:
@@ -168,8 +118,9 @@ class BlockDiagonalKron(Kron):
             Kept by sums and scalings.
     """
 
-    # laplace-torch 0.3 annotates Kron.kfacs wrongly (kron_factors): the truthful type
+    # laplace-torch 0.3 mistypes Kron.kfacs (curvature.fitted.kron_factors): the true type
     kfacs: KronFactors  # type: ignore[assignment]
+    rows: list[list[FactorRows | None]]
 
     def __init__(
         self,
@@ -177,11 +128,8 @@ class BlockDiagonalKron(Kron):
         rows: list[list[FactorRows | None]] | None = None,
         host_eigenvalues: bool = False,
     ) -> None:
-        # laplace-torch 0.3's Kron.__init__ annotates kfacs wrongly (kron_factors)
-        super().__init__(kfacs)  # type: ignore[arg-type]
-        self.rows: list[list[FactorRows | None]] = (
-            rows if rows is not None else [[None] * len(group) for group in kfacs]
-        )
+        super().__init__(kfacs)  # type: ignore[arg-type]  # laplace-torch 0.3 mistypes kfacs
+        self.rows = rows if rows is not None else [[None] * len(group) for group in kfacs]
         self.host_eigenvalues = host_eigenvalues
 
     def _check_structure(self, other: Kron) -> None:
@@ -397,31 +345,6 @@ def _flat_eigenvalues(
     return (values if rows is None else rows.padded(factor, values)).flatten()
 
 
-class OuterProductJacobian(NamedTuple):
-    r"""Per-example Jacobians of a weight ``(B, M, W)`` that are outer products, never formed.
-
-    :math:`J_{nk}[b, m, w] = U_{nk}[b, m]\, V_n[m, w]`: F-FC's input map ``theta2 (C', C, XY)``
-    has ``U`` the output gradient with respect to ``h (C', C)`` and ``V`` the input ``(C,
-    XY)``; its output map ``theta1 (X'Y', C', C)`` has ``U`` the output gradient ``(X'Y',
-    C')`` and ``V = h``. ``B`` is the leading dimension (the Kronecker factor ``B``), ``M``
-    the blocks of the block-diagonal ``A`` and ``W`` their size.
-    """
-
-    left: torch.Tensor
-    """``U``, ``(N, K, B, M)``."""
-    right: torch.Tensor
-    """``V``, ``(N, M, W)``."""
-
-    @property
-    def numel(self) -> int:
-        """Parameters of the weight, ``B M W``."""
-        return math.prod(self.left.shape[2:]) * self.right.shape[-1]
-
-    def dense(self) -> torch.Tensor:
-        """The Jacobians ``(N, K, B M W)`` (tests and unstructured factors)."""
-        return (self.left[..., None] * self.right[:, None, None]).flatten(start_dim=2)
-
-
 class BlockDiagonalKronDecomposed(KronDecomposed):
     """:class:`laplace.utils.matrix.KronDecomposed` with block-diagonal eigenvector factors.
 
@@ -439,8 +362,7 @@ class BlockDiagonalKronDecomposed(KronDecomposed):
         damping: Use laplace-torch's damped combination of prior and curvature.
     """
 
-    # laplace-torch 0.3 annotates both as list[tuple[Tensor]] (one-tuples), but its own
-    # Kron.decompose builds a list of one or two tensors per group: the truthful types
+    # laplace-torch 0.3 types both as one-tuples (curvature.fitted.kron_eigenvalues)
     eigenvectors: list[list[torch.Tensor]] | LazyEigenvectors  # type: ignore[assignment]
     eigenvalues: list[list[torch.Tensor]]  # type: ignore[assignment]
 

@@ -54,12 +54,12 @@ from torch.utils.data import DataLoader
 from laplace_equivariance import distributed
 from laplace_equivariance.curvature.backend import EquivariantKFAC
 from laplace_equivariance.curvature.differentiable import batch_factors
-from laplace_equivariance.curvature.kron import (
-    BlockDiagonalKron,
+from laplace_equivariance.curvature.fitted import (
     fitted_decomposition,
     fitted_factors,
     kron_factors,
 )
+from laplace_equivariance.curvature.kron import BlockDiagonalKron
 from laplace_equivariance.curvature.projection import reproject
 from laplace_equivariance.curvature.registry import likelihood_scale
 from laplace_equivariance.layers.sparse import AnchorBasis, LengthscaleMode
