@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.generated_docs.common import write_between_markers
+from benchmarks.render_pages import write_between_markers
 from laplace_equivariance.data.known_truth_tasks import (
     KNOWN_TRUTH_ROTATION_TASKS,
     KNOWN_TRUTH_TASKS,

@@ -424,16 +424,16 @@ def _below_heading(section) -> str:
 
 def rotation_split(folder: str, model: str = "f-fc+conv+gconv", rivals: tuple = ()) -> str:
     """GCONV's share per layer on each data set and the rotation target's verdicts
-    (:class:`~benchmarks.generated_docs.rotation_section.RotationSplitSection`)."""
-    from benchmarks.generated_docs.rotation_section import RotationSplitSection
+    (:class:`~benchmarks.rotation_section.RotationSplitSection`)."""
+    from benchmarks.rotation_section import RotationSplitSection
 
     return _below_heading(RotationSplitSection("", folder, "", "", "", model, tuple(rivals)))
 
 
 def group_evidence(folder: str, beside: tuple = (), gconv: str | None = None) -> str:
     """The single-group networks' evidence against each other and the full network's
-    (:class:`~benchmarks.generated_docs.group_evidence_section.GroupEvidenceSection`)."""
-    from benchmarks.generated_docs import group_evidence_section as groups
+    (:class:`~benchmarks.group_evidence_section.GroupEvidenceSection`)."""
+    from benchmarks import group_evidence_section as groups
 
     gconv = gconv or groups.GCONV_NETWORK
     return _below_heading(groups.GroupEvidenceSection("", folder, "", "", tuple(beside), "", gconv))
@@ -441,7 +441,7 @@ def group_evidence(folder: str, beside: tuple = (), gconv: str | None = None) ->
 
 def invariant_weights(folder: str) -> str:
     """The invariant-weights network's learned rotation and the paper's claims on it
-    (:class:`~benchmarks.generated_docs.invariant_weights_section.InvariantWeightsSection`)."""
-    from benchmarks.generated_docs.invariant_weights_section import InvariantWeightsSection
+    (:class:`~benchmarks.invariant_weights_section.InvariantWeightsSection`)."""
+    from benchmarks.invariant_weights_section import InvariantWeightsSection
 
     return _below_heading(InvariantWeightsSection("", folder, "", ""))

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from benchmarks.generated_docs.common import write_between_markers
+from benchmarks.render_pages import write_between_markers
 from laplace_equivariance import __version__, models
 from laplace_equivariance.data.datasets import load_dataset
 from laplace_equivariance.layers import RelaxedLayer

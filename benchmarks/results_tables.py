@@ -1,15 +1,12 @@
 """Write the generated documentation pages from the committed results (or check them).
 
-Two renderers drive the pages while they move from one to the other (issue 67, step 4):
-
-- :mod:`benchmarks.render_pages`: Jinja2 templates under ``benchmarks/templates/`` over one
-  pandas table of every committed run (:mod:`benchmarks.runs_table`); its docstring says why
-  the pages are pre-rendered into committed Markdown. Pages: its ``PAGES``.
-- :mod:`benchmarks.generated_docs`, one module per page (``speed_md``) over Markdown
-  fragments whose figures are ``{{...}}`` placeholders (``generated_docs/figures``).
-
-No table in these files is typed by hand: ``tests/benchmarks/test_results_tables.py`` runs
-``--check`` in ``make test``, which renders every page again and fails while one differs.
+The pages (docs/results.md and its three pages, findings.md, learned_structure.md,
+data_size.md, speed.md, models.md) are Jinja2 templates under ``benchmarks/templates/`` rendered
+by :mod:`benchmarks.render_pages` over one pandas table of every committed run
+(:mod:`benchmarks.runs_table`); its docstring says why they are rendered ahead of time into
+committed Markdown. No table or figure in them is typed by hand:
+``tests/benchmarks/test_results_tables.py`` runs ``--check`` in ``make test``, which renders
+every page again and fails while one differs from the committed file.
 
 Usage (from the repository root):
     python -m benchmarks.results_tables            # writes the files
@@ -25,20 +22,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks import render_pages
-from benchmarks.generated_docs import (
-    speed_md,
-)
-
-DOCUMENTS = (speed_md,)
-"""The pages of the old renderer: each module's ``DOCUMENT`` path and ``render()``."""
 
 
 def documents() -> dict[Path, Callable[[], str]]:
     """Every generated page's path and the function that renders its text."""
-    pages = {module.DOCUMENT: module.render for module in DOCUMENTS}
-    for name in render_pages.PAGES:
-        pages[render_pages.DOCS / name] = functools.partial(render_pages.render, name)
-    return pages
+    return {
+        render_pages.DOCS / name: functools.partial(render_pages.render, name)
+        for name in render_pages.PAGES
+    }
 
 
 def stale(pages: dict[Path, Callable[[], str]]) -> list[Path]:

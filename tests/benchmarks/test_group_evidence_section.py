@@ -4,14 +4,14 @@ import json
 
 import pytest
 
-from benchmarks.generated_docs import common
-from benchmarks.generated_docs.group_evidence_section import (
+from benchmarks import runs_table
+from benchmarks.group_evidence_section import (
     GroupEvidenceSection,
     network,
     per_example_evidence,
 )
 
-TEMPLATE = common.RESULTS / "table3-mnist-20ep" / "rotated-mnist-f-fc+conv+gconv-marglik-seed0"
+TEMPLATE = runs_table.RESULTS / "table3-mnist-20ep" / "rotated-mnist-f-fc+conv+gconv-marglik-seed0"
 
 
 def _run(dataset: str, seed: int, frozen: list[str] | None, neg_log_marglik: float) -> dict:
@@ -41,7 +41,7 @@ GCONV, CONV = ["conv", "fc"], ["fc", "gconv"]
 
 @pytest.fixture
 def section(tmp_path, monkeypatch):
-    monkeypatch.setattr(common, "RESULTS", tmp_path)
+    monkeypatch.setattr(runs_table, "RESULTS", tmp_path)
     return tmp_path, GroupEvidenceSection("T", "t3", "cmd", "about", beside=("full",))
 
 

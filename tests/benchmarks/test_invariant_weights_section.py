@@ -1,8 +1,6 @@
 """The invariant-weights section's claims over seeds."""
 
-from benchmarks.generated_docs import (
-    invariant_weights_section,
-)
+from benchmarks import invariant_weights_section
 
 
 def test_invariant_weights_claims_compare_learned_angles_over_seeds():

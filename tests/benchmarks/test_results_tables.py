@@ -1,7 +1,6 @@
 """The generated pages (docs/results*.md, findings.md, learned_structure.md, data_size.md,
 speed.md, models.md) are what ``python -m benchmarks.results_tables`` makes of the committed
-results files: the pages of ``benchmarks.render_pages`` (templates) and of the modules of
-``benchmarks/generated_docs`` not yet moved to it."""
+results files with the templates of ``benchmarks.render_pages``."""
 
 import json
 
@@ -18,10 +17,8 @@ def test_docs_tables_are_generated_from_the_committed_results(path):
     )
 
 
-def test_every_generated_page_has_one_renderer():
-    old = [module.DOCUMENT.name for module in results_tables.DOCUMENTS]
-    assert not set(old) & set(render_pages.PAGES)
-    assert sorted(old + list(render_pages.PAGES)) == sorted(
+def test_every_generated_page_is_rendered_from_a_template():
+    assert sorted(path.name for path in results_tables.documents()) == sorted(
         [
             "results.md",
             "results-table1.md",
@@ -34,6 +31,7 @@ def test_every_generated_page_has_one_renderer():
             "models.md",
         ]
     )
+    assert all((render_pages.TEMPLATES / name).exists() for name in render_pages.PAGES)
 
 
 def test_results_index_links_every_section_to_a_heading_of_its_page():

@@ -5,14 +5,14 @@ import json
 
 import pytest
 
-from benchmarks.generated_docs import common, rotation_section
-from benchmarks.generated_docs.rotation_section import (
+from benchmarks import rotation_section, runs_table
+from benchmarks.rotation_section import (
     RotationSplitSection,
     fit_shares,
     last_fits_move,
 )
 
-TEMPLATE = common.RESULTS / "table3-mnist-20ep" / "rotated-mnist-f-fc+conv+gconv-marglik-seed0"
+TEMPLATE = runs_table.RESULTS / "table3-mnist-20ep" / "rotated-mnist-f-fc+conv+gconv-marglik-seed0"
 
 
 def _run(dataset: str, seed: int, gconv: list[float], fc: float = 0.001) -> dict:
@@ -36,7 +36,7 @@ def _write(root, results: list[dict], folder_name: str = "t3") -> None:
 
 @pytest.fixture
 def section(tmp_path, monkeypatch):
-    monkeypatch.setattr(common, "RESULTS", tmp_path)
+    monkeypatch.setattr(runs_table, "RESULTS", tmp_path)
     return tmp_path, RotationSplitSection("T", "t3", "cmd", "about")
 
 

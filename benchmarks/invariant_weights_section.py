@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from benchmarks.generated_docs.common import RESULTS, markdown_table
+from benchmarks import runs_table
 from benchmarks.render_pages import judge
+from benchmarks.rotation_section import _table as markdown_table
 from laplace_equivariance.app import summary
 
 INVARIANT_WEIGHTS_DATA = {
@@ -37,7 +38,7 @@ class InvariantWeightsSection:
     def experiments(self) -> dict[tuple[str, str, float | None], list[dict]]:
         """(data set, objective, fixed angle in degrees or None if learned) -> every seed's row."""
         found: dict[tuple[str, str, float | None], list[dict]] = {}
-        for path in sorted((RESULTS / self.folder).glob("rotation-seed*.json")):
+        for path in sorted((runs_table.RESULTS / self.folder).glob("rotation-seed*.json")):
             for row in json.loads(path.read_text())["rows"]:
                 # a fixed angle is held in float32 radians: 175 comes back as 175.000006
                 fixed = None if row["eta"] == "learned" else round(row["eta_degrees"], 1)

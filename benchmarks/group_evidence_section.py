@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.generated_docs import common
-from benchmarks.generated_docs.rotation_section import DATASETS, TURNED, UPRIGHT
+from benchmarks import runs_table
+from benchmarks.rotation_section import DATASETS, TURNED, UPRIGHT, _table
 from laplace_equivariance.app import summary
 
 NETWORKS = {("conv", "fc"): "GCONV network", ("fc", "gconv"): "CONV network"}
@@ -85,7 +85,7 @@ class GroupEvidenceSection:
         return [
             path.parent
             for folder in folders
-            for path in sorted((common.RESULTS / folder).rglob("results.json"))
+            for path in sorted((runs_table.RESULTS / folder).rglob("results.json"))
             if json.loads(path.read_text())["settings"]["method"] == "marglik"
         ]
 
@@ -139,7 +139,7 @@ class GroupEvidenceSection:
             f"test accuracy, seed by seed; Delta is the {self.gconv}'s log p(D)/N less the CONV "
             "network's (positive: the evidence prefers the quarter turns):",
             "",
-            common.markdown_table(header, rows),
+            _table(header, rows),
         ]
 
     def _verdicts(self, runs, turned: str) -> list[str]:

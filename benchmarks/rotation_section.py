@@ -32,12 +32,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import torch
 
-from benchmarks.generated_docs import common
+from benchmarks import render_pages, runs_table
 from laplace_equivariance.app import summary
 from laplace_equivariance.data.datasets import training_labels
 from laplace_equivariance.marglik.chance import at_chance, chance_bound, class_counts
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    """``rows`` under ``header`` as a Markdown table (:func:`benchmarks.render_pages.table`)."""
+    return render_pages.table(pd.DataFrame(rows, columns=header))
+
 
 UPRIGHT, TRANSLATED, ROTATED, PARTIAL, QUARTER = (
     "mnist",
@@ -208,7 +215,7 @@ class RotationSplitSection:
         return [
             path.parent
             for folder in (self.folder, *self.rivals)
-            for path in sorted((common.RESULTS / folder).rglob("results.json"))
+            for path in sorted((runs_table.RESULTS / folder).rglob("results.json"))
             if (settings := json.loads(path.read_text())["settings"])["method"] == "marglik"
             and settings["model"] == self.model
         ]
@@ -274,7 +281,7 @@ class RotationSplitSection:
             "The start each data set and seed keeps: the run of the lowest last -log p(D)/N "
             "(highest evidence) among the starts; the shares below are the kept runs':",
             "",
-            common.markdown_table(header, rows),
+            _table(header, rows),
         ]
 
     @staticmethod
@@ -293,7 +300,7 @@ class RotationSplitSection:
         return [
             f"GCONV's share of each layer's {measure}, % (seed by seed):",
             "",
-            common.markdown_table(header, rows),
+            _table(header, rows),
         ]
 
     @staticmethod
@@ -379,7 +386,7 @@ class RotationSplitSection:
             "effective parameters rises only where its effective parameters grow more than the "
             "other paths':",
             "",
-            common.markdown_table(["layer", *paths], rows),
+            _table(["layer", *paths], rows),
         ]
 
     @staticmethod
@@ -405,7 +412,7 @@ class RotationSplitSection:
             f"(settled: at most {SETTLED_POINTS:.0f} points), and over all the fits of the "
             "run's second half:",
             "",
-            common.markdown_table(header, rows),
+            _table(header, rows),
         ]
         annealed = [
             r["settings"].get("lr_min", 0.0) == 0.0 for d in datasets for r in runs[d].values()

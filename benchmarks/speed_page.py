@@ -1,0 +1,665 @@
+"""The computed parts of docs/speed.md: each timing benchmark's JSON files as a table, below the
+command and machine that made them; its template, ``benchmarks/templates/speed.md``, calls them
+(as ``speed.NAME``) after each section's paragraph.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from types import SimpleNamespace
+
+import pandas as pd
+
+from benchmarks import render_pages, runs_table
+
+
+def load_json(name: str) -> dict:
+    """A timing report under benchmarks/results/."""
+    return json.loads((runs_table.RESULTS / name).read_text())
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    """``rows`` under ``header`` as a Markdown table (:func:`benchmarks.render_pages.table`); a
+    short row (a failed run's) is padded with empty cells."""
+    padded = [row + [""] * (len(header) - len(row)) for row in rows]
+    return render_pages.table(pd.DataFrame(padded, columns=header))
+
+
+def machine(report: dict) -> str:
+    """A timing report's device, threads and torch version."""
+    environment = report.get("environment", report)
+    threads = environment.get("cpu_threads", environment.get("threads"))
+    return f"{environment['device']}, {threads} threads, torch {environment['torch']}"
+
+
+def met(value: float, target: float) -> str:
+    """``"yes"`` where ``value`` is at most ``target``, else a bold ``"no"``."""
+    return "yes" if value <= target else "**no**"
+
+
+def speed_section(reports: list[dict], table: str) -> str:
+    """The reports' commands and machines, then ``table``."""
+    runs = [
+        f"`{report.get('environment', report)['command']}` ({machine(report)})"
+        for report in reports
+    ]
+    return "\n".join(["; ".join(runs), "", table])
+
+
+def _count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless one: ``"1 fit"``, ``"3 fits"``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _floor(fit: dict) -> str:
+    """A fit's floor (forward and backward passes only) in seconds and epochs."""
+    return f"{fit['floor_s']:.2f} s, {fit['floor_over_epoch']:.1f}x"
+
+
+def before_after_section() -> SimpleNamespace:
+    """The fits before and after a change, from alternating runs in one session: ``runs`` (the
+    sentence the paragraph ends with) and ``text``."""
+    folder = runs_table.RESULTS / "fit_over_epoch-before-after"
+    runs = sorted(
+        folder.glob("*.json"), key=lambda p: (p.stem.split("-")[1], not p.stem.startswith("before"))
+    )
+    reports = [(p.stem, json.loads(p.read_text())) for p in runs]
+    before = next(r["package_commit"] for name, r in reports if name.startswith("before"))
+    first = reports[0][1]
+    models = " ".join(dict.fromkeys(row["model"] for _, r in reports for row in r["rows"]))
+
+    def median(side: str, kind: str) -> str:
+        """Each model's median ``kind`` fit over the reports of ``side`` (before or after)."""
+        fits = {
+            model: [
+                row[kind]["fit_s"]
+                for name, r in reports
+                if name.startswith(side)
+                for row in r["rows"]
+                if row["model"] == model
+            ]
+            for model in models.split()
+        }
+        return " / ".join(f"{m} {statistics.median(v):.2f} s" for m, v in fits.items())
+
+    sentence = (
+        f"{len(reports)} runs with {_count(first['repeats'], 'fit')} after the warm-up, the "
+        f"older package at commit {before}; medians over the runs, before and after: exact GGN "
+        f"fit {median('before', 'exact')} and {median('after', 'exact')}; Monte-Carlo fit "
+        f"{median('before', 'mc')} and {median('after', 'mc')}."
+    )
+    return SimpleNamespace(
+        runs=sentence,
+        text=speed_section(
+            [first],
+            table=markdown_table(
+                ["run", "code", "model", "epoch", "exact GGN fit", "MC Fisher fit", "eigenvalues"],
+                [
+                    [
+                        name,
+                        r["package_commit"],
+                        row["model"],
+                        f"{row['epoch_s']:.2f} s",
+                        f"{row['exact']['fit_s']:.2f} s, {row['exact']['fit_over_epoch']:.1f}x",
+                        f"{row['mc']['fit_s']:.2f} s, {row['mc']['fit_over_epoch']:.1f}x",
+                        f"{row['exact']['eigenvalues_s']:.2f} s",
+                    ]
+                    for name, r in reports
+                    for row in r["rows"]
+                ],
+            ),
+        ),
+    )
+
+
+def predictive_section() -> str:
+    """The GLM predictive's seconds and peak memory (``benchmarks.predictive_memory``)."""
+    reports = [
+        load_json(name)
+        for name in (
+            "predictive_memory-cpu-128.json",
+            "predictive_memory-cpu.json",
+            "predictive_memory-cpu-limit-1GiB.json",
+        )
+    ]
+    return speed_section(
+        reports,
+        markdown_table(
+            ["images", "memory_limit", "examples a chunk", "call", "per image", "peak resident"],
+            [
+                [
+                    str(r["images"]),
+                    f"{r['memory_limit'] / 2**30:.0f} GiB",
+                    str(r["examples_per_chunk"]),
+                    f"{r['seconds']:.1f} s",
+                    f"{r['seconds_per_image']:.2f} s",
+                    f"{r['peak_resident_gib']:.1f} GiB",
+                ]
+                for r in reports
+            ],
+        ),
+    )
+
+
+def marglik_section() -> str:
+    """The marginal-likelihood training against MAP, per fit batch size."""
+    rows = []
+    reports = [
+        load_json(name)
+        for name in ("marglik_speed-cpu.json", "marglik_speed-cpu-marglik-batch-256.json")
+    ]
+    for r in reports:
+        rows.append(
+            [
+                str(r["arguments"]["marglik_batch_size"]),
+                f"{r['map_s']:.1f} s",
+                f"{r['exact_ggn_s']:.1f} s, {r['exact_over_map']:.2f}x",
+                met(r["exact_over_map"], 2.2),
+                f"{r['mc_fisher_s']:.1f} s, {r['mc_over_map']:.2f}x",
+                met(r["mc_over_map"], 1.5),
+            ]
+        )
+    return speed_section(
+        reports,
+        markdown_table(
+            [
+                "fit batch",
+                "MAP",
+                "exact GGN",
+                "<= 2.2x",
+                "Monte-Carlo Fisher",
+                "<= 1.5x",
+            ],
+            rows,
+        ),
+    )
+
+
+def kfac_section() -> str:
+    """EquivariantKFAC's fit against AsdlGGN's, and F-FC+CONV's block-diagonal decomposition."""
+    r = load_json("kfac_speed-cpu.json")
+    conv, decomposition = r["conv"], r["f-fc+conv"]["decomposition"]
+    return speed_section(
+        [r],
+        markdown_table(
+            ["measurement", "value", "target", "met"],
+            [
+                [
+                    "CONV: fit, EquivariantKFAC / AsdlGGN",
+                    f"{conv['ratio_to_asdl_ggn']:.2f}x",
+                    "<= 1.1x",
+                    met(conv["ratio_to_asdl_ggn"], 1.1),
+                ],
+                [
+                    "F-FC+CONV: eigenvalues and eigenvectors, dense / block-diagonal",
+                    f"{decomposition['speed_up']:.0f}x faster "
+                    f"({decomposition['dense']['seconds']:.1f} s / "
+                    f"{decomposition['block_diagonal']['seconds']:.2f} s)",
+                    ">= 10x",
+                    "yes" if decomposition["speed_up"] >= 10 else "**no**",
+                ],
+                [
+                    "F-FC+CONV: factors and eigenvectors, dense / block-diagonal",
+                    f"{decomposition['memory_ratio']:.0f}x smaller",
+                    ">= 10x",
+                    "yes" if decomposition["memory_ratio"] >= 10 else "**no**",
+                ],
+            ],
+        ),
+    )
+
+
+def fit_over_epoch_section() -> str:
+    """Each fit against a MAP epoch, with its floor and its parts."""
+    r = load_json("fit_over_epoch-cpu.json")
+    return speed_section(
+        [r],
+        markdown_table(
+            [
+                "model",
+                "N",
+                "epoch",
+                "exact GGN fit",
+                "<= 5x",
+                "its floor",
+                "MC Fisher fit",
+                "<= 2x",
+                "its floor",
+                "eigenvalues (in the fit)",
+                "eigenvectors (later)",
+            ],
+            [
+                [
+                    row["model"],
+                    str(row["n"]),
+                    f"{row['epoch_s']:.2f} s",
+                    f"{row['exact']['fit_s']:.2f} s, {row['exact']['fit_over_epoch']:.1f}x",
+                    met(row["exact"]["fit_over_epoch"], r["targets"]["exact"]),
+                    _floor(row["exact"]),
+                    f"{row['mc']['fit_s']:.2f} s, {row['mc']['fit_over_epoch']:.1f}x",
+                    met(row["mc"]["fit_over_epoch"], r["targets"]["mc"]),
+                    _floor(row["mc"]),
+                    f"{row['exact']['eigenvalues_s']:.2f} s",
+                    f"{row['exact']['eigenvectors_s']:.2f} s",
+                ]
+                for row in r["rows"]
+            ],
+        ),
+    )
+
+
+def layers_section() -> str:
+    """Forward and backward time and memory of every layer type."""
+    r = load_json("layer_speed-cpu.json")
+    return speed_section(
+        [r],
+        markdown_table(
+            ["model", "parameters", "fwd+bwd", "ratio to CONV", "peak RSS"],
+            [
+                [
+                    row["model"],
+                    f"{row['parameters']:,}",
+                    f"{row['median_s']:.3f} s",
+                    f"{row['ratio_to_conv']:.2f}",
+                    f"{row['peak_rss_mib']:.0f} MiB",
+                ]
+                for row in r["rows"]
+            ],
+        ),
+    )
+
+
+def class_passes_section() -> str:
+    """The per-class backward passes of the exact GGN's fit."""
+    r = load_json("class_backward_passes-cpu.json")
+    return speed_section(
+        [r],
+        markdown_table(
+            ["graph", "time"],
+            [
+                [
+                    "with the parameters' edges (ASDL)",
+                    f"{r['with_parameter_edges_s'] * 1e3:.0f} ms",
+                ],
+                [
+                    "activations only (EquivariantKFAC)",
+                    f"{r['activations_only_s'] * 1e3:.0f} ms",
+                ],
+                [
+                    "one pass batched over the classes",
+                    f"{r['batched_over_classes_s'] * 1e3:.0f} ms",
+                ],
+            ],
+        ),
+    )
+
+
+def conv_a_factor_section() -> str:
+    """CONV's input factor by unfolding against by FFT."""
+    r = load_json("conv_a_factor-cpu.json")
+    return speed_section(
+        [r],
+        markdown_table(
+            ["map", "unfold", "FFT", "speed-up", "relative difference"],
+            [
+                [
+                    "x".join(map(str, m["map"])),
+                    f"{m['unfold_ms']:.2f} ms",
+                    f"{m['fft_ms']:.2f} ms",
+                    f"{m['speed_up']:.1f}x",
+                    f"{m['relative_difference']:.1e}",
+                ]
+                for m in r["maps"]
+            ],
+        ),
+    )
+
+
+def lengthscale_section() -> str:
+    """The lengthscale gradient's accuracy and cost."""
+    r = load_json("lengthscale_gradient-cpu.json")
+    return speed_section(
+        [r],
+        markdown_table(
+            ["case", "refit central difference", "total (autograd)", "partial"],
+            [
+                [
+                    row["case"],
+                    f"{row['refit central difference']:.4f}",
+                    f"{row['total (autograd)']:.4f}",
+                    f"{row['partial']:.2f}",
+                ]
+                for row in r["rows"]
+            ],
+        )
+        + "\n\n"
+        + markdown_table(
+            ["model", "alpha", "examples", "la.fit", "total: value + gradient", "partial"],
+            [
+                [
+                    row["model"],
+                    str(row["alpha"]),
+                    str(row["examples"]),
+                    f"{row['la.fit seconds']:.2f} s",
+                    f"{row['total lml + gradient seconds']:.2f} s",
+                    f"{row['partial lml + gradient seconds']:.2f} s",
+                ]
+                for row in r["cost"]
+            ],
+        ),
+    )
+
+
+def distributed_section() -> str:
+    """One process against two, where measured ("" otherwise)."""
+    if not (runs_table.RESULTS / "distributed_speed-cpu.json").exists():
+        return ""
+    r = load_json("distributed_speed-cpu.json")
+    one, two = r["world_size_1"], r["world_size_2"]
+    return speed_section(
+        [r],
+        markdown_table(
+            ["", "one process", "two processes", "speed-up"],
+            [
+                [
+                    "MAP epoch",
+                    f"{one['epoch_s']:.2f} s",
+                    f"{two['epoch_s']:.2f} s",
+                    f"{r['epoch_speed_up']:.2f}x",
+                ],
+                [
+                    "marginal-likelihood step",
+                    f"{one['marglik_step_s']:.2f} s",
+                    f"{two['marglik_step_s']:.2f} s",
+                    f"{r['marglik_step_speed_up']:.2f}x",
+                ],
+            ],
+        ),
+    )
+
+
+def _fit_cell(fit: dict | None) -> str:
+    """A fit's seconds and epochs, or "-" where the report has no such fit."""
+    return "-" if fit is None else f"{fit['fit_s']:.2f} s, {fit['fit_over_epoch']:.1f}x"
+
+
+def _stock_cnn_rows(report: dict) -> list[list[str]]:
+    """One row per model of a ``gpu_speed.py`` report: epoch, fits, runs and operators."""
+    stock = next(row for row in report["rows"] if row["model"] == "stock-cnn")
+    rows = []
+    stock_step = stock["operators"]["training_step"]["aten_top_level"]
+    for row in report["rows"]:
+        operators = row["operators"]
+        step = operators["training_step"]["aten_top_level"]
+        exact, mc = operators["exact_fit"], operators["mc_fit"]
+        training = row.get("training")
+        rows.append(
+            [
+                f"{report['package_commit']} ({report['device']})",
+                row["model"],
+                f"{row['epoch_s']:.3f} s, {row['epoch_s'] / stock['epoch_s']:.2f}x",
+                f"{row['exact']['fit_s']:.2f} s, {row['exact']['fit_over_epoch']:.1f}x",
+                f"{row['mc']['fit_s']:.2f} s, {row['mc']['fit_over_epoch']:.1f}x",
+                _fit_cell(row.get("exact_separate_classes")),
+                "-" if training is None else f"{training['mc_over_map']:.2f}x",
+                "-" if training is None else f"{training['exact_over_map']:.2f}x",
+                f"{step} ({step / stock_step:.2f}x)",
+                f"{exact['aten_top_level']} / {mc['aten_top_level']}",
+                f"{exact['host_syncs']} / {mc['host_syncs']}",
+            ]
+        )
+    return rows
+
+
+def stock_cnn_section() -> str:
+    """Every CPU ``gpu_speed`` report under benchmarks/results/gpu_speed/, in file-name order
+    (``cpu-before.json`` and ``cpu.json`` on one machine, ``cpu-xeon-before.json`` and
+    ``cpu-xeon.json`` on another)."""
+    every = [
+        json.loads(p.read_text()) for p in sorted((runs_table.RESULTS / "gpu_speed").glob("*.json"))
+    ]
+    reports = [r for r in every if not _on_gpu(r)]
+    return speed_section(
+        reports,
+        markdown_table(
+            [
+                "code",
+                "model",
+                "epoch, x stock",
+                "exact fit, x epoch",
+                "MC fit, x epoch",
+                "exact fit, class passes apart (GPU)",
+                "MC training / MAP",
+                "exact training / MAP",
+                "operators per step (x stock)",
+                "operators per fit, exact / MC",
+                "host reads per fit, exact / MC",
+            ],
+            [row for report in reports for row in _stock_cnn_rows(report)],
+        ),
+    )
+
+
+def _on_gpu(report: dict) -> bool:
+    return "--device cuda" in report["command"]
+
+
+def _ratio(value: float, target: float) -> str:
+    """``value`` as a ratio, marked where it misses its target."""
+    return f"{value:.2f}x" if value <= target else f"**{value:.2f}x**"
+
+
+def _gpu_rows(report: dict) -> list[list[str]]:
+    """One row per model of a CUDA ``gpu_speed`` report, issue 41's GPU ratios marked."""
+    targets = report["targets"]
+    stock = next(row for row in report["rows"] if row["model"] == "stock-cnn")
+    stock_launches = stock["operators"]["training_step"]["kernel_launches"]
+    rows = []
+    for row in report["rows"]:
+        relaxed = row["model"] != "stock-cnn"
+        scale = targets["small_n_factor"] if relaxed else 1e9
+        step = row["operators"]["training_step"]
+        fits = []
+        for kind, target in (
+            ("exact", targets["exact_fit_over_epoch"]),
+            ("mc", targets["mc_fit_over_epoch"]),
+        ):
+            cell = f"{row[kind]['fit_s']:.2f} s, " + (
+                _ratio(row[kind]["fit_over_epoch"], target)
+                if relaxed
+                else f"{row[kind]['fit_over_epoch']:.1f}x"
+            )
+            by_batch = row.get(f"{kind}_batch_by_batch")
+            if by_batch:
+                cell += f" ({by_batch['fit_over_epoch']:.1f}x)"
+            cell += _device_eigenvalues(row, kind)
+            fits.append(cell)
+        small = row["small_n"][0]
+        small_cells = [
+            _ratio(small[kind]["fit_over_epoch"], scale * target) + _device_eigenvalues(small, kind)
+            if relaxed
+            else f"{small[kind]['fit_over_epoch']:.1f}x"
+            for kind, target in (
+                ("exact", targets["exact_fit_over_epoch"]),
+                ("mc", targets["mc_fit_over_epoch"]),
+            )
+        ]
+        training = row.get("training")
+        epoch_ratio = row["epoch_s"] / stock["epoch_s"]
+        rows.append(
+            [
+                report["package_commit"],
+                row["model"],
+                f"{row['epoch_s']:.3f} s, "
+                + (
+                    _ratio(epoch_ratio, targets["conv_epoch_over_stock"])
+                    if row["model"] == "conv"
+                    else f"{epoch_ratio:.2f}x"
+                ),
+                *fits,
+                f"{small['n']}: " + " / ".join(small_cells),
+                "-"
+                if training is None
+                else _ratio(training["mc_over_map"], targets["mc_training_over_map"])
+                + f" / {training['exact_over_map']:.2f}x",
+                f"{row['exact']['peak_mib']:,.0f} / {row['mc']['peak_mib']:,.0f} MiB",
+                f"{step['kernel_launches']} ({step['kernel_launches'] / stock_launches:.2f}x)",
+                f"{step['wall_ms']:.1f} / " + _kernel_time(step),
+            ]
+        )
+    return rows
+
+
+def _device_eigenvalues(row: dict, kind: str) -> str:
+    """The fit with the GPU's eigensolver (``host_eigenvalues=False``), where measured."""
+    on_device = row.get(f"{kind}_device_eigenvalues")
+    return f" [GPU eigensolver {on_device['fit_over_epoch']:.1f}x]" if on_device else ""
+
+
+def _kernel_time(profiled: dict) -> str:
+    """The kernels' device time of a profiled call; "at most" where the report over-counted it
+    (operators' device time summed with their kernels', before ``kernel_ms``)."""
+    if "kernel_ms" in profiled:
+        return f"{profiled['kernel_ms']:.1f} ms"
+    return f"at most {profiled['device_ms_overcounted']:.1f} ms"
+
+
+def gpu_section() -> str:
+    """The CUDA ``gpu_speed`` reports under benchmarks/results/gpu_speed/."""
+    reports = [
+        r
+        for r in (
+            json.loads(p.read_text())
+            for p in sorted((runs_table.RESULTS / "gpu_speed").glob("*.json"))
+        )
+        if _on_gpu(r)
+    ]
+    return speed_section(
+        reports,
+        markdown_table(
+            [
+                "code",
+                "model",
+                "epoch, x stock",
+                "exact fit, x epoch (batch by batch)",
+                "MC fit, x epoch (batch by batch)",
+                "small N: exact / MC fit, x epoch",
+                "MC / exact training, x MAP",
+                "fit peak memory, exact / MC",
+                "kernel launches per step (x stock)",
+                "step: wall / kernels",
+            ],
+            [row for report in reports for row in _gpu_rows(report)],
+        ),
+    )
+
+
+def compiled_section() -> str:
+    """Epochs and training runs under ``torch.compile`` (``gpu_speed --compile-mode``), or ""
+    where no report has them."""
+    reports = [
+        r
+        for r in (
+            json.loads(p.read_text())
+            for p in sorted((runs_table.RESULTS / "gpu_speed").glob("*.json"))
+        )
+        if any("compiled" in row for row in r["rows"])
+    ]
+    if not reports:
+        return ""
+    rows = []
+    for report in reports:
+        for row in report["rows"]:
+            run = row.get("compiled")
+            if run is None:
+                continue
+            if "error" in run:
+                rows.append([report["package_commit"], row["model"], run["mode"], run["error"]])
+                continue
+            training = row.get("training")
+            cells = [
+                f"{run['eager_epoch_s']:.3f} s -> {run['epoch_s']:.3f} s, "
+                f"{run['epoch_over_eager']:.2f}x (first epoch {run['compile_s']:.1f} s)"
+            ]
+            if training and "map_s" in run:
+                cells.append(
+                    f"MAP {training['map_s']:.1f} s -> {run['map_s']:.1f} s, MC "
+                    f"{training['marglik_mc_s']:.1f} s -> {run['marglik_mc_s']:.1f} s "
+                    f"({run['marglik_mc_s'] / run['map_s']:.2f}x compiled MAP)"
+                )
+            else:
+                cells.append("-")
+            rows.append([report["package_commit"], row["model"], run["mode"], *cells])
+    return speed_section(
+        reports,
+        markdown_table(
+            ["code", "model", "mode", "epoch: eager -> compiled", "training: eager -> compiled"],
+            rows,
+        ),
+    )
+
+
+def scale_section() -> SimpleNamespace:
+    """Table 1's runs at 60,000 images (``benchmarks/results/gpu_scale/``): ``loaders`` (how
+    each report's loader fetched its batches) and ``text``."""
+    reports = [
+        json.loads(p.read_text()) for p in sorted((runs_table.RESULTS / "gpu_scale").glob("*.json"))
+    ]
+    rows = []
+    for report in reports:
+        for row in report["rows"]:
+            learned = row["learned"]
+            rows.append(
+                [
+                    report["package_commit"],
+                    row["model"],
+                    report.get("compile_mode") or "eager",
+                    f"{row['classes']}",
+                    ("learned, " + ("MC Fisher" if row["stochastic"] else "exact GGN"))
+                    if learned
+                    else "MAP",
+                    f"{row['epoch_s']:.1f} s",
+                    f"{row['fit_s']:.1f} s" if learned else "-",
+                    f"{row['epochs_100_min']:.1f} min",
+                    f"{row['epochs_1000_min'] / 60:.2f} h" if learned else "-",
+                ]
+            )
+    return SimpleNamespace(
+        loaders=_loaders(reports) + ".",
+        text=speed_section(
+            reports,
+            table=markdown_table(
+                [
+                    "code",
+                    "model",
+                    "MAP steps",
+                    "classes",
+                    "training",
+                    "epoch",
+                    "fit",
+                    "100 epochs",
+                    "1,000 epochs",
+                ],
+                rows,
+            ),
+        ),
+    )
+
+
+def _loaders(reports: list[dict]) -> str:
+    """How each scale report's loader fetched its batches, and one pass's seconds."""
+    parts = []
+    for report in reports:
+        if "per_example_loader_pass_s" in report:
+            parts.append(
+                f"{report['package_commit']}: a batch at a time, a pass "
+                f"{report['loader_pass_s']:.2f} s against "
+                f"{report['per_example_loader_pass_s']:.2f} s example by example"
+            )
+        else:
+            parts.append(
+                f"{report['package_commit']}: example by example, a pass "
+                f"{report['loader_pass_s']:.2f} s"
+            )
+    return "; ".join(parts)
