@@ -330,7 +330,8 @@ class ImageData:
     @property
     def in_shape(self) -> tuple[int, int, int]:
         """``(C, 32, 32)``."""
-        return tuple(self.x_train.shape[1:])  # type: ignore[return-value]
+        channels, height, width = self.x_train.shape[1:]
+        return (channels, height, width)
 
 
 def _torchvision(name: str, data_dir: Path, download: bool):
