@@ -107,8 +107,37 @@ def evidence_gap(folders: list[str], model: str, dataset: str, seed: int) -> flo
     return abs(evidence.iloc[0] - evidence.iloc[1])
 
 
+def higher_layers(turned: pd.DataFrame, upright: pd.DataFrame, family: str) -> list[int]:
+    """Per seed, in how many layers ``family`` (``"gconv.relative"``, ``"gconv.output"``) is
+    higher in ``turned``'s run than in ``upright``'s (the runs of one seed paired).
+
+    Raises:
+        ValueError: If the two sets of runs are not of the same seeds.
+    """
+    if list(turned["seed"]) != list(upright["seed"]):
+        raise ValueError(f"seeds differ: {list(turned['seed'])} and {list(upright['seed'])}")
+    return [
+        sum(
+            t > u
+            for t, u in zip(
+                *(render_pages.layers(runs.iloc[[i]], family) for runs in (turned, upright)),
+                strict=True,
+            )
+        )
+        for i in range(len(turned))
+    ]
+
+
+def higher_in_most(turned: pd.DataFrame, upright: pd.DataFrame, family: str) -> int:
+    """In how many seeds :func:`higher_layers` finds ``family`` higher in most layers."""
+    layers = len(render_pages.layers(upright.iloc[[0]], family))
+    return sum(n > layers / 2 for n in higher_layers(turned, upright, family))
+
+
 FOR_TEMPLATES = (
     "kept_by_evidence",
+    "higher_layers",
+    "higher_in_most",
     "evidence_gap",
     "structure",
     "fit_trace",

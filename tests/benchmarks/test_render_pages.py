@@ -16,7 +16,13 @@ def _run(
     """A results.json of a learned two-layer run."""
     layer = {"paths": {"fc": {"relative": fc, "effective": 10 * fc}, "conv": {"relative": 0.1}}}
     layer["paths"]["conv"]["effective"] = 1.0
-    settings = {"dataset": "d", "model": "f-fc+conv", "method": "marglik", "lr": lr, "seed": seed}
+    settings = {
+        "dataset": "mnist",
+        "model": "f-fc+conv",
+        "method": "marglik",
+        "lr": lr,
+        "seed": seed,
+    }
     settings |= {"epochs": 20, "alpha": 4, "burnin": 5, "marglik_subset": None, "hypersteps": 20}
     return {
         "settings": settings,
@@ -187,7 +193,7 @@ def test_older_versions_names_the_runs_made_before_a_change_that_affects_them(
     text = render_pages.older_versions("t")
     assert text.startswith("\n\nMade before version 0.3.0, when relaxed layers averaged")
     assert text.endswith(
-        ": d f-fc+conv marglik (0.2.5). They record that version's behaviour, not "
+        ": mnist f-fc+conv marglik (0.2.5). They record that version's behaviour, not "
         "the current code's."
     )
 
@@ -217,6 +223,19 @@ def test_layer_means_average_each_layer_over_the_seeds(fixture_runs):
     runs = render_pages.pick("t", "f-fc+conv", "marglik", lr=0.003)
     assert render_pages.layer_means(runs, "fc.effective") == pytest.approx([2.0, 2.0])
     assert render_pages.seeds(render_pages.layer_means(runs, "fc.relative", "2"), 2) == "0.20"
+
+
+def test_higher_layers_pair_two_sets_of_runs_seed_by_seed(fixture_runs):
+    from benchmarks import page_tables
+
+    turned = render_pages.pick("t", "f-fc+conv", "marglik", lr=0.01)
+    upright = render_pages.pick("t", "f-fc+conv", "marglik", lr=0.003, seeds="0,1")
+    assert page_tables.higher_layers(turned, upright, "fc.relative") == [2, 2]
+    assert page_tables.higher_layers(upright, turned, "fc.relative") == [0, 0]
+    assert page_tables.higher_in_most(turned, upright, "fc.relative") == 2
+    everything = render_pages.pick("t", "f-fc+conv", "marglik", lr=0.003)
+    with pytest.raises(ValueError, match="seeds differ"):
+        page_tables.higher_layers(turned, everything, "fc.relative")
 
 
 def test_a_template_naming_a_missing_value_fails_loudly(fixture_runs):
