@@ -34,15 +34,16 @@ Usage (from the repository root):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Collection, Sequence
-from typing import Any
 
 import torch
 
 from laplace_equivariance import models
-from laplace_equivariance.app import config, experiment, runs
+from laplace_equivariance.app import cli, experiment, runs
+from laplace_equivariance.app.run_config import RunConfig, Start
 from laplace_equivariance.layers import RelaxedLayer
 from laplace_equivariance.models import EQUIVARIANT_PATHS, PATH_NAME, RelaxedNet
 
@@ -109,13 +110,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=list(DEFAULT_FROZEN),
         help="the paths silenced and frozen in every relaxed layer [fc]",
     )
-    config.add_train_arguments(parser)
+    cli.add_train_arguments(parser)
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if args.start not in (None, "equivariant"):
         raise SystemExit("The frozen paths are silent from the start: the start is equivariant.")
     args.start = "equivariant"
     frozen = sorted(set(args.frozen))
-    settings = config.settings_from_arguments(args)
+    run = cli.config_from_arguments(args)
     out = args.out
     marker = out / MARKER
     if (out / runs.RUN_RECORD).exists() and not args.overwrite:
@@ -126,14 +127,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     build = experiment.build_model  # train looks it up in experiment
 
-    def build_frozen(settings: dict[str, Any], in_shape: Sequence[int], n_classes: int):
-        model = build(dict(settings, start="mixed"), in_shape, n_classes)
+    def build_frozen(config: RunConfig, in_shape: Sequence[int], n_classes: int):
+        model = build(dataclasses.replace(config, start=Start.MIXED), in_shape, n_classes)
         model.start_equivariant_(kept_equivariant_paths(model, frozen))
         freeze_paths(model, frozen)
         return model
 
     try:  # checked on a small copy of the model before anything is written
-        probe = models.build(settings["model"], (1, 32, 32), 2, alpha=1)
+        probe = models.build(run.model, (1, 32, 32), 2, alpha=1)
         kept_equivariant_paths(probe, frozen)
         freeze_paths(probe, frozen)
     except ValueError as error:
@@ -142,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     marker.write_text(json.dumps(frozen))
     experiment.build_model = build_frozen
     try:
-        experiment.train(settings, out, overwrite=args.overwrite)
+        experiment.train(run, out, overwrite=args.overwrite)
     finally:
         experiment.build_model = build
     results = json.loads((out / "results.json").read_text())

@@ -19,6 +19,7 @@ import statistics
 from pathlib import Path
 
 from laplace_equivariance.app import config, summary
+from laplace_equivariance.app.runs import migrated
 
 
 def mean_shares(
@@ -76,7 +77,7 @@ def main() -> None:
             if "-marglik-" in p.parent.name
         )
         if all("fc" in row["paths"] for row in run["symmetry"]["layers"])  # relaxed models
-        and args.start in (None, (summary.LATER_OPTIONS | run["settings"])["start"])
+        and args.start in (None, migrated(run["settings"])["start"])
     ]
     if not runs:
         names = ", ".join(str(f) for f in args.folders)

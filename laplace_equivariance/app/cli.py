@@ -33,16 +33,22 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import enum
 import json
 import sys
 import textwrap
 import warnings
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 # the library (torch, laplace-torch) is imported when a command runs, not for --help or
 # --version: importing torch alone takes seconds
 from laplace_equivariance import __version__
+
+if TYPE_CHECKING:
+    from laplace_equivariance.app.run_config import RunConfig
 
 COMMANDS = ("train", "evaluate", "paths", "report")
 """The subcommands."""
@@ -96,9 +102,7 @@ def _parser(commands: Collection[str] = COMMANDS) -> argparse.ArgumentParser:
     )
     report = subparsers.add_parser("report", help="print a table of runs")
     if "train" in commands:
-        from laplace_equivariance.app import config
-
-        config.add_train_arguments(train)
+        add_train_arguments(train)
     if "evaluate" in commands:
         _add_evaluate_arguments(evaluate)
     if "paths" in commands:
@@ -106,6 +110,133 @@ def _parser(commands: Collection[str] = COMMANDS) -> argparse.ArgumentParser:
     if "report" in commands:
         _add_report_arguments(report)
     return parser
+
+
+def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    """``train``'s arguments: ``--config``, one option per setting, ``--out``, ``--overwrite``.
+
+    One ``--option`` per :class:`~laplace_equivariance.app.run_config.RunConfig` field, its type,
+    choices and help read from the field; each defaults to None (not given), so that
+    :func:`config_from_arguments` lets ``--config`` and the defaults fill in only what the
+    command line leaves out.
+    """
+    from laplace_equivariance.app.config import CONFIGS
+    from laplace_equivariance.app.run_config import DEFAULTS, RunConfig, field_type
+
+    parser.add_argument(
+        "--config", choices=sorted(CONFIGS), help="the paper's settings for a table (none)"
+    )
+    for f in dataclasses.fields(RunConfig):
+        meta, kind = f.metadata, field_type(f.name)
+        shown = meta["shown"]
+        if shown is None:
+            default = DEFAULTS[f.name]
+            shown = "off" if default is False else str(default)
+        network = f"{meta['network']}: " if meta["network"] else ""
+        options: dict[str, Any] = {"help": f"{network}{meta['help']} [{shown}]"}
+        if kind is bool:
+            options["action"] = argparse.BooleanOptionalAction if meta["switch"] else "store_true"
+            options["default"] = None
+        elif issubclass(kind, enum.Enum):
+            options["choices"] = [member.value for member in meta["choices"] or kind]
+        elif meta["choices"]:
+            options["choices"] = meta["choices"]
+        elif kind in (int, float):
+            options["type"] = kind
+        parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, **options)
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="folder for the run's files; the same command again resumes the run there",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="delete another run's files in --out and start afresh (a folder holding another "
+        "run is otherwise refused) [off]",
+    )
+
+
+def config_from_arguments(args: argparse.Namespace) -> RunConfig:
+    """A run's configuration from parsed :func:`add_train_arguments`, checked.
+
+    The defaults, then ``--config``'s values, then every option given; the start resolved and
+    the settings checked (:func:`~laplace_equivariance.app.config.check_run`).
+
+    Raises:
+        SystemExit: One line naming the option, for settings that cannot give a valid run, a
+            method that does not go with the model, or an option the run would not use.
+    """
+    from laplace_equivariance.app.config import CONFIGS, check_run
+    from laplace_equivariance.app.run_config import DEFAULTS, INVARIANT_WEIGHTS, SettingError
+    from laplace_equivariance.invariance import OBJECTIVES
+
+    settings = dict(DEFAULTS)
+    if args.config:
+        settings.update(CONFIGS[args.config])
+    given = {k for k, v in vars(args).items() if k in DEFAULTS and v is not None}
+    settings.update({k: getattr(args, k) for k in given})
+    invariant = settings["model"] == INVARIANT_WEIGHTS
+    if invariant and args.method is None:
+        settings["method"] = "elbo"
+    if invariant != (settings["method"] in OBJECTIVES):
+        raise SystemExit(
+            f"--method {settings['method']} does not go with --model {settings['model']}: "
+            f"{INVARIANT_WEIGHTS} takes {OBJECTIVES}, the other models map or marglik."
+        )
+    try:
+        config = check_run(settings)
+    except SettingError as error:
+        raise SystemExit(error.option_message) from None
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
+    _check_applicable(config, given)
+    return config
+
+
+def _check_applicable(config: RunConfig, given: set[str]) -> None:
+    """Refuse options given on the command line that the run would not use.
+
+    Recorded in ``run.json`` as if they took effect, they would describe a run that did
+    not happen (a MAP run "with the Monte-Carlo Fisher", a CONV network "with a fixed
+    lengthscale").
+
+    Raises:
+        SystemExit: One line naming the first such option and what to do.
+    """
+    from laplace_equivariance.app.config import INVARIANT_ONLY, MARGINAL_LIKELIHOOD_ONLY
+    from laplace_equivariance.app.run_config import INVARIANT_WEIGHTS, Method
+
+    def flag(name: str) -> str:
+        return "--" + name.replace("_", "-")
+
+    if config.method is Method.MAP:
+        unused = [k for k in MARGINAL_LIKELIHOOD_ONLY if k in given]
+        if unused:
+            raise SystemExit(
+                f"{flag(unused[0])} does not apply to --method map (no marginal likelihood is "
+                "fitted): drop it, or use --method marglik."
+            )
+    unused = [k for k in INVARIANT_ONLY if k in given and not config.invariant]
+    if unused:
+        raise SystemExit(
+            f"{flag(unused[0])} sets the {INVARIANT_WEIGHTS} network; --model "
+            f"{config.model} does not have it: drop it."
+        )
+    relaxed_only = [k for k in ("prior_prec_init", "temperature") if k in given]
+    if config.invariant and relaxed_only:
+        raise SystemExit(
+            f"{flag(relaxed_only[0])} sets the relaxed networks' priors and fits; the "
+            f"{INVARIANT_WEIGHTS} network has its own (its --method): drop it."
+        )
+    if "lengthscale_mode" in given and not any(
+        kind.startswith("s-") for kind in config.model.split("+")
+    ):
+        raise SystemExit(
+            f"--lengthscale-mode sets the S-layers' lengthscale; --model {config.model} "
+            "has none (use s-fc, s-conv or s-fc+s-conv): drop it."
+        )
 
 
 def _add_evaluate_arguments(evaluate: argparse.ArgumentParser) -> None:
@@ -161,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     # the command is the first word that is no option (the parser's own take no value)
     command = next((word for word in argv if not word.startswith("-")), None)
-    args = _parser({command} & set(COMMANDS)).parse_args(argv)
+    args = _parser([name for name in COMMANDS if name == command]).parse_args(argv)
     try:
         return _dispatch(args)
     except (FileNotFoundError, ImportError) as error:  # a missing run, data set or package
@@ -203,7 +334,7 @@ def _file_state(path: Path) -> tuple[int, int, int] | None:
 
 def _dispatch(args: argparse.Namespace) -> int:
     """Run the parsed command; see :func:`main`."""
-    from laplace_equivariance.app import config, summary
+    from laplace_equivariance.app import summary
     from laplace_equivariance.app.experiment import (
         _interrupted,
         evaluate,
@@ -211,17 +342,19 @@ def _dispatch(args: argparse.Namespace) -> int:
         report,
         train,
     )
+    from laplace_equivariance.app.run_config import SettingError
 
     if args.command == "train":
-        settings = config.settings_from_arguments(args)
-        config.check_settings(settings)  # one line naming the option, before anything is made
+        run = config_from_arguments(args)  # one line naming the option, before anything is made
         written = args.out / "results.json"
         before = _file_state(written)
         try:
             with _one_line_not_learning_warnings():
-                results = train(settings, args.out, overwrite=args.overwrite)
+                results = train(run, args.out, overwrite=args.overwrite)
+        except SettingError as error:  # one the data decide: a subset larger than the data
+            raise SystemExit(error.option_message) from None
         except KeyboardInterrupt:
-            print(_interrupted(settings, args.out), file=sys.stderr)
+            print(_interrupted(run, args.out), file=sys.stderr)
             return 130
         if results is not None:  # rank 0 (or the only process)
             print(json.dumps(results["test"]))

@@ -7,7 +7,7 @@ evaluate``; the paths' shares of their layers' outputs: ``laplace-equivariance p
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from laplace import Laplace
@@ -15,9 +15,9 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance import EquivariantKFAC
-from laplace_equivariance.app import summary
 from laplace_equivariance.app.config import INVARIANT_WEIGHTS
-from laplace_equivariance.app.runs import load_trained
+from laplace_equivariance.app.run_config import Method
+from laplace_equivariance.app.runs import config_of_record, load_run, load_trained
 from laplace_equivariance.diagnostics import path_output_shares
 from laplace_equivariance.invariance import InvariantWeightsNet
 
@@ -84,18 +84,18 @@ def evaluate(run: Path, split: str = "test", predictive: str = "map") -> dict[st
     x, y = (data.x_train, data.y_train) if split == "train" else (data.x_test, data.y_test)
     if predictive == "map":
         return _metrics(model, x, y, "cpu")
-    return _glm_metrics(summary.load_run(run), model, data, x, y)
+    return _glm_metrics(load_run(run), model, data, x, y)
 
 
 def _glm_metrics(stored: dict[str, Any], model: torch.nn.Module, data, x, y) -> dict[str, float]:
     """Accuracy and NLL of the GLM predictive of the run's refitted Laplace approximation."""
-    settings = stored["settings"]
-    if settings["model"] == INVARIANT_WEIGHTS:
+    config = config_of_record(stored["settings"])
+    if config.invariant:
         raise SystemExit(
             f"--predictive glm takes the relaxed models' Laplace approximation; --model "
             f"{INVARIANT_WEIGHTS} has its own (the output layer's): use --predictive map."
         )
-    if settings["method"] == "map":
+    if config.method is Method.MAP:
         prior_precision, temperature = torch.tensor(1.0), 1.0  # MAP training's unit prior
     elif "laplace" in stored:
         prior_precision = torch.tensor(stored["laplace"]["prior_precision"])
@@ -105,8 +105,8 @@ def _glm_metrics(stored: dict[str, Any], model: torch.nn.Module, data, x, y) -> 
             "This run's results.json predates the record of its Laplace approximation's "
             "precisions: train it again (--overwrite) to evaluate --predictive glm."
         )
-    n = settings.get("marglik_subset") or len(data.x_train)
-    torch.manual_seed(settings["seed"])  # a Monte-Carlo Fisher draws targets
+    n = config.marglik_subset or len(data.x_train)
+    torch.manual_seed(config.seed)  # a Monte-Carlo Fisher draws targets
     la = Laplace(
         model,
         "classification",
@@ -116,14 +116,18 @@ def _glm_metrics(stored: dict[str, Any], model: torch.nn.Module, data, x, y) -> 
         prior_precision=prior_precision,
         temperature=temperature,
         backend_kwargs={
-            "stochastic": settings["stochastic"],
-            "n_mc_samples": settings["mc_samples"],
-            "kfac_approx": settings.get("kfac_approx", "expand"),
+            "stochastic": config.stochastic,
+            "n_mc_samples": config.mc_samples,
+            "kfac_approx": config.kfac_approx.value,
         },
     )
     examples = TensorDataset(data.x_train[:n], data.y_train[:n])
-    la.fit(DataLoader(examples, batch_size=settings["batch_size"]))
-    probs = torch.cat([la(b, pred_type="glm", link_approx="probit") for b in x.split(512)])
+    la.fit(DataLoader(examples, batch_size=config.batch_size))
+    # a classification Laplace's predictive is one tensor (laplace-torch types it as a tensor or
+    # a (mean, variance) pair, the pair for regression)
+    probs = torch.cat(
+        [cast(torch.Tensor, la(b, pred_type="glm", link_approx="probit")) for b in x.split(512)]
+    )
     picked = probs[torch.arange(len(y)), y].clamp_min(torch.finfo(probs.dtype).tiny)
     return {
         "accuracy": (probs.argmax(-1) == y).float().mean().item(),

@@ -16,7 +16,7 @@ import time
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -29,7 +29,6 @@ from laplace_equivariance.app.config import (
     INVARIANT_WEIGHTS,
     build_model,
     check_run,
-    default_start,
     held_parameters,
     held_until_epoch,
 )
@@ -41,13 +40,14 @@ from laplace_equivariance.app.evaluation import PREDICTIVES as PREDICTIVES
 from laplace_equivariance.app.evaluation import _metrics
 from laplace_equivariance.app.evaluation import evaluate as evaluate
 from laplace_equivariance.app.evaluation import path_outputs as path_outputs
-from laplace_equivariance.app.run_config import RunConfig
+from laplace_equivariance.app.run_config import RunConfig, SettingError
 from laplace_equivariance.app.run_lock import run_lock
 from laplace_equivariance.app.run_plots import write_run_plots
 from laplace_equivariance.app.runs import (
     FIT_TRACE_FILE,
     _checkpoint_epoch,
     append_fit,
+    load_run,
     prepare_out,
     read_fits,
 )
@@ -56,6 +56,7 @@ from laplace_equivariance.data.tensor_batches import BatchedTensorDataset, batch
 from laplace_equivariance.diagnostics import path_output_shares, symmetry_report
 from laplace_equivariance.invariance import (
     INVARIANCES,
+    InvariantWeightsNet,
     train_invariant_weights,
 )
 from laplace_equivariance.layers import AnchorBasis, RelaxedLayer
@@ -70,6 +71,7 @@ from laplace_equivariance.marglik.training import (
     marglik_training,
     paper_schedule,
 )
+from laplace_equivariance.models import RelaxedNet
 
 
 def device_name(device: str) -> str:
@@ -84,27 +86,31 @@ def device_name(device: str) -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
-def _join_process_group(settings: dict[str, Any]) -> int:
-    """Under ``torchrun`` (``WORLD_SIZE`` > 1), join its process group; the world size.
+def _join_process_group(config: RunConfig) -> tuple[RunConfig, int]:
+    """Under ``torchrun`` (``WORLD_SIZE`` > 1), join its process group.
 
     gloo on the CPU, NCCL on GPUs (each rank on the GPU of its ``LOCAL_RANK``); a rank that
-    waits longer than ``settings["timeout"]`` seconds for the others raises.
+    waits longer than ``config.timeout`` seconds for the others raises.
+
+    Returns:
+        The configuration (its device this rank's GPU under NCCL) and the world size.
     """
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not dist.is_initialized():
-        cuda = settings["device"].startswith("cuda")
+        cuda = config.device.startswith("cuda")
         if cuda:
-            settings["device"] = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
-            torch.cuda.set_device(settings["device"])
+            config = dataclasses.replace(
+                config, device=f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+            )
+            torch.cuda.set_device(config.device)
         dist.init_process_group(
-            "nccl" if cuda else "gloo",
-            timeout=datetime.timedelta(seconds=settings["timeout"]),
+            "nccl" if cuda else "gloo", timeout=datetime.timedelta(seconds=config.timeout)
         )
-    return distributed.world_size()
+    return config, distributed.world_size()
 
 
 def _loaders(
-    settings: dict[str, Any], train_set: BatchedTensorDataset, marglik_set: BatchedTensorDataset
+    config: RunConfig, train_set: BatchedTensorDataset, marglik_set: BatchedTensorDataset
 ) -> tuple[DataLoader, DataLoader]:
     """The training loader (shuffled; augmented with ``--augment``) and the marginal likelihood's.
 
@@ -115,8 +121,8 @@ def _loaders(
     and batches of ``batch_size / W`` (the global batch stays ``batch_size``); the marginal
     likelihood's examples must split evenly, since every one is counted once.
     """
-    batch_size, world = settings["batch_size"], distributed.world_size()
-    augment = settings["augment"]
+    batch_size, world = config.batch_size, distributed.world_size()
+    augment = config.augment
     if world == 1:
         return (
             batch_loader(train_set, batch_size, shuffle=True, augment=augment),
@@ -129,8 +135,8 @@ def _loaders(
             f"of {world}."
         )
     per_rank = batch_size // world
-    shuffled = DistributedSampler(train_set, shuffle=True, seed=settings["seed"])
-    in_order = DistributedSampler(marglik_set, shuffle=False)
+    shuffled: DistributedSampler = DistributedSampler(train_set, shuffle=True, seed=config.seed)
+    in_order: DistributedSampler = DistributedSampler(marglik_set, shuffle=False)
     return (
         batch_loader(train_set, per_rank, sampler=shuffled, augment=augment),
         batch_loader(marglik_set, per_rank, sampler=in_order),
@@ -138,37 +144,39 @@ def _loaders(
 
 
 def _train_invariant(
-    settings: dict[str, Any], model: torch.nn.Module, loader: DataLoader, marglik_loader
+    config: RunConfig, model: InvariantWeightsNet, loader: DataLoader, marglik_loader: DataLoader
 ) -> tuple[list[float], list[float], dict[str, Any]]:
     """Train the invariant-weights network: losses, objective values, its results entry."""
     history = train_invariant_weights(
         model,
         loader,
-        settings["method"],
-        n_epochs=settings["epochs"],
-        lr=settings["lr"],
-        lr_hyp=settings["lr_hyp"],
+        config.method.value,
+        n_epochs=config.epochs,
+        lr=config.lr,
+        lr_hyp=config.lr_hyp,
         marglik_loader=marglik_loader,
-        marglik_frequency=settings["marglik_frequency"],
-        n_hypersteps=settings["hypersteps"],
-        n_epochs_burnin=settings["burnin"],
+        marglik_frequency=config.marglik_frequency,
+        n_hypersteps=config.hypersteps,
+        n_epochs_burnin=config.burnin,
         progress_bar=True,
     )
     extra = {
-        "invariance": dataclasses.asdict(history)
-        | {"generators": INVARIANCES[settings["invariance"]]}
+        "invariance": dataclasses.asdict(history) | {"generators": INVARIANCES[config.invariance]}
     }
     return history.loss, [-v for v in history.objective if v is not None], extra
 
 
 def _train_relaxed(
-    settings: dict[str, Any],
-    model: torch.nn.Module,
+    config: RunConfig,
+    model: RelaxedNet,
     loader: DataLoader,
     marglik_loader: DataLoader,
     out: Path,
 ) -> tuple[Any, torch.nn.Module, list[float], list[float], float, dict[str, Any]]:
     """Train a relaxed network with :func:`marglik_training` (checkpointed in ``out``).
+
+    ``loader`` is :func:`_loaders`' training loader (its data set a
+    :class:`~laplace_equivariance.data.tensor_batches.BatchedTensorDataset`).
 
     Returns:
         ``(la, model, losses, margliks, seconds, timing)``: ``seconds`` counts every
@@ -176,13 +184,13 @@ def _train_relaxed(
         follows the last epoch (the final Laplace fit); ``timing`` holds
         ``evaluated_epoch`` and ``epoch_seconds`` (each epoch's time, its fit included).
     """
-    learns = settings["method"] == "marglik"
+    learns = config.learns
     epochs_done: dict[str, Any] = {}
-    trace_inputs, labels = loader.dataset.tensors
+    trace_inputs, labels = cast(BatchedTensorDataset, loader.dataset).tensors
     trace_inputs = trace_inputs[:PATH_OUTPUT_EXAMPLES]
     # where the burn-in ends a run that is not learning is told: a learning run by
     # marglik_training, before its fits; a MAP run here, in the epoch its burn-in names
-    check_epoch = min(max(settings["burnin"], 1), settings["epochs"])
+    check_epoch = min(max(config.burnin, 1), config.epochs)
     counts = class_counts(labels)
 
     def record(epoch: int, info: dict[str, Any]) -> None:
@@ -199,40 +207,43 @@ def _train_relaxed(
             append_fit(out / FIT_TRACE_FILE, epoch, info, model, trace_inputs)
 
     schedule = paper_schedule(
-        settings["epochs"],
+        config.epochs,
         len(loader),
-        lr=settings["lr"],
-        optimizer=settings["optimizer"],
+        lr=config.lr,
+        optimizer=config.optimizer.value,
         marglik=learns,
-        n_epochs_burnin=settings["burnin"],
-        marglik_frequency=settings["marglik_frequency"],
-        lr_min=settings["lr_min"],
+        n_epochs_burnin=config.burnin,
+        marglik_frequency=config.marglik_frequency,
+        lr_min=config.lr_min,
     ) | {
-        "lr_hyp": settings["lr_hyp"],
-        "n_hypersteps": settings["hypersteps"],
-        "prior_prec_init": settings["prior_prec_init"],
-        "temperature": settings.get("temperature", 1.0),
+        "lr_hyp": config.lr_hyp,
+        "n_hypersteps": config.hypersteps,
+        "prior_prec_init": config.prior_prec_init,
+        "temperature": config.temperature,
     }
     start = time.perf_counter()
     try:
-        la, model, margliks, losses = marglik_training(
+        la, trained, margliks, losses = marglik_training(
             model,
             loader,
-            prior_structure=settings["prior_structure"],
+            prior_structure=config.prior_structure,
             progress_bar=True,
             **schedule,
             marglik_loader=marglik_loader,
-            stochastic=settings["stochastic"],
-            n_mc_samples=settings["mc_samples"],
-            kfac_approx=settings.get("kfac_approx", "expand"),
+            stochastic=config.stochastic,
+            n_mc_samples=config.mc_samples,
+            kfac_approx=config.kfac_approx.value,
             checkpoint=out / "checkpoint.pt",
             final_laplace=learns,
-            lengthscale_derivative=settings["lengthscale_derivative"],
-            restore_best=settings["restore_best"],
-            balance_factors=settings.get("balance_factors", False),
-            held_until_fit=held_parameters(model, settings),
-            held_until_epoch=None if learns else held_until_epoch(settings),
-            compile_kwargs={"mode": mode} if (mode := settings.get("compile_mode")) else None,
+            lengthscale_derivative=config.lengthscale_derivative,
+            restore_best=config.restore_best,
+            balance_factors=config.balance_factors,
+            held_until_fit=held_parameters(model, config),
+            held_until_epoch=None if learns else held_until_epoch(config),
+            compile_kwargs={"mode": config.compile_mode} if config.compile_mode else None,
+            backend_kwargs=(
+                {"fit_batch_size": config.fit_batch_size} if config.fit_batch_size else None
+            ),
             callback=record,
         )
     except CheckpointError as error:
@@ -246,24 +257,20 @@ def _train_relaxed(
     else:  # every epoch ran before this call: the checkpoint holds their time
         state = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=False)["state"]
         start -= state["seconds"]
-        best = state["best"] if settings["restore_best"] else None
+        best = state["best"] if config.restore_best else None
         timing = {
             "evaluated_epoch": best["epoch"] if best else state["epoch"],
             "epoch_seconds": state.get("epoch_seconds", []),
         }
-    return la, model, losses, margliks, time.perf_counter() - start, timing
+    return la, trained, losses, margliks, time.perf_counter() - start, timing
 
 
 def _write_files(
-    results: dict[str, Any],
-    settings: dict[str, Any],
-    model: torch.nn.Module,
-    la: Any,
-    out: Path,
+    results: dict[str, Any], config: RunConfig, model: torch.nn.Module, la: Any, out: Path
 ) -> None:
     """``model.pt``, the plots (:mod:`~laplace_equivariance.app.run_plots`), ``results.json``."""
     torch.save(model.state_dict(), out / "model.pt")
-    write_run_plots(results, settings, out, learned_structure=la is not None)
+    write_run_plots(results, config, out, learned_structure=la is not None)
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
@@ -294,30 +301,27 @@ def train(
             ``results.json`` records ``train_at_chance``.
 
     Raises:
-        ValueError: For settings that cannot give a valid run, naming the setting
-            (:func:`check_run`; a ``dict`` must hold every setting).
-        SystemExit: For a ``subset``, ``test_subset`` or ``marglik_subset`` above the
-            training (test) examples the data set has, or an ``out`` that holds another run, is
-            in use by another process or cannot be written (one line each, naming what to do).
+        SettingError: (a ``ValueError``) For settings that cannot give a valid run, naming the
+            setting (:func:`check_run`; a ``dict`` must hold every setting), also a
+            ``subset``, ``test_subset`` or ``marglik_subset`` above the training (test)
+            examples the data set has.
+        SystemExit: For an ``out`` that holds another run, is in use by another process or
+            cannot be written (one line each, naming what to do).
     """
-    if isinstance(settings, RunConfig):
-        settings = settings.settings()
-    check_run(settings)
-    settings = dict(settings, start=settings["start"] or default_start(settings))
-    world = _join_process_group(settings)
-    invariant = settings["model"] == INVARIANT_WEIGHTS
-    if world > 1 and invariant:
+    config = check_run(settings)
+    config, world = _join_process_group(config)
+    if world > 1 and config.invariant:
         raise SystemExit(f"--model {INVARIANT_WEIGHTS} trains in one process, not under torchrun.")
-    if settings.get("threads"):
-        torch.set_num_threads(settings["threads"])
-    torch.manual_seed(settings["seed"])
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    torch.manual_seed(config.seed)
     data = load_dataset(
-        settings["dataset"],
-        settings["data_dir"],
-        settings["download"],
-        settings["subset"],
-        settings["test_subset"],
-        settings["seed"],
+        config.dataset,
+        config.data_dir,
+        config.download,
+        config.subset,
+        config.test_subset,
+        config.seed,
     )
     n_train = len(data.x_train)
     # a run records the data size it asked for: one larger than the data would label the run
@@ -325,63 +329,58 @@ def train(
     for name, kind, available in (
         ("subset", "training", n_train),
         ("test_subset", "test", len(data.x_test)),
+        ("marglik_subset", "training", n_train),
     ):
-        if settings[name] is not None and settings[name] > available:
-            raise SystemExit(
-                f"--{name.replace('_', '-')} {settings[name]} is more than the {available} "
-                f"{kind} examples of {settings['dataset']}: give at most {available}, or leave "
-                "it out to use all of them."
+        asked = getattr(config, name)
+        if asked is not None and asked > available:
+            raise SettingError.of_field(
+                name,
+                f"{asked} is more than the {available} {kind} examples of {config.dataset}: "
+                f"give at most {available}, or leave it out to use all of them.",
             )
-    if settings["marglik_subset"] is not None and settings["marglik_subset"] > n_train:
-        raise SystemExit(
-            f"--marglik-subset {settings['marglik_subset']} is more than the {n_train} training "
-            f"examples: give at most {n_train}, or leave it out to fit on all of them."
-        )
     # one writer per folder: rank 0 writes the run's files
     lock = run_lock(out) if distributed.rank() == 0 else contextlib.nullcontext()
     with lock:
-        return _train_in(settings, data, out, overwrite, world)
+        return _train_in(config, data, out, overwrite, world)
 
 
 def _train_in(
-    settings: dict[str, Any], data: ImageData, out: Path, overwrite: bool, world: int
+    config: RunConfig, data: ImageData, out: Path, overwrite: bool, world: int
 ) -> dict[str, Any] | None:
     """:func:`train`'s steps from preparing ``out`` on, while this process holds its lock."""
-    invariant = settings["model"] == INVARIANT_WEIGHTS
-    resumes_from = prepare_out(settings, out, overwrite)
-    if resumes_from == settings["epochs"] and (out / "results.json").exists():
+    resumes_from = prepare_out(config, out, overwrite)
+    if resumes_from == config.epochs and (out / "results.json").exists():
         if distributed.rank() != 0:
             return None
-        print(f"{out} is finished (epoch {resumes_from} of {settings['epochs']}): nothing to do.")
-        return summary.load_run(out)
+        print(f"{out} is finished (epoch {resumes_from} of {config.epochs}): nothing to do.")
+        return load_run(out)
     if resumes_from is not None and distributed.rank() == 0:
-        print(
-            f"resuming from epoch {resumes_from} of {settings['epochs']} ({out / 'checkpoint.pt'})"
-        )
-    device = settings["device"]
-    model = build_model(settings, data.in_shape, data.n_classes).to(device)
+        print(f"resuming from epoch {resumes_from} of {config.epochs} ({out / 'checkpoint.pt'})")
+    device = config.device
+    built = build_model(config, data.in_shape, data.n_classes).to(device)
     x, y = data.x_train.to(device), data.y_train.to(device)
-    default_subset = min(len(x), INVARIANT_MARGLIK_SUBSET) if invariant else len(x)
-    n_marglik = settings["marglik_subset"] or default_subset
+    default_subset = min(len(x), INVARIANT_MARGLIK_SUBSET) if config.invariant else len(x)
+    n_marglik = config.marglik_subset or default_subset
     loader, marglik_loader = _loaders(
-        settings,
+        config,
         BatchedTensorDataset(x, y),
         BatchedTensorDataset(x[:n_marglik], y[:n_marglik]),
     )
     la = None
-    if invariant:
+    model: torch.nn.Module = built
+    if isinstance(built, InvariantWeightsNet):
         start = time.perf_counter()
-        losses, margliks, extra = _train_invariant(settings, model, loader, marglik_loader)
+        losses, margliks, extra = _train_invariant(config, built, loader, marglik_loader)
         seconds = time.perf_counter() - start
     else:
         # evaluated_epoch: the epoch whose model the test metrics are of
         la, model, losses, margliks, seconds, extra = _train_relaxed(
-            settings, model, loader, marglik_loader, out
+            config, built, loader, marglik_loader, out
         )
     if distributed.rank() != 0:
         return None
     results: dict[str, Any] = {
-        "settings": settings,
+        "settings": config.settings(),
         "versions": {
             "laplace_equivariance": __version__,
             "torch": torch.__version__,
@@ -395,7 +394,7 @@ def _train_in(
         "world_size": world,
         "data_source": data.source,
         "n_train": len(x),
-        "optimiser_steps": settings["epochs"] * len(loader),
+        "optimiser_steps": config.epochs * len(loader),
         "n_test": len(data.x_test),
         "parameters": models.count_parameters(model),
         "train_seconds": seconds,
@@ -429,7 +428,7 @@ def _train_in(
         results["path_outputs"] = path_output_shares(
             model.eval(), data.x_train[:PATH_OUTPUT_EXAMPLES].to(device)
         )
-    _write_files(results, settings, model, la, out)
+    _write_files(results, config, model, la, out)
     return results
 
 
@@ -493,10 +492,10 @@ def report(runs: Sequence[Path]) -> str:
     return "\n".join(lines)
 
 
-def _interrupted(settings: dict[str, Any], out: Path) -> str:
+def _interrupted(config: RunConfig, out: Path) -> str:
     """The one line printed on Ctrl-C: what the checkpoint holds and how to resume."""
     checkpoint = out / "checkpoint.pt"
-    if settings["model"] == INVARIANT_WEIGHTS:
+    if config.invariant:
         return (
             f"Interrupted; --model {INVARIANT_WEIGHTS} keeps no checkpoint: run again to retrain."
         )
@@ -507,6 +506,6 @@ def _interrupted(settings: dict[str, Any], out: Path) -> str:
     if epoch is None:
         return "Interrupted before the first epoch ended: nothing to resume."
     return (
-        f"Interrupted; {checkpoint} holds epoch {epoch} of {settings['epochs']}: run the same "
+        f"Interrupted; {checkpoint} holds epoch {epoch} of {config.epochs}: run the same "
         "command again to resume."
     )

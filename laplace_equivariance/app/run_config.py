@@ -1,10 +1,15 @@
-"""One ``train`` run's configuration: a frozen dataclass, its enums, and its command-line options.
+"""One ``train`` run's configuration: a frozen, typed dataclass and its enums.
 
 :class:`RunConfig` is the one place where every option of ``laplace-equivariance train`` is
-declared: its default, its type or choices, and its help text. The command line builds its
-``train`` options from the fields (:func:`add_options`); :data:`DEFAULTS` is its dict form;
-:func:`laplace_equivariance.app.experiment.train` takes either. A run's ``run.json`` and
-``results.json`` record the dict form (enums as their values), which is what older runs hold.
+declared: its type (the annotation), default, choices, help text, which runs use it and the
+value runs recorded before it existed. The command line builds its ``train`` options from the
+fields (:func:`laplace_equivariance.app.cli.add_train_arguments`); the run folder migrates older
+records with the ``older_runs`` values (:func:`laplace_equivariance.app.runs.migrated`);
+:func:`laplace_equivariance.app.experiment.train` receives a :class:`RunConfig` and
+``results.json`` records its dict form (:meth:`RunConfig.settings`, enums as their values).
+
+Adding an option: one field here, and where the library takes it (for a
+``marglik_training`` argument, :func:`laplace_equivariance.app.experiment.train`'s call).
 
 Example::
 
@@ -17,23 +22,23 @@ Example::
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import enum
+import functools
 import math
-from collections.abc import Mapping
+import types
+import typing
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 
 from laplace_equivariance import models
 from laplace_equivariance.curvature.lengthscales import DERIVATIVES
-from laplace_equivariance.curvature.rules import KFAC_APPROXIMATIONS
 from laplace_equivariance.data.datasets import DATASETS
 from laplace_equivariance.invariance import ACTIVATIONS, INVARIANCES, OBJECTIVES
 from laplace_equivariance.layers import LengthscaleMode
 from laplace_equivariance.marglik.priors import PriorStructure
-from laplace_equivariance.marglik.schedule import OPTIMIZERS
 
 __all__ = [
     "DEFAULTS",
@@ -45,7 +50,7 @@ __all__ = [
     "RunConfig",
     "SettingError",
     "Start",
-    "add_options",
+    "field_type",
 ]
 
 REPOSITORY_URL = "https://github.com/laplace-equivariance/laplace-equivariance"
@@ -67,10 +72,16 @@ class Method(str, enum.Enum):
     """
 
     MAP = "map"
+    """Unit prior precisions, never fitted: the architecture's baseline."""
     MARGLIK = "marglik"
+    """Prior precisions learned by the KFAC Laplace marginal likelihood (Eq. 6)."""
     ELBO = "elbo"
+    """Invariant weights: the variational lower bound of "Learning Invariant Weights"."""
     LAPLACE = "laplace"
+    """Invariant weights: its output layer's Laplace marginal likelihood."""
     LIKELIHOOD = "likelihood"
+    """Invariant weights: maximum likelihood with eta trained like a weight (Sec. 4.3's
+    control, which does not learn invariance)."""
 
 
 class Start(str, enum.Enum):
@@ -87,11 +98,23 @@ class Start(str, enum.Enum):
     starts as its GCONV network."""
 
 
-Optimizer = enum.Enum("Optimizer", {name.upper(): name for name in OPTIMIZERS}, type=str)
-"""The weights' optimiser: ``ADAM`` (the paper's App. F.6) or ``SGD`` (momentum 0.9)."""
+class Optimizer(str, enum.Enum):
+    """The weights' optimiser (:func:`~laplace_equivariance.marglik.schedule.paper_schedule`)."""
 
-KfacApprox = enum.Enum("KfacApprox", {name.upper(): name for name in KFAC_APPROXIMATIONS}, type=str)
-"""KFAC of weights shared over positions: ``EXPAND`` or ``REDUCE`` (docs/curvature.md)."""
+    ADAM = "adam"
+    """Adam, as the paper's App. F.6."""
+    SGD = "sgd"
+    """SGD with momentum 0.9, as the paper's reference code."""
+
+
+class KfacApprox(str, enum.Enum):
+    """KFAC of weights shared over positions (docs/curvature.md)."""
+
+    EXPAND = "expand"
+    """Each of a shared weight's T places counted as an example of its own (the paper's)."""
+    REDUCE = "reduce"
+    """Gradients summed and inputs averaged over the T places before the outer products
+    (Eschenhagen et al., NeurIPS 2023)."""
 
 
 class SettingError(ValueError):
@@ -128,22 +151,54 @@ COUNTS = (
     "samples",
 )
 """Settings that must be at least 1 (``burnin`` at least 0)."""
-OPTIONAL_COUNTS = ("subset", "test_subset", "marglik_subset", "threads")
+OPTIONAL_COUNTS = ("subset", "test_subset", "marglik_subset", "fit_batch_size", "threads")
 """Settings that must be at least 1 when given (None: all, or the default)."""
 RATES = ("lr", "lr_hyp", "prior_prec_init", "temperature")
 """Settings that must be finite and above 0."""
 
+NEVER_ABSENT = object()
+"""``older_runs`` of a setting every recorded run holds."""
 
-def _option(default: Any, help: str, shown: str | None = None, **argparse: Any) -> Any:
-    """A field of :class:`RunConfig`: its default and how the command line offers it.
+
+def _setting(
+    default: Any,
+    help: str,
+    *,
+    shown: str | None = None,
+    choices: list[Any] | None = None,
+    switch: bool = False,
+    fits_only: bool = False,
+    network: str | None = None,
+    circumstance: bool = False,
+    older_runs: Any = NEVER_ABSENT,
+) -> Any:
+    """A field of :class:`RunConfig`: its default and what the command line and records need.
+
+    The field's annotation is its type; an enum's members are its choices.
 
     Args:
         default: The default value (a callable: computed when a config is made).
         help: The option's help text.
         shown: The default as the help shows it, in brackets (default: the value).
-        **argparse: ``type``, ``choices`` or ``action`` of ``add_argument``.
+        choices: The values a ``str`` (or a subset of an enum's members) may take.
+        switch: A flag that ``--config`` may turn on: ``--no-FLAG`` turns it off again.
+        fits_only: A setting of the marginal-likelihood fits: refused with ``--method map``, and
+            MAP runs that differ only in it are seeds of one experiment.
+        network: The only ``--model`` that uses it (refused with the others).
+        circumstance: How the run ran, not what it computes (up to rounding): runs that differ
+            only in it are seeds of one experiment, and a run resumes with another value.
+        older_runs: The value of runs recorded before the setting existed.
     """
-    metadata = {"help": help, "shown": shown, "argparse": argparse}
+    metadata = {
+        "help": help,
+        "shown": shown,
+        "choices": choices,
+        "switch": switch,
+        "fits_only": fits_only,
+        "network": network,
+        "circumstance": circumstance,
+        "older_runs": older_runs,
+    }
     if callable(default):
         return dataclasses.field(default_factory=default, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -158,13 +213,6 @@ def _default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-_FLAG = {"action": "store_true"}
-_SWITCH = {"action": argparse.BooleanOptionalAction}
-"""A flag a ``--config`` preset may turn on: ``--no-FLAG`` turns it off again."""
-_FLAGS = ("store_true", argparse.BooleanOptionalAction)
-_WEIGHTS_ONLY = f"{INVARIANT_WEIGHTS}: "
-
-
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     """Every setting of one ``train`` run (App. F.1, F.6 where the paper gives one).
@@ -172,101 +220,118 @@ class RunConfig:
     Enum fields accept their values as strings (``method="map"``); a value outside a field's
     choices raises ``ValueError`` naming the choices, and a value of another type, a count
     below one (``burnin`` below zero), a learning rate, prior precision or temperature that is
-    not finite and above 0, or an ``lr_min`` below 0 or above ``lr`` raises
-    :class:`SettingError` (a ``ValueError``) naming the field. The checks that involve the
-    model and the schedule (a schedule with no fit, a start the model lacks, a device this
-    machine lacks) are :func:`laplace_equivariance.app.config.check_run`'s.
+    not finite and above 0, an ``lr_min`` below 0 or above ``lr``, or ``mc_samples`` above 1
+    without ``stochastic`` raises :class:`SettingError` (a ``ValueError``) naming the field. The
+    checks that involve the model and the schedule (a schedule with no fit, a start the model
+    lacks, a device this machine lacks) are :func:`laplace_equivariance.app.config.check_run`'s.
     """
 
-    dataset: str = _option("quadrant-mnist", "the data", choices=list(DATASETS))
-    model: str = _option(
+    dataset: str = _setting("quadrant-mnist", "the data", choices=list(DATASETS))
+    model: str = _setting(
         "f-fc+conv",
         f"the network's path types ({_page('models.md')})",
         choices=[*models.MODEL_NAMES, INVARIANT_WEIGHTS],
     )
-    method: Method = _option(
+    method: Method = _setting(
         Method.MARGLIK,
         "map: unit priors; marglik: priors learned by the marginal likelihood; "
         f"{'/'.join(OBJECTIVES)} for {INVARIANT_WEIGHTS}",
         shown=f"marglik; elbo for {INVARIANT_WEIGHTS}",
-        choices=list(Method),
     )
-    alpha: int = _option(10, "width multiplier a of App. F.1", type=int)
-    epochs: int = _option(20, "training epochs", type=int)
-    lr: float = _option(
+    alpha: int = _setting(10, "width multiplier a of App. F.1")
+    epochs: int = _setting(20, "training epochs")
+    lr: float = _setting(
         0.003,
         "learning rate of the weights, cosine-annealed (the paper's 0.01 with Adam leaves even "
         f"MAP CONV at chance at these data sizes, {_page('learned_structure.md')})",
-        type=float,
     )
-    lr_min: float = _option(
+    lr_min: float = _setting(
         0.0,
         "learning rate at the end of the cosine schedule (the reference code's lr_min)",
-        type=float,
+        older_runs=0.0,
     )
-    optimizer: Optimizer = _option(
+    optimizer: Optimizer = _setting(
         Optimizer.ADAM,
         "optimiser of the weights: adam (the paper's App. F.6) or sgd (momentum 0.9, the "
         "reference code's)",
-        choices=list(Optimizer),
+        older_runs="adam",
     )
-    augment: bool = _option(
+    augment: bool = _setting(
         False,
         "random horizontal flips and shifts of up to 4 pixels of the training batches (App. "
         "F.6's CIFAR-10 recipe; the marginal likelihood sees unaugmented images)",
         shown="off; on with --config table2",
-        **_SWITCH,
+        switch=True,
+        older_runs=False,
     )
-    lr_hyp: float = _option(0.1, "Adam learning rate of the log prior precisions", type=float)
-    prior_prec_init: float = _option(
+    lr_hyp: float = _setting(0.1, "Adam learning rate of the log prior precisions", fits_only=True)
+    prior_prec_init: float = _setting(
         1.0,
         "every prior precision before the first marginal-likelihood fit, also the burn-in's "
         "(marglik_training's prior_prec_init)",
-        type=float,
+        fits_only=True,
+        older_runs=1.0,
     )
-    temperature: float = _option(
+    temperature: float = _setting(
         1.0,
         "likelihood temperature T of the marginal-likelihood fits and of the training loss's "
         "prior term (marglik_training's temperature: the data count 1/T times; above 1 weighs "
         "the prior more)",
-        type=float,
+        fits_only=True,
+        older_runs=1.0,
     )
-    batch_size: int = _option(128, "examples per step", type=int)
-    burnin: int = _option(10, "epochs before the first marginal-likelihood step", type=int)
-    marglik_frequency: int = _option(5, "epochs between marginal-likelihood fits", type=int)
-    hypersteps: int = _option(20, "hyperparameter steps on each fit", type=int)
-    subset: int | None = _option(None, "training examples to use", shown="all", type=int)
-    test_subset: int | None = _option(None, "test examples", shown="all", type=int)
-    marglik_subset: int | None = _option(
+    batch_size: int = _setting(128, "examples per step")
+    burnin: int = _setting(10, "epochs before the first marginal-likelihood step")
+    marglik_frequency: int = _setting(5, "epochs between marginal-likelihood fits")
+    hypersteps: int = _setting(20, "hyperparameter steps on each fit")
+    subset: int | None = _setting(None, "training examples to use", shown="all")
+    test_subset: int | None = _setting(None, "test examples", shown="all")
+    marglik_subset: int | None = _setting(
         None,
         "examples of each marginal-likelihood fit",
         shown=f"all; {INVARIANT_MARGLIK_SUBSET} for {INVARIANT_WEIGHTS}",
-        type=int,
+        fits_only=True,
     )
-    stochastic: bool = _option(
-        False, "Monte-Carlo Fisher instead of the exact GGN in the KFAC factors", **_FLAG
+    fit_batch_size: int | None = _setting(
+        None,
+        "examples per curvature pass of a marginal-likelihood fit: the loader's consecutive "
+        "batches concatenated up to this many (EquivariantKFAC's fit_batch_size; the factors "
+        "are the same, only the speed and memory differ)",
+        shown="the batches on the CPU; on a GPU as many as its memory allows",
+        fits_only=True,
+        circumstance=True,
+        older_runs=None,
     )
-    mc_samples: int = _option(
-        1, "targets sampled per example for the MC Fisher (with --stochastic)", type=int
+    stochastic: bool = _setting(
+        False,
+        "Monte-Carlo Fisher instead of the exact GGN in the KFAC factors",
+        fits_only=True,
     )
-    kfac_approx: KfacApprox = _option(
+    mc_samples: int = _setting(
+        1,
+        "targets sampled per example for the MC Fisher (with --stochastic)",
+        fits_only=True,
+    )
+    kfac_approx: KfacApprox = _setting(
         KfacApprox.EXPAND,
         f"KFAC for weights shared over positions ({_page('curvature.md')})",
-        choices=list(KfacApprox),
+        fits_only=True,
+        older_runs="expand",
     )
-    restore_best: bool = _option(
+    restore_best: bool = _setting(
         False,
         "evaluate the epoch with the best marginal likelihood (laplace-torch's "
         "marglik_training), not the last one (the paper's code)",
-        **_FLAG,
+        fits_only=True,
     )
-    balance_factors: bool = _option(
+    balance_factors: bool = _setting(
         False,
         "balance every F-FC channel pair's two factors under the learned precisions before "
         "each Laplace fit (marglik_training's balance_factors)",
-        **_FLAG,
+        fits_only=True,
+        older_runs=False,
     )
-    start: Start | None = _option(
+    start: Start | None = _setting(
         None,
         "where a relaxed model's training starts: every path drawn at random (mixed), its "
         "FC-type paths silenced so that it starts as its CONV network (equivariant; "
@@ -277,33 +342,38 @@ class RunConfig:
         "GCONV network",
         shown="held for --method marglik on models with an FC-type and an equivariant path, "
         "mixed otherwise",
-        choices=list(Start),
+        older_runs="mixed",
     )
-    prior_structure: PriorStructure = _option(
+    prior_structure: PriorStructure = _setting(
         PriorStructure.LAYERWISE,
         "layerwise: one prior precision per parameter tensor, as the reference code; path: "
         f"one per layer and path; scalar: one ({_page('learned_structure.md')} compares)",
         choices=[PriorStructure.SCALAR, PriorStructure.LAYERWISE, PriorStructure.PATH],
+        fits_only=True,
     )
-    lengthscale_mode: LengthscaleMode = _option(
+    lengthscale_mode: LengthscaleMode = _setting(
         LengthscaleMode.LEARNED,
         "S-layer lengthscales: MAP-trained weights (learned), fixed, or marginal-likelihood "
         "hyperparameters",
-        choices=[mode.value for mode in LengthscaleMode],
     )
-    lengthscale_derivative: str = _option(
+    lengthscale_derivative: str = _setting(
         "total",
         f"gradient for hyperparameter lengthscales ({_page('curvature.md')})",
         choices=list(DERIVATIVES),
+        fits_only=True,
     )
-    device: str = _option(
+    device: str = _setting(
         _default_device, "cpu, cuda[:N] or mps", shown="cuda if available, else cpu"
     )
-    seed: int = _option(0, "seed of the data subset and the weights", type=int)
-    threads: int | None = _option(
-        None, "CPU threads (torch.set_num_threads)", shown="torch's default", type=int
+    seed: int = _setting(0, "seed of the data subset and the weights")
+    threads: int | None = _setting(
+        None,
+        "CPU threads (torch.set_num_threads)",
+        shown="torch's default",
+        older_runs=None,
+        circumstance=True,
     )
-    compile_mode: str | None = _option(
+    compile_mode: str | None = _setting(
         None,
         "run the MAP steps through torch.compile in this mode (marglik_training's "
         "compile_kwargs; reduce-overhead: CUDA graphs on a GPU); not a setting of the "
@@ -311,52 +381,61 @@ class RunConfig:
         "mode it started with",
         shown="eager",
         choices=["default", "reduce-overhead", "max-autotune-no-cudagraphs"],
+        older_runs=None,
+        circumstance=True,
     )
-    timeout: float = _option(
+    timeout: float = _setting(
         600,
         "under torchrun: seconds a rank waits for the others before the run stops",
-        type=float,
+        older_runs=600,
+        circumstance=True,
     )
-    data_dir: str | None = _option(
+    data_dir: str | None = _setting(
         None,
         "folder with torchvision's files",
         shown=f"none: the offline sources, {_page('results.md')}",
     )
-    download: bool = _option(False, "let torchvision download into --data-dir", **_FLAG)
-    invariance: str = _option(
-        "rotation", _WEIGHTS_ONLY + "the transformations", choices=list(INVARIANCES)
+    download: bool = _setting(False, "let torchvision download into --data-dir", circumstance=True)
+    invariance: str = _setting(
+        "rotation",
+        "the transformations",
+        choices=list(INVARIANCES),
+        network=INVARIANT_WEIGHTS,
     )
-    activation: str = _option("rff", _WEIGHTS_ONLY + "the hidden units", choices=list(ACTIVATIONS))
-    width: int = _option(1024, _WEIGHTS_ONLY + "hidden units", type=int)
-    samples: int = _option(32, _WEIGHTS_ONLY + "transformations per pass", type=int)
-    eta_init: float = _option(0.1, _WEIGHTS_ONLY + "initial eta", type=float)
+    activation: str = _setting(
+        "rff", "the hidden units", choices=list(ACTIVATIONS), network=INVARIANT_WEIGHTS
+    )
+    width: int = _setting(1024, "hidden units", network=INVARIANT_WEIGHTS)
+    samples: int = _setting(32, "transformations per pass", network=INVARIANT_WEIGHTS)
+    eta_init: float = _setting(0.1, "initial eta", network=INVARIANT_WEIGHTS)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            choices = f.metadata["argparse"].get("choices")
-            if value is None or choices is None:
+            value, kind = getattr(self, f.name), field_type(f.name)
+            if value is None:
                 continue
-            if value not in choices:
+            choices = f.metadata["choices"] or (list(kind) if issubclass(kind, enum.Enum) else None)
+            if choices is not None and value not in choices:
                 raise ValueError(f"{f.name}={value!r} is not one of {_values(choices)}.")
-            kind = _ENUMS.get(f.name)
-            if kind is not None:
+            if issubclass(kind, enum.Enum):
                 object.__setattr__(self, f.name, kind(value))
         self._check_values()
 
     def _check_values(self) -> None:
         """Raise :class:`SettingError` for a value of another type or outside its range."""
         for f in dataclasses.fields(self):
-            value, kind = getattr(self, f.name), f.metadata["argparse"].get("type")
-            if value is None and f.name in OPTIONAL_COUNTS:
+            value, kind = getattr(self, f.name), field_type(f.name)
+            if value is None and _optional(f.name):
                 continue
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
             if kind is int and not (number and isinstance(value, int)):
                 raise SettingError.of_field(f.name, f"must be an integer, got {value!r}.")
             if kind is float and not number:
                 raise SettingError.of_field(f.name, f"must be a number, got {value!r}.")
-            if f.metadata["argparse"].get("action") in _FLAGS and not isinstance(value, bool):
+            if kind is bool and not isinstance(value, bool):
                 raise SettingError.of_field(f.name, f"must be True or False, got {value!r}.")
+            if kind is str and not isinstance(value, str):
+                raise SettingError.of_field(f.name, f"must be a string, got {value!r}.")
         for name in (*COUNTS, *OPTIONAL_COUNTS):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -379,6 +458,14 @@ class RunConfig:
                 "lr_min",
                 "lr_min " + problem.format("lr", "lr"),
                 "--lr-min " + problem.format("--lr", "--lr"),
+            )
+        if self.mc_samples > 1 and not self.stochastic:
+            raise SettingError(
+                "mc_samples",
+                f"mc_samples={self.mc_samples} draws samples for the Monte-Carlo Fisher: set "
+                "stochastic=True, or leave mc_samples at 1 (the exact GGN draws none).",
+                f"--mc-samples {self.mc_samples}: give more than one sample only with "
+                "--stochastic (the exact GGN draws none).",
             )
 
     @classmethod
@@ -407,46 +494,44 @@ class RunConfig:
             for f in dataclasses.fields(self)
         }
 
+    @property
+    def invariant(self) -> bool:
+        """Whether the run trains the invariant-weights network (not a relaxed one)."""
+        return self.model == INVARIANT_WEIGHTS
+
+    @property
+    def learns(self) -> bool:
+        """Whether a relaxed network's priors are learned (``method`` marglik)."""
+        return self.method is Method.MARGLIK
+
+
+@functools.cache
+def field_type(name: str) -> type:
+    """The type of :class:`RunConfig`'s field ``name``, without its ``None``.
+
+    ``int`` for ``subset: int | None``; an enum class for ``method``.
+    """
+    hint = typing.get_type_hints(RunConfig)[name]
+    if isinstance(hint, types.UnionType):
+        (hint,) = (arg for arg in typing.get_args(hint) if arg is not type(None))
+    return typing.cast(type, hint)
+
+
+def _optional(name: str) -> bool:
+    """Whether :class:`RunConfig`'s field ``name`` may be None."""
+    hint = typing.get_type_hints(RunConfig)[name]
+    return isinstance(hint, types.UnionType) and type(None) in typing.get_args(hint)
+
 
 def _values(choices: list[Any]) -> list[Any]:
     """``choices`` with enum members as their values."""
     return [getattr(choice, "value", choice) for choice in choices]
 
 
-_ENUMS: dict[str, type[enum.Enum]] = {
-    "method": Method,
-    "optimizer": Optimizer,
-    "kfac_approx": KfacApprox,
-    "start": Start,
-    "prior_structure": PriorStructure,
-    "lengthscale_mode": LengthscaleMode,
-}
-"""Fields whose values become enum members."""
+def settings_where(test: Callable[[dataclasses.Field], bool]) -> tuple[str, ...]:
+    """The names of :class:`RunConfig`'s fields for which ``test(field)`` holds, in order."""
+    return tuple(f.name for f in dataclasses.fields(RunConfig) if test(f))
+
 
 DEFAULTS: dict[str, Any] = RunConfig().settings()
 """Every setting's default, in dict form (:meth:`RunConfig.settings`)."""
-
-
-def add_options(parser: argparse.ArgumentParser) -> None:
-    """Add one ``--option`` per :class:`RunConfig` field to ``parser``, default None.
-
-    None marks an option not given, so that ``--config`` values and the defaults fill in
-    only what the command line leaves out.
-    """
-    for f in dataclasses.fields(RunConfig):
-        meta = f.metadata
-        shown = meta["shown"]
-        if shown is None:
-            default = DEFAULTS[f.name]
-            shown = "off" if default is False else str(getattr(default, "value", default))
-        kwargs = dict(meta["argparse"])
-        if "choices" in kwargs:
-            kwargs["choices"] = _values(kwargs["choices"])
-        if kwargs.get("action") in _FLAGS:
-            kwargs["default"] = None
-        parser.add_argument(
-            "--" + f.name.replace("_", "-"),
-            dest=f.name,
-            help=f"{meta['help']} [{shown}]",
-            **kwargs,
-        )

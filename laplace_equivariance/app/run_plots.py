@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from laplace_equivariance.app.run_config import RunConfig
 from laplace_equivariance.diagnostics import plot_symmetry
 from laplace_equivariance.invariance import INVARIANCES
 
@@ -63,25 +64,25 @@ def _plot_eta(eta: list[list[float]], names: Sequence[str], path: Path) -> None:
 
 
 def write_run_plots(
-    results: dict[str, Any], settings: dict[str, Any], out: Path, learned_structure: bool
+    results: dict[str, Any], config: RunConfig, out: Path, learned_structure: bool
 ) -> None:
     """Write a run's PNG files into its folder ``out``.
 
     Args:
         results: The run's ``results.json`` content (``losses``, ``neg_log_marglik``, and
             ``symmetry`` or ``invariance`` where the run has them).
-        settings: The run's settings (``model``, ``dataset``, ``method``, ``invariance``).
+        config: The run's configuration.
         out: The run folder.
         learned_structure: Whether to draw ``symmetry.png`` (a relaxed network whose priors
             were learned).
     """
     if learned_structure:
-        title = f"{settings['model']} on {settings['dataset']}"
+        title = f"{config.model} on {config.dataset}"
         _save(plot_symmetry(results["symmetry"], title=title), out / "symmetry.png")
     if "invariance" in results:
-        generators = INVARIANCES[settings["invariance"]]
+        generators = INVARIANCES[config.invariance]
         _plot_eta(results["invariance"]["eta"], generators, out / "eta.png")
-        labels = ("epoch", f"-{settings['method']} objective / N")
+        labels = ("epoch", f"-{config.method.value} objective / N")
         _plot_training(results["losses"], results["neg_log_marglik"], out / "training.png", labels)
     else:
         _plot_training(results["losses"], results["neg_log_marglik"], out / "training.png")

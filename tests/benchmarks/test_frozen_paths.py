@@ -49,7 +49,7 @@ def test_freezing_every_equivariant_path_or_an_absent_one_is_refused():
         frozen_paths.kept_equivariant_paths(model, ["gconv"])
     with pytest.raises(SystemExit, match="do not have"):
         frozen_paths.main(["--frozen", "gconv", "--model", "f-fc+conv", "--out", "unused"])
-    with pytest.raises(SystemExit, match="Unknown model 'invariant-weights'"):
+    with pytest.raises(SystemExit, match="invariant-weights has no equivariant path"):
         frozen_paths.main(["--model", "invariant-weights", "--out", "unused"])
 
 
