@@ -536,6 +536,7 @@ def environment() -> jinja2.Environment:
         "counts": counts,
         "layers": layers,
         "per_run": per_run,
+        "mean": lambda values: sum(values) / len(values),
         "anchor": anchor,
         "lead": lead,
         "below": below,
