@@ -3,9 +3,9 @@
 Each page in :data:`PAGES` is a template under ``benchmarks/templates/``: plain Markdown whose
 figures are ``{{ }}`` expressions over :func:`benchmarks.runs_table.runs` (one row per
 committed run) and the other committed JSON, and whose tables are pandas frames written by
-``DataFrame.to_markdown`` (:func:`table`). No measured number is typed in a template: a figure
-names the runs it is computed from (``pick``), so when the runs change the page changes with
-them, and a figure whose runs or value are gone stops the page rendering (``pick`` and
+``DataFrame.to_markdown`` (:func:`table`). Measured figures are not typed in a template: a
+figure names the runs it is computed from (``pick``), so when the runs change the page changes
+with them, and a figure whose runs or value are gone stops the page rendering (``pick`` and
 :func:`value` raise, and the environment's ``StrictUndefined`` raises on any name or column
 that is not there).
 
@@ -16,12 +16,19 @@ neither the runs nor pandas. ``python -m benchmarks.results_tables --check`` (ru
 ``tests/benchmarks/test_results_tables.py`` in ``make test``) renders every page again and
 fails while a committed page differs, so a page cannot go stale silently.
 
-Template helpers (globals): ``pick(FOLDER, MODEL, METHOD, key=value, ...)`` the runs of one
-experiment, ``known(SETTING, TASK)`` the seeds of a known-truth run, ``split(FILE, key=value)``
-an evidence split's runs, ``value(FILE, "KEY/KEY/...")`` a number in any committed JSON,
-``table(frame)``; filters: ``pm`` (mean ± std), ``span`` (``lo-hi``), ``num``, ``seeds``
-(``a / b / c``), ``counts`` (``a, b and c``), ``layers`` (a column family over seeds and
-layers), ``minus`` (per-seed differences of two experiments).
+Template helpers. Runs: ``pick(FOLDER, MODEL, METHOD, key=value, ...)`` the runs of one
+experiment in seed order (a frame of :func:`~benchmarks.runs_table.runs`), ``fits_of(RUNS,
+epoch=, since=)`` their fits, ``select(FRAME, key=value)``, ``known(SETTING, TASK)``,
+``split(FILE, key=value)``, ``shifts(FILE)``, ``value(FILE, "KEY/KEY/...")`` (a number in any
+committed JSON), ``tensors(RUNS, KIND, SUFFIX)``, ``minus(A, B, COLUMN)``, ``fit_changes``.
+Results pages: ``experiments(FOLDERS)`` (the results table), ``claim(TEXT, BETTER, WORSE)``,
+``older_versions(FOLDERS)``, ``headings(PAGE)``, and the filter ``lead`` (the verdicts that open
+a page). Filters: ``pm`` (mean ± std), ``span`` (``lo-hi``), ``num``, ``mean``, ``sci``,
+``seeds`` (``a / b / c``), ``counts`` (``a, b and c``), ``layers`` (a family such as
+``fc.relative`` over rows and layers), ``per_run``, ``layer_means``, ``below`` (paths off per
+seed), ``anchor``. The tables a page computes rather than picks come from
+:mod:`benchmarks.page_tables` (its ``FOR_TEMPLATES``), :mod:`benchmarks.data_size_page` (as
+``size``) and :mod:`benchmarks.speed_page` (as ``speed``).
 """
 
 from __future__ import annotations
