@@ -2,8 +2,8 @@
 
 One JSON per (task, seed) under a folder per setting (:data:`TABLE_ORDER` for the digit and
 Fashion-MNIST tasks, :data:`ROTATION_ORDER` for the rotation tasks); the tables pool the
-seeds of each (setting, task) and are written between the markers of the page's template
-(:func:`write_table`, ``python -m benchmarks.known_truth --table``).
+seeds of each (setting, task); the page's template calls :func:`tables` and
+:func:`rotation_tables` (``python -m benchmarks.known_truth --table`` prints them).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Any
 
 import torch
 
-from benchmarks.render_pages import write_between_markers
 from laplace_equivariance.data.known_truth_tasks import (
     KNOWN_TRUTH_ROTATION_TASKS,
     KNOWN_TRUTH_TASKS,
@@ -24,8 +23,6 @@ from laplace_equivariance.data.known_truth_tasks import (
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "known-truth"
-DOCUMENT = ROOT / "benchmarks" / "templates" / "learned_structure.md"
-"""The narrative of docs/learned_structure.md; its tables are written here, between markers."""
 ROTATION_RESULTS = ROOT / "benchmarks" / "results" / "known-truth-rotation"
 """Runs of the rotation tasks, one folder per setting (:data:`ROTATION_ORDER`)."""
 ROTATION_ORDER = ("map-conv", "map-gconv", "map-f-fc+conv+gconv", "held", "held-gconv")
@@ -214,20 +211,16 @@ def rotation_table(folders: list[Path]) -> str:
     return "\n".join(lines)
 
 
-def write_table(folders: list[Path], document: Path, check: bool) -> None:
-    """Put the tables between the document's ``<!-- known-truth -->`` markers, and the
-    rotation tasks' table (of :data:`ROTATION_RESULTS`) between its
-    ``<!-- known-truth-rotation -->`` markers (or check them)."""
-    tables = "\n\n".join(
-        part
-        for part in (table(folders), precision_table(folders), fixed_weight_table([FIXED]))
-        if part
-    )
-    command = "python -m benchmarks.known_truth --table"
-    markers = ("<!-- known-truth begin -->", "<!-- known-truth end -->")
-    write_between_markers(document, markers, tables, check, command)
-    rotation = [ROTATION_RESULTS / name for name in ROTATION_ORDER]
-    markers = ("<!-- known-truth-rotation begin -->", "<!-- known-truth-rotation end -->")
-    write_between_markers(
-        document, markers, rotation_table([f for f in rotation if f.is_dir()]), check, command
+def tables() -> str:
+    """The tables of the digit and Fashion-MNIST tasks (:data:`TABLE_ORDER`), of their
+    precisions and of the fixed weights, as docs/learned_structure.md shows them."""
+    folders = [RESULTS / name for name in TABLE_ORDER if (RESULTS / name).is_dir()]
+    parts = (table(folders), precision_table(folders), fixed_weight_table([FIXED]))
+    return "\n\n".join(part for part in parts if part)
+
+
+def rotation_tables() -> str:
+    """The rotation tasks' table (:data:`ROTATION_ORDER` under :data:`ROTATION_RESULTS`)."""
+    return rotation_table(
+        [ROTATION_RESULTS / n for n in ROTATION_ORDER if (ROTATION_RESULTS / n).is_dir()]
     )

@@ -34,7 +34,6 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from benchmarks.render_pages import write_between_markers
 from laplace_equivariance import __version__, models
 from laplace_equivariance.data.datasets import load_dataset
 from laplace_equivariance.layers import RelaxedLayer
@@ -42,9 +41,6 @@ from laplace_equivariance.marglik.training import marglik_training, paper_schedu
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "path-scale"
-DOCUMENT = ROOT / "benchmarks" / "templates" / "learned_structure.md"
-"""The narrative of docs/learned_structure.md; its tables are written here, between markers."""
-MARKERS = ("<!-- path-scale begin -->", "<!-- path-scale end -->")
 COMBINATIONS = ("scaled-sum", "mean")
 SCHEDULE_EPOCHS = 200
 """The cosine schedule's length (the 200-epoch runs of docs/results-table1.md)."""
@@ -145,19 +141,12 @@ def table(folder: Path) -> str:
     return "\n".join(lines)
 
 
-def write_table(folder: Path, document: Path, check: bool) -> None:
-    """Put :func:`table` between the document's path-scale markers (or check it)."""
-    command = "python -m benchmarks.path_scale --table"
-    write_between_markers(document, MARKERS, table(folder), check, command)
-
-
 def main() -> None:
     """Run every (seed, combination) and write one JSON each, or write the docs' table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--table", action="store_true", help="write the docs' table from --out's JSONs"
+        "--table", action="store_true", help="print the docs' table of --out's JSONs"
     )
-    parser.add_argument("--check", action="store_true", help="with --table: only check it")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--combinations", nargs="+", choices=COMBINATIONS, default=COMBINATIONS)
     parser.add_argument("--epochs", type=int, default=30, help="epochs trained (30)")
@@ -168,7 +157,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.table:
-        write_table(args.out, DOCUMENT, args.check)
+        print(table(args.out))
         return
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -550,10 +550,11 @@ def environment() -> jinja2.Environment:
         "layer_means": layer_means,
         "sci": sci,
     }
-    from benchmarks import data_size_page, page_tables, speed_page
+    from benchmarks import data_size_page, known_truth_tables, page_tables, path_scale, speed_page
 
     env.globals |= {name: getattr(page_tables, name) for name in page_tables.FOR_TEMPLATES}
     env.globals |= {"size": data_size_page, "speed": speed_page}
+    env.globals |= {"known_truth_tables": known_truth_tables, "path_scale": path_scale}
     env.globals |= {
         "pick": pick,
         "known": known,
@@ -582,33 +583,6 @@ def render(name: str, **context: Any) -> str:
 
     tables = page_tables.TABLES.get(name, lambda: {})()
     return environment().get_template(name).render(**tables, **context)
-
-
-def write_between_markers(
-    document: Path, markers: tuple[str, str], content: str, check: bool, command: str
-) -> None:
-    """Put ``content`` between the two marker lines of ``document`` (or check that it is there).
-
-    Args:
-        document: A markdown file holding both markers.
-        markers: The begin and end marker lines.
-        content: The generated text.
-        check: Only compare.
-        command: The command that regenerates it, for the stale message.
-
-    Raises:
-        SystemExit: With ``check``, if the document's text differs.
-    """
-    begin, end = markers
-    text = document.read_text()
-    head, rest = text.split(begin)
-    _, tail = rest.split(end)
-    updated = f"{head}{begin}\n{content}\n{end}{tail}"
-    if check:
-        if updated != text:
-            raise SystemExit(f"{document} is stale: run {command}")
-        return
-    document.write_text(updated)
 
 
 def documents() -> dict[Path, str]:

@@ -21,5 +21,9 @@ def test_a_run_records_the_initial_scales_and_every_epoch():
     assert {"loss", "accuracy", "norm2"} <= set(result["epochs"][0])
 
 
-def test_the_docs_table_is_the_committed_results():
-    path_scale.write_table(path_scale.RESULTS, path_scale.DOCUMENT, check=True)
+def test_the_page_shows_the_table_of_the_committed_runs():
+    from benchmarks import render_pages
+
+    table = path_scale.table(path_scale.RESULTS)
+    assert "| scaled-sum |" in table and "| mean |" in table
+    assert table in render_pages.render("learned_structure.md")
