@@ -26,6 +26,15 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     return render_pages.table(pd.DataFrame(padded, columns=header))
 
 
+def formatted(records: list[dict], columns: dict[str, str]) -> str:
+    """``records`` (a report's rows) as a table (``pandas.json_normalize``: a nested field's
+    name joined by ``__``, a dot in a name read as ``_``): per column, its header and the format
+    string filled from each row (``"{exact__fit_s:.2f} s"``)."""
+    frame = pd.json_normalize(records, sep="__").rename(columns=lambda c: c.replace(".", "_"))
+    rows = [[f.format_map(row) for f in columns.values()] for row in frame.to_dict("records")]
+    return markdown_table([h.strip() for h in columns], rows)
+
+
 def machine(report: dict) -> str:
     """A timing report's device, threads and torch version."""
     environment = report.get("environment", report)
@@ -115,65 +124,36 @@ def before_after_section() -> SimpleNamespace:
 
 def predictive_section() -> str:
     """The GLM predictive's seconds and peak memory (``benchmarks.predictive_memory``)."""
-    reports = [
-        load_json(name)
-        for name in (
-            "predictive_memory-cpu-128.json",
-            "predictive_memory-cpu.json",
-            "predictive_memory-cpu-limit-1GiB.json",
-        )
-    ]
-    return speed_section(
-        reports,
-        markdown_table(
-            ["images", "memory_limit", "examples a chunk", "call", "per image", "peak resident"],
-            [
-                [
-                    str(r["images"]),
-                    f"{r['memory_limit'] / 2**30:.0f} GiB",
-                    str(r["examples_per_chunk"]),
-                    f"{r['seconds']:.1f} s",
-                    f"{r['seconds_per_image']:.2f} s",
-                    f"{r['peak_resident_gib']:.1f} GiB",
-                ]
-                for r in reports
-            ],
-        ),
+    names = (
+        "predictive_memory-cpu-128",
+        "predictive_memory-cpu",
+        "predictive_memory-cpu-limit-1GiB",
     )
+    reports = [load_json(f"{name}.json") for name in names]
+    for r in reports:
+        r["memory_limit_gib"] = r["memory_limit"] / 2**30
+    columns = {"images": "{images}", "memory_limit": "{memory_limit_gib:.0f} GiB"}
+    columns |= {"examples a chunk": "{examples_per_chunk}", "call": "{seconds:.1f} s"}
+    columns |= {
+        "per image": "{seconds_per_image:.2f} s",
+        "peak resident": "{peak_resident_gib:.1f} GiB",
+    }
+    return speed_section(reports, formatted(reports, columns))
 
 
 def marglik_section() -> str:
     """The marginal-likelihood training against MAP, per fit batch size."""
-    rows = []
-    reports = [
-        load_json(name)
-        for name in ("marglik_speed-cpu.json", "marglik_speed-cpu-marglik-batch-256.json")
-    ]
+    names = ("marglik_speed-cpu", "marglik_speed-cpu-marglik-batch-256")
+    reports = [load_json(f"{name}.json") for name in names]
     for r in reports:
-        rows.append(
-            [
-                str(r["arguments"]["marglik_batch_size"]),
-                f"{r['map_s']:.1f} s",
-                f"{r['exact_ggn_s']:.1f} s, {r['exact_over_map']:.2f}x",
-                met(r["exact_over_map"], 2.2),
-                f"{r['mc_fisher_s']:.1f} s, {r['mc_over_map']:.2f}x",
-                met(r["mc_over_map"], 1.5),
-            ]
-        )
-    return speed_section(
-        reports,
-        markdown_table(
-            [
-                "fit batch",
-                "MAP",
-                "exact GGN",
-                "<= 2.2x",
-                "Monte-Carlo Fisher",
-                "<= 1.5x",
-            ],
-            rows,
-        ),
-    )
+        r["exact_met"], r["mc_met"] = met(r["exact_over_map"], 2.2), met(r["mc_over_map"], 1.5)
+    columns = {"fit batch": "{arguments__marglik_batch_size}", "MAP": "{map_s:.1f} s"}
+    columns |= {"exact GGN": "{exact_ggn_s:.1f} s, {exact_over_map:.2f}x", "<= 2.2x": "{exact_met}"}
+    columns |= {
+        "Monte-Carlo Fisher": "{mc_fisher_s:.1f} s, {mc_over_map:.2f}x",
+        "<= 1.5x": "{mc_met}",
+    }
+    return speed_section(reports, formatted(reports, columns))
 
 
 def kfac_section() -> str:
@@ -213,61 +193,26 @@ def kfac_section() -> str:
 def fit_over_epoch_section() -> str:
     """Each fit against a MAP epoch, with its floor and its parts."""
     r = load_json("fit_over_epoch-cpu.json")
-    return speed_section(
-        [r],
-        markdown_table(
-            [
-                "model",
-                "N",
-                "epoch",
-                "exact GGN fit",
-                "<= 5x",
-                "its floor",
-                "MC Fisher fit",
-                "<= 2x",
-                "its floor",
-                "eigenvalues (in the fit)",
-                "eigenvectors (later)",
-            ],
-            [
-                [
-                    row["model"],
-                    str(row["n"]),
-                    f"{row['epoch_s']:.2f} s",
-                    f"{row['exact']['fit_s']:.2f} s, {row['exact']['fit_over_epoch']:.1f}x",
-                    met(row["exact"]["fit_over_epoch"], r["targets"]["exact"]),
-                    _floor(row["exact"]),
-                    f"{row['mc']['fit_s']:.2f} s, {row['mc']['fit_over_epoch']:.1f}x",
-                    met(row["mc"]["fit_over_epoch"], r["targets"]["mc"]),
-                    _floor(row["mc"]),
-                    f"{row['exact']['eigenvalues_s']:.2f} s",
-                    f"{row['exact']['eigenvectors_s']:.2f} s",
-                ]
-                for row in r["rows"]
-            ],
-        ),
-    )
+    for row in r["rows"]:
+        for kind in ("exact", "mc"):
+            row[kind]["met"] = met(row[kind]["fit_over_epoch"], r["targets"][kind])
+    fit = "{%s__fit_s:.2f} s, {%s__fit_over_epoch:.1f}x"
+    floor = "{%s__floor_s:.2f} s, {%s__floor_over_epoch:.1f}x"
+    columns = {"model": "{model}", "N": "{n}", "epoch": "{epoch_s:.2f} s"}
+    columns |= {"exact GGN fit": fit % ("exact", "exact"), "<= 5x": "{exact__met}"}
+    columns |= {"its floor": floor % ("exact", "exact"), "MC Fisher fit": fit % ("mc", "mc")}
+    columns |= {"<= 2x": "{mc__met}", "its floor ": floor % ("mc", "mc")}
+    columns |= {"eigenvalues (in the fit)": "{exact__eigenvalues_s:.2f} s"}
+    columns |= {"eigenvectors (later)": "{exact__eigenvectors_s:.2f} s"}
+    return speed_section([r], formatted(r["rows"], columns))
 
 
 def layers_section() -> str:
     """Forward and backward time and memory of every layer type."""
     r = load_json("layer_speed-cpu.json")
-    return speed_section(
-        [r],
-        markdown_table(
-            ["model", "parameters", "fwd+bwd", "ratio to CONV", "peak RSS"],
-            [
-                [
-                    row["model"],
-                    f"{row['parameters']:,}",
-                    f"{row['median_s']:.3f} s",
-                    f"{row['ratio_to_conv']:.2f}",
-                    f"{row['peak_rss_mib']:.0f} MiB",
-                ]
-                for row in r["rows"]
-            ],
-        ),
-    )
+    columns = {"model": "{model}", "parameters": "{parameters:,}", "fwd+bwd": "{median_s:.3f} s"}
+    columns |= {"ratio to CONV": "{ratio_to_conv:.2f}", "peak RSS": "{peak_rss_mib:.0f} MiB"}
+    return speed_section([r], formatted(r["rows"], columns))
 
 
 def class_passes_section() -> str:
@@ -298,57 +243,23 @@ def class_passes_section() -> str:
 def conv_a_factor_section() -> str:
     """CONV's input factor by unfolding against by FFT."""
     r = load_json("conv_a_factor-cpu.json")
-    return speed_section(
-        [r],
-        markdown_table(
-            ["map", "unfold", "FFT", "speed-up", "relative difference"],
-            [
-                [
-                    "x".join(map(str, m["map"])),
-                    f"{m['unfold_ms']:.2f} ms",
-                    f"{m['fft_ms']:.2f} ms",
-                    f"{m['speed_up']:.1f}x",
-                    f"{m['relative_difference']:.1e}",
-                ]
-                for m in r["maps"]
-            ],
-        ),
-    )
+    maps = [m | {"shape": "x".join(map(str, m["map"]))} for m in r["maps"]]
+    columns = {"map": "{shape}", "unfold": "{unfold_ms:.2f} ms", "FFT": "{fft_ms:.2f} ms"}
+    columns |= {"speed-up": "{speed_up:.1f}x", "relative difference": "{relative_difference:.1e}"}
+    return speed_section([r], formatted(maps, columns))
 
 
 def lengthscale_section() -> str:
     """The lengthscale gradient's accuracy and cost."""
     r = load_json("lengthscale_gradient-cpu.json")
-    return speed_section(
-        [r],
-        markdown_table(
-            ["case", "refit central difference", "total (autograd)", "partial"],
-            [
-                [
-                    row["case"],
-                    f"{row['refit central difference']:.4f}",
-                    f"{row['total (autograd)']:.4f}",
-                    f"{row['partial']:.2f}",
-                ]
-                for row in r["rows"]
-            ],
-        )
-        + "\n\n"
-        + markdown_table(
-            ["model", "alpha", "examples", "la.fit", "total: value + gradient", "partial"],
-            [
-                [
-                    row["model"],
-                    str(row["alpha"]),
-                    str(row["examples"]),
-                    f"{row['la.fit seconds']:.2f} s",
-                    f"{row['total lml + gradient seconds']:.2f} s",
-                    f"{row['partial lml + gradient seconds']:.2f} s",
-                ]
-                for row in r["cost"]
-            ],
-        ),
-    )
+    accuracy = {"case": "{case}", "refit central difference": "{refit central difference:.4f}"}
+    accuracy |= {"total (autograd)": "{total (autograd):.4f}", "partial": "{partial:.2f}"}
+    cost = {"model": "{model}", "alpha": "{alpha}", "examples": "{examples}"}
+    cost |= {"la.fit": "{la_fit seconds:.2f} s"}
+    cost |= {"total: value + gradient": "{total lml + gradient seconds:.2f} s"}
+    cost |= {"partial": "{partial lml + gradient seconds:.2f} s"}
+    tables = formatted(r["rows"], accuracy) + "\n\n" + formatted(r["cost"], cost)
+    return speed_section([r], tables)
 
 
 def distributed_section() -> str:
