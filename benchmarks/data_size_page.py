@@ -12,7 +12,9 @@ import statistics
 from pathlib import Path
 from types import SimpleNamespace
 
-from benchmarks import data_size, evidence_selection, runs_table
+import pandas as pd
+
+from benchmarks import data_size, evidence_selection, render_pages, runs_table
 from laplace_equivariance.app import summary
 
 ABLATION_OF_SWEEPS = ("fashion-sweep",)
@@ -58,7 +60,7 @@ def missing(folder: str, tasks: tuple[str, ...] | None = None) -> str:
 
 def structure(folder: str) -> str:
     """The structure each learned F-FC+CONV run of ``folder`` chose, one row per run."""
-    return _structure(_learned(_runs(folder)))
+    return _structure(folder)
 
 
 def drift(folder: str) -> str:
@@ -97,19 +99,6 @@ def conv_effective(networks: dict[str, tuple[str, str]]) -> str:
 def seed_by_seed() -> str:
     """Test and training accuracy per seed of each network compared at N = 500."""
     return _seed_by_seed()
-
-
-def _learned(runs: list[Path]) -> list[Path]:
-    """The learned F-FC+CONV runs among ``runs``, by size and seed."""
-    loaded = {run: summary.load_run(run) for run in runs}
-    return sorted(
-        (
-            run
-            for run, r in loaded.items()
-            if r["settings"]["model"] == "f-fc+conv" and r["settings"]["method"] == "marglik"
-        ),
-        key=lambda run: (loaded[run]["n_train"], loaded[run]["settings"]["seed"]),
-    )
 
 
 def _circumstances(runs: list[Path]) -> str:
@@ -200,35 +189,6 @@ def _missing(entries: list[dict], tasks: tuple[str, ...] = data_size.TASKS) -> l
             if short:
                 missing.append(f"- {task}, N = {n:,}: " + ", ".join(short))
     return missing
-
-
-def _structure(learned: list[Path]) -> str:
-    """One row per learned run: accuracy, evidence, the FC path's share in each relaxed layer.
-
-    Two shares: of the relative effective parameters (App. D) and of the layer's output
-    energy on training images (``path_outputs``).
-    """
-    rows = []
-    for run in learned:
-        r = summary.load_run(run)
-        shares = [
-            layer["paths"].get("fc", {}).get("relative", 0.0) for layer in r["symmetry"]["layers"]
-        ]
-        outputs = [layer["paths"].get("fc", 0.0) for layer in r.get("path_outputs", [])]
-        rows.append(
-            f"| {r['settings']['dataset']} | {r['n_train']:,} | {r['settings']['seed']} | "
-            f"{100 * r['test']['accuracy']:.1f} | {100 * r['train']['accuracy']:.1f} | "
-            f"{r['neg_log_marglik'][-1] / r['n_train']:.2f} | "
-            + " ".join(f"{share:.3f}" for share in shares)
-            + f" | {sum(share < 0.01 for share in shares)} of {len(shares)} | "
-            + (f"{max(outputs):.3f}" if outputs else "-")
-            + " |"
-        )
-    header = (
-        "| task | N | seed | test acc % | train acc % | -log marglik / N "
-        "| FC share of effective parameters, per relaxed layer | FC off | largest FC output share |"
-    )
-    return "\n".join([header, "|---|---|---|---|---|---|---|---|---|", *rows])
 
 
 def _drift_table(variant: list[Path]) -> str:
@@ -346,34 +306,56 @@ def _ablation_by_size(name: str) -> str:
     return "\n".join([header, "|---|---|---|---|---|---|---|", *rows])
 
 
+def _values(run: pd.Series, family: str) -> list[float]:
+    """A run's ``family`` (``fc.relative``, ...) per relaxed layer, first to last."""
+    layers = sorted(
+        (int(c.rsplit(".", 1)[1]), v)
+        for c, v in run.items()
+        if str(c).rsplit(".", 1)[0] == family and pd.notna(v)
+    )
+    return [v for _, v in layers]
+
+
+def _structure(folder: str) -> str:
+    """One row per learned F-FC+CONV run of ``folder``, by size and seed: accuracy, evidence,
+    the FC path's share of each relaxed layer's relative effective parameters (App. D), the
+    layers where it is off, and its largest share of a layer's output energy."""
+    runs = runs_table.runs()
+    runs = runs[(runs["folder"] == folder) & (runs["model"] == "f-fc+conv")]
+    runs = runs[runs["method"] == "marglik"].sort_values(["n_train", "seed"], kind="stable")
+    rows = []
+    for _, run in runs.iterrows():
+        shares, outputs = _values(run, "fc.relative"), _values(run, "fc.output")
+        rows.append(
+            [run["dataset"], f"{run['n_train']:,}", str(run["seed"]), f"{run['test_acc']:.1f}"]
+            + [f"{run['train_acc']:.1f}", f"{run['marglik_per_example']:.2f}"]
+            + [" ".join(f"{share:.3f}" for share in shares)]
+            + [f"{sum(share < 0.01 for share in shares)} of {len(shares)}"]
+            + [f"{max(outputs):.3f}" if outputs else "-"]
+        )
+    header = ["task", "N", "seed", "test acc %", "train acc %", "-log marglik / N"]
+    header += ["FC share of effective parameters, per relaxed layer", "FC off"]
+    return _markdown([*header, "largest FC output share"], rows)
+
+
+def _at_500(folder: str, model: str, method: str) -> pd.DataFrame:
+    """The runs of ``model`` and ``method`` on 500 digits of the digit task in ``folder``."""
+    runs = runs_table.runs()
+    runs = runs[(runs["folder"] == folder) & (runs["dataset"] == "quadrant-mnist-digit")]
+    runs = runs[(runs["n_train"] == 500) & (runs["model"] == model)]
+    return runs[runs["method"] == method].sort_values("seed", kind="stable")
+
+
 def _conv_effective(networks: dict[str, tuple[str, str]]) -> str:
     """Per relaxed layer, the CONV path's effective parameters, mean over the learned runs of
     each (folder, model) at N = 500 on the digit task."""
     rows = []
     for label, (folder, model) in networks.items():
-        runs = [
-            r
-            for p in sorted(
-                (runs_table.RESULTS / folder).glob("quadrant-mnist-digit-n500-*/results.json")
-            )
-            if (r := summary.load_run(p.parent))["settings"]["method"] == "marglik"
-            and r["settings"]["model"] == model
-        ]
-        per_layer = zip(
-            *(
-                [layer["paths"]["conv"]["effective"] for layer in r["symmetry"]["layers"]]
-                for r in runs
-            ),
-            strict=True,
-        )
-        rows.append(
-            f"| {label} | {len(runs)} | "
-            + " ".join(f"{statistics.fmean(v):.0f}" for v in per_layer)
-            + " |"
-        )
-    return "\n".join(
-        ["| network | seeds | CONV effective parameters, layers 1-8 |", "|---|---|---|", *rows]
-    )
+        runs = _at_500(folder, model, "marglik")
+        per_run = [_values(run, "conv.effective") for _, run in runs.iterrows()]
+        means = pd.DataFrame(per_run).mean()
+        rows.append([label, str(len(runs)), " ".join(f"{mean:.0f}" for mean in means)])
+    return _markdown(["network", "seeds", "CONV effective parameters, layers 1-8"], rows)
 
 
 SEED_BY_SEED = {
@@ -390,21 +372,19 @@ Adam's rate against the usual 0.003, priors the learned runs' initial precision.
 
 
 def _seed_by_seed() -> str:
-    """Test and training accuracy per seed of each :data:`SEED_BY_SEED` network at N = 500."""
-    rows = []
+    """Test and training accuracy per seed of each :data:`SEED_BY_SEED` network at N = 500, a
+    column per seed that any of them ran (``-`` where a network has no run of it)."""
+    cells = {}
     for label, (folder, model, method) in SEED_BY_SEED.items():
-        runs = [
-            r
-            for p in sorted(
-                (runs_table.RESULTS / folder).glob("quadrant-mnist-digit-n500-*/results.json")
-            )
-            if (r := summary.load_run(p.parent))["settings"]["model"] == model
-            and r["settings"]["method"] == method
-        ]
-        cells = [
-            f"{100 * r['test']['accuracy']:.1f} / {100 * r['train']['accuracy']:.1f}"
-            for r in sorted(runs, key=lambda r: r["settings"]["seed"])
-        ]
-        rows.append(f"| {label} | " + " | ".join(cells) + " |")
-    header = "| network | seed 0: test / train acc % | seed 1 | seed 2 |"
-    return "\n".join([header, "|---|---|---|---|", *rows])
+        runs = _at_500(folder, model, method)
+        pairs = zip(runs["seed"], runs["test_acc"], runs["train_acc"], strict=True)
+        cells[label] = {f"seed {seed}": f"{test:.1f} / {train:.1f}" for seed, test, train in pairs}
+    table = pd.DataFrame.from_dict(cells, orient="index").fillna("-")
+    table = table[sorted(table.columns, key=lambda c: int(c.split()[1]))]
+    table = table.rename(columns={"seed 0": "seed 0: test / train acc %"})
+    return render_pages.table(table.rename_axis("network").reset_index())
+
+
+def _markdown(header: list[str], rows: list[list[str]]) -> str:
+    """``rows`` under ``header`` as a Markdown table (:func:`benchmarks.render_pages.table`)."""
+    return render_pages.table(pd.DataFrame(rows, columns=header))
