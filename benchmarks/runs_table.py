@@ -106,7 +106,8 @@ def report(name: str) -> Any:
 def known_truth() -> pd.DataFrame:
     """The runs of ``benchmarks.known_truth``, one row each: ``suite`` (``known-truth`` or
     ``known-truth-rotation``), ``setting``, ``task``, ``seed``, the fractions ``test_accuracy``,
-    ``shift_consistency`` and ``turn_consistency``, and ``PATH.relative.L`` per layer."""
+    ``shift_consistency`` and ``turn_consistency``, and per layer ``PATH.relative.L`` and, where
+    measured, ``PATH.output.L``."""
     rows = []
     for suite in ("known-truth", "known-truth-rotation"):
         for path in sorted((RESULTS / suite).glob("*/*-seed*.json")):
@@ -119,6 +120,9 @@ def known_truth() -> pd.DataFrame:
                 for key, value in layer.items():
                     if key.endswith("_relative"):
                         row[f"{key.removesuffix('_relative')}.relative.{number}"] = value
+            for number, layer in enumerate(result.get("output_shares", []), 1):
+                for path, share in layer["paths"].items():
+                    row[f"{path}.output.{number}"] = share
             rows.append(row)
     return _frame(rows)
 
