@@ -26,15 +26,7 @@ from typing import Any
 import pandas as pd
 
 from laplace_equivariance.app import summary
-
-try:  # the app's rule for the options older runs predate (moved to app.runs)
-    from laplace_equivariance.app.runs import migrated
-except ImportError:  # the app before it moved
-
-    def migrated(settings: dict[str, Any]) -> dict[str, Any]:
-        """A recorded run's settings with the options it predates at the value it had."""
-        return summary.LATER_OPTIONS | dict(settings)
-
+from laplace_equivariance.app.runs import migrated
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
