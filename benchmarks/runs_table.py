@@ -1,7 +1,8 @@
 """Every committed training run as one tidy pandas table, the input of the generated pages.
 
-:func:`runs` reads each ``results.json`` under ``benchmarks/results/`` once and returns one
-row per run: where it lies (``folder``, the first folder under ``benchmarks/results``, and
+:func:`runs` reads each ``train`` run's ``results.json`` under ``benchmarks/results/`` once (a
+file of that name that names no model is another script's, not a run) and returns one row per
+run: where it lies (``folder``, the first folder under ``benchmarks/results``, and
 ``run``, its path there), its settings (options added after older runs were committed take the
 value those runs had), ``frozen`` (the
 paths ``benchmarks.frozen_paths`` froze, ``"conv,fc"`` or ``"none"``), ``experiment`` (runs equal
@@ -32,9 +33,20 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 
 
-def _row(path: Path) -> dict[str, Any]:
+@functools.cache
+def _train_runs() -> tuple[tuple[Path, dict[str, Any]], ...]:
+    """Every ``train`` run under :data:`RESULTS` (a ``results.json`` whose settings name a
+    model; other scripts' files of that name are not runs), in path order, with its results."""
+    found = []
+    for path in sorted(RESULTS.rglob("results.json")):
+        result = summary.load_run(path.parent)
+        if "model" in result.get("settings", {}):
+            found.append((path, result))
+    return tuple(found)
+
+
+def _row(path: Path, result: dict[str, Any]) -> dict[str, Any]:
     """One run's row of :func:`runs`."""
-    result = summary.load_run(path.parent)
     settings = migrated(result["settings"])
     run = path.parent.relative_to(RESULTS)
     row: dict[str, Any] = {"folder": run.parts[0], "run": str(run), **settings}
@@ -66,7 +78,7 @@ def _row(path: Path) -> dict[str, Any]:
 @functools.cache
 def runs() -> pd.DataFrame:
     """Every committed run, one row each, sorted by ``run`` (see the module docstring)."""
-    return _frame([_row(path) for path in sorted(RESULTS.rglob("results.json"))])
+    return _frame([_row(path, result) for path, result in _train_runs()])
 
 
 MEASURED = ("test_acc", "test_nll", "train_acc", "marglik", "marglik_per_example", "train_seconds")
@@ -146,8 +158,7 @@ def fits() -> pd.DataFrame:
     layer ``L`` and path ``PATH.output.L`` (the path's share of the output at that fit), and per
     tensor ``precision:NAME`` and ``norm:NAME`` (its prior precision and squared norm)."""
     rows = []
-    for path in sorted(RESULTS.rglob("results.json")):
-        result = summary.load_run(path.parent)
+    for path, result in _train_runs():
         for fit in result.get("fits", []):
             row = {"run": str(path.parent.relative_to(RESULTS)), "seed": result["settings"]["seed"]}
             row |= {"epoch": fit["epoch"], "neg_log_marglik": fit["neg_log_marglik"]}
@@ -183,5 +194,5 @@ def shift_errors(name: str) -> pd.DataFrame:
 
 def clear_caches() -> None:
     """Forget every table read so far (after the files under :data:`RESULTS` changed)."""
-    for table in (runs, report, known_truth, evidence_split, fits, shift_errors):
+    for table in (_train_runs, runs, report, known_truth, evidence_split, fits, shift_errors):
         table.cache_clear()

@@ -59,6 +59,9 @@ def fixture_runs(tmp_path, monkeypatch):
         folder = tmp_path / "t" / f"run{i}"
         folder.mkdir(parents=True)
         (folder / "results.json").write_text(json.dumps(result))
+    other = tmp_path / "t" / "study" / "results.json"  # another script's file: no run
+    other.parent.mkdir()
+    other.write_text(json.dumps({"task": "x", "settings": {"epochs": 1}}))
     monkeypatch.setattr(runs_table, "RESULTS", tmp_path)
     runs_table.clear_caches()
     yield runs_table.runs()
