@@ -57,3 +57,21 @@ def test_residual_network_with_normalization_trains_fits_predicts_and_reports(
     assert {"block1.norm1.weight", "down_norm.weight", "down_norm.bias"} <= set(report["outside"])
     assert out.stat().st_size > 0
     assert "(100 images)" in capsys.readouterr().out
+
+
+def test_relax_resnet_relaxes_trains_reports_and_folds(capsys, monkeypatch):
+    """A torchvision ResNet-18 (CIFAR stem) relaxed, trained by marglik_training, reported and
+    folded: the two relaxed layers' shares and priors, a fold that keeps the parameter count
+    between the original's and the relaxed one's."""
+    argv = ["--n-train", "32", "--n-test", "16", "--epochs", "2"]
+    result = _example("relax_resnet", monkeypatch).main(argv)
+    assert [row["layer"] for row in result["shares"]] == ["layer3.1.conv2", "layer4.1.conv2"]
+    assert [row["layer"] for row in result["report"]["layers"]] == [
+        "layer3.1.conv2",
+        "layer4.1.conv2",
+    ]
+    counts = result["parameters"]
+    assert counts["original"] <= counts["folded"] <= counts["relaxed"]
+    assert counts["relaxed"] - counts["original"] > 10_000_000
+    printed = capsys.readouterr().out
+    assert "FC output share" in printed and "folded:" in printed
