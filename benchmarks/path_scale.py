@@ -115,6 +115,13 @@ def _per_seed(runs: list[dict[str, Any]], epoch_index: int, key: str, form: str)
     return " / ".join(format(r["epochs"][epoch_index][key], form) for r in runs)
 
 
+def scale_ratios(folder: Path, combination: str) -> list[float]:
+    """Per seed of ``combination``'s runs in ``folder``, the last relaxed layer's output std at
+    initialisation over the first's."""
+    runs = [json.loads(p.read_text()) for p in sorted(folder.glob(f"{combination}-seed*.json"))]
+    return [r["init_layer_std"][-1] / r["init_layer_std"][0] for r in runs]
+
+
 def table(folder: Path) -> str:
     """One row per combination: seeds, the initial scale ratio, then per seed (0 / 1 / 2) the
     training accuracy at epoch 10 and at the last epoch, the loss and ``||theta||^2`` there."""
@@ -128,7 +135,7 @@ def table(folder: Path) -> str:
         runs = [json.loads(p.read_text()) for p in sorted(folder.glob(f"{combination}-seed*.json"))]
         if not runs:
             continue
-        ratios = torch.tensor([r["init_layer_std"][-1] / r["init_layer_std"][0] for r in runs])
+        ratios = torch.tensor(scale_ratios(folder, combination))
         spread = ratios.std().item() if len(runs) > 1 else 0.0
 
         lines.append(
