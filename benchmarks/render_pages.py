@@ -562,6 +562,7 @@ def environment() -> jinja2.Environment:
         "table": table,
         "minus": minus,
         "select": select,
+        "runs": runs_table.runs,
         "experiments": experiments,
         "older_versions": older_versions,
         "claim": claim,
