@@ -162,8 +162,17 @@ def fc_shares(model: nn.Module, x: torch.Tensor) -> dict[str, float]:
 
 
 def run_one(task: str, arm: str, seed: int, settings: Settings) -> dict[str, Any]:
-    """Train and measure one (task, arm, seed); returns what ``results.json`` holds."""
+    """Train and measure one (task, arm, seed) on ``settings.threads`` threads (the process's
+    thread count is restored after); returns what ``results.json`` holds."""
+    threads = torch.get_num_threads()
     torch.set_num_threads(settings.threads)
+    try:
+        return _run_one(task, arm, seed, settings)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run_one(task: str, arm: str, seed: int, settings: Settings) -> dict[str, Any]:
     torch.manual_seed(seed)
     dataset = SOURCES[settings.source][task]
     data = load_dataset(dataset, n_train=settings.subset, n_test=settings.test_subset, seed=seed)
@@ -454,20 +463,27 @@ def shares_table(frame) -> str:
 
 
 def budget_line(frame) -> str:
-    """The budget the runs had, from their results files (one line per distinct budget)."""
-    budgets = {json.dumps(b, sort_keys=True) for b in frame["budget"]}
-    lines = []
-    for text in sorted(budgets):
+    """The budget the runs had, from their results files: what all share, then the fits."""
+    budgets = [dict(b) for b in frame["budget"]]
+    common = {
+        json.dumps({k: b[k] for k in ("train_images", "test_images", "epochs", "batch_size")})
+        for b in budgets
+    }
+    parts = []
+    for text in sorted(common):
         b = json.loads(text)
-        if b["fits"]:
-            fits = f"{b['fits']} {b['fisher']} fits (epochs {b['fit_epochs']} and a final one)"
-        else:
-            fits = "no fit (MAP)"
-        lines.append(
+        parts.append(
             f"{b['train_images']} training images, {b['test_images']} test images, "
-            f"{b['epochs']} epochs, batch {b['batch_size']}, {fits}"
+            f"{b['epochs']} epochs, batches of {b['batch_size']}"
         )
-    return "; ".join(lines)
+    fits = {json.dumps(b, sort_keys=True) for b in budgets if b["fits"]}
+    for text in sorted(fits):
+        b = json.loads(text)
+        parts.append(
+            f"learned arm: {b['fits']} fits ({b['fisher']} Fisher, KFAC-{b['kfac']}) after "
+            f"epochs {', '.join(str(e) for e in b['fit_epochs'])} and a final one; MAP arms: none"
+        )
+    return "; ".join(parts)
 
 
 def figure(frame, path: Path) -> None:
@@ -546,9 +562,10 @@ def targets(frame) -> str:
         best_mean, best_std = maps[better]
         bar = best_mean - (0 if math.isnan(best_std) else best_std)
         verdict = "met" if mean >= bar else "missed"
+        spread = "one seed" if math.isnan(best_std) else f"± {best_std:.1f} %"
         lines.append(
             f"- {task}, accuracy: {verdict}: learned-relaxed {mean:.1f} % against {better} "
-            f"{best_mean:.1f} ± {best_std:.1f} % (bar {bar:.1f} %; seeds "
+            f"{best_mean:.1f} % ({spread}; the bar {bar:.1f} %; learned seeds "
             f"{', '.join(str(s) for s in learned['seed'])})."
         )
         kept = {row.seed: row.kept_fc_layers for row in learned.itertuples()}
@@ -585,19 +602,20 @@ def write_doc(doc: Path, text: str) -> None:
     doc.write_text(f"{head}{DOC_START}\n\n{text}\n\n{DOC_END}{tail}")
 
 
-def table(out: Path, figure_path: Path | None = None) -> str:
-    """The study's Markdown tables from ``out``'s results files (and the figure)."""
+def table(out: Path, figure_path: Path | None = None, seeds: Sequence[int] = (0, 1, 2)) -> str:
+    """The study's Markdown tables from ``out``'s results files (and the figure); the runs of
+    ``seeds`` without a results file are listed as missing."""
     frame = load_results(out)
     missing = [
         run_folder(out, t, a, s).name
-        for s in sorted(set(frame["seed"]))
+        for s in sorted(set(seeds) | set(frame["seed"]))
         for t in TASKS
         for a in ARMS
         if not (run_folder(out, t, a, s) / RESULTS_FILE).exists()
     ]
     text = "\n\n".join(
         [
-            f"Budget: {budget_line(frame)}. Mean ± std over seeds (the seeds listed).",
+            f"Budget: {budget_line(frame)}. Mean ± sample std over the seeds listed.",
             summary_table(frame),
             "FC paths' share of each relaxed layer's output on the training images, mean over "
             "seeds (in parentheses: the seeds in which the layer kept its FC path, share at or "
@@ -608,7 +626,7 @@ def table(out: Path, figure_path: Path | None = None) -> str:
             "Targets (judged from the same files):",
             targets(frame),
         ]
-        + ([f"Missing runs of these seeds: {', '.join(missing)}."] if missing else [])
+        + ([f"Missing runs: {', '.join(missing)}."] if missing else [])
     )
     if figure_path is not None:
         figure(frame, figure_path)
@@ -683,7 +701,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.table is not None:
-        text = table(args.table, args.figure)
+        text = table(args.table, args.figure, args.seeds)
         print(text)
         if args.doc is not None:
             write_doc(args.doc, text)

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import torch
 
 from benchmarks import relaxed_resnet_study as study
 
@@ -28,7 +29,9 @@ layer3 and on the last stage (named and by stage)."""
 def study_folder(tmp_path_factory):
     out = tmp_path_factory.mktemp("relaxed-resnet")
     arms = ["--arms", "map-original", "learned-relaxed"]
+    threads = torch.get_num_threads()
     assert study.main([*TINY, *arms, "--out", str(out)]) == 0
+    assert torch.get_num_threads() == threads  # the runs' one thread is not left behind
     return out
 
 
@@ -47,6 +50,7 @@ def test_a_run_writes_a_complete_results_file(study_folder):
         "fisher": "mc",
         "kfac": "reduce",
     }
+    assert result["threads"] == 1
     for key in ("device", "threads", "package_version", "package_commit", "evaluated_epoch"):
         assert result[key] not in (None, "")
     assert set(result["test"]) == {"accuracy", "nll"}
@@ -83,6 +87,7 @@ def test_the_table_and_figure_are_read_from_the_results_files(study_folder, tmp_
     assert "| item-quadrant | map-original | 0 |" in text
     assert "| item-quadrant | learned-relaxed | 0 |" in text
     assert "| layer4.1.conv2 |" in text
-    assert "16 training images, 8 test images, 1 epochs" in text
-    assert "Missing runs of these seeds" in text and "item-map-relaxed-seed0" in text
+    assert "16 training images, 8 test images, 1 epochs, batches of 16" in text
+    assert "learned arm: 2 fits (mc Fisher, KFAC-reduce) after epochs 1 and a final one" in text
+    assert "Missing runs:" in text and "item-map-relaxed-seed0" in text and "seed2" in text
     assert figure.stat().st_size > 0
