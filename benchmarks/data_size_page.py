@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from benchmarks import data_size, evidence_selection, render_pages, runs_table
+from benchmarks import data_size, evidence_selection, page_values, runs_table
 from laplace_equivariance.app import summary
 
 ABLATION_OF_SWEEPS = ("fashion-sweep",)
@@ -382,9 +382,9 @@ def _seed_by_seed() -> str:
     table = pd.DataFrame.from_dict(cells, orient="index").fillna("-")
     table = table[sorted(table.columns, key=lambda c: int(c.split()[1]))]
     table = table.rename(columns={"seed 0": "seed 0: test / train acc %"})
-    return render_pages.table(table.rename_axis("network").reset_index())
+    return page_values.table(table.rename_axis("network").reset_index())
 
 
 def _markdown(header: list[str], rows: list[list[str]]) -> str:
-    """``rows`` under ``header`` as a Markdown table (:func:`benchmarks.render_pages.table`)."""
-    return render_pages.table(pd.DataFrame(rows, columns=header))
+    """``rows`` under ``header`` as a Markdown table (:func:`benchmarks.page_values.table`)."""
+    return page_values.table(pd.DataFrame(rows, columns=header))

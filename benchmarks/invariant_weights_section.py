@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 
 from benchmarks import runs_table
-from benchmarks.render_pages import judge
+from benchmarks.page_values import judge
 from benchmarks.rotation_section import _table as markdown_table
 from laplace_equivariance.app import summary
 

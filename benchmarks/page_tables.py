@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from benchmarks import render_pages, runs_table
+from benchmarks import page_values, runs_table
 from laplace_equivariance import models
 from laplace_equivariance.app import config, summary
 
@@ -120,7 +120,7 @@ def higher_layers(turned: pd.DataFrame, upright: pd.DataFrame, family: str) -> l
         sum(
             t > u
             for t, u in zip(
-                *(render_pages.layers(runs.iloc[[i]], family) for runs in (turned, upright)),
+                *(page_values.layers(runs.iloc[[i]], family) for runs in (turned, upright)),
                 strict=True,
             )
         )
@@ -130,7 +130,7 @@ def higher_layers(turned: pd.DataFrame, upright: pd.DataFrame, family: str) -> l
 
 def higher_in_most(turned: pd.DataFrame, upright: pd.DataFrame, family: str) -> int:
     """In how many seeds :func:`higher_layers` finds ``family`` higher in most layers."""
-    layers = len(render_pages.layers(upright.iloc[[0]], family))
+    layers = len(page_values.layers(upright.iloc[[0]], family))
     return sum(n > layers / 2 for n in higher_layers(turned, upright, family))
 
 
@@ -249,7 +249,7 @@ def fit_trace(
         }
         rows.append(cells | {"-log marglik": " / ".join(f"{v:.0f}" for v in at["neg_log_marglik"])})
     seeds = " / ".join(str(seed) for seed in runs["seed"])
-    return f"Per seed ({seeds}):\n\n" + render_pages.table(pd.DataFrame(rows))
+    return f"Per seed ({seeds}):\n\n" + page_values.table(pd.DataFrame(rows))
 
 
 def _measured(file: str) -> tuple[dict, str]:
@@ -291,7 +291,7 @@ def shift_errors_section(file: str) -> str:
         }
         for k, layer in enumerate(runs[0]["layers"])
     ]
-    return text + "\n\n" + render_pages.table(pd.DataFrame(rows))
+    return text + "\n\n" + page_values.table(pd.DataFrame(rows))
 
 
 def factor_balance_section(file: str) -> str:
@@ -299,7 +299,7 @@ def factor_balance_section(file: str) -> str:
     after the F-FC factor pairs are balanced, mean ± std over the seeds."""
     measured, text = _measured(file)
     runs = measured["runs"]
-    pm = render_pages.pm
+    pm = page_values.pm
     text += (
         f". Log marginal likelihood at the learned precisions: before "
         f"{pm(r['before']['log_marglik'] for r in runs)}, after "
@@ -327,7 +327,7 @@ def factor_balance_section(file: str) -> str:
         }
         for layer in runs[0]["before"]["layers"]
     ]
-    return text + "\n\n" + render_pages.table(pd.DataFrame(rows))
+    return text + "\n\n" + page_values.table(pd.DataFrame(rows))
 
 
 def exact_blocks_section(file: str, runs_folder: str) -> str:
@@ -335,7 +335,7 @@ def exact_blocks_section(file: str, runs_folder: str) -> str:
     layer KFAC's effective parameters over the exact ones per path and the FC output shares
     (the ``path_outputs.json`` of the runs in ``runs_folder``)."""
     measured, text = _measured(file)
-    runs, pm = measured["runs"], render_pages.pm
+    runs, pm = measured["runs"], page_values.pm
     blocks = []
     for k, block in enumerate(runs[0]["blocks"]):
         rows = [r["blocks"][k] for r in runs]
@@ -378,7 +378,7 @@ def exact_blocks_section(file: str, runs_folder: str) -> str:
             }
         )
     tables = (
-        render_pages.table(pd.DataFrame(blocks)) + "\n\n" + render_pages.table(pd.DataFrame(tilt))
+        page_values.table(pd.DataFrame(blocks)) + "\n\n" + page_values.table(pd.DataFrame(tilt))
     )
     return f"{text}; mean ± std over the seeds.\n\n{tables}"
 
@@ -440,9 +440,9 @@ def evidence_split_section(file: str) -> str:
     return (
         f"Runs: {first['dataset']}, {first['epochs']} epochs, measured on {measured['device']}, "
         f"{measured['threads']} thread(s). Nats, seed by seed (seeds {seeds}).\n\n"
-        + render_pages.table(totals)
+        + page_values.table(totals)
         + "\n\nPer layer, prior + Occam terms of each path and its effective parameters, mean "
-        "over the seeds:\n\n" + render_pages.table(pd.DataFrame(layers))
+        "over the seeds:\n\n" + page_values.table(pd.DataFrame(layers))
     )
 
 
@@ -474,3 +474,25 @@ def invariant_weights(folder: str) -> str:
     from benchmarks.invariant_weights_section import InvariantWeightsSection
 
     return _below_heading(InvariantWeightsSection("", folder, "", ""))
+
+
+def older_versions(*folders: str, learned_only: bool = False) -> str:
+    """Paragraphs (each after a blank line) naming the runs of ``folders`` (``learned_only``: those
+    of learned relaxed models only) made before a change of behaviour that affects them
+    (:data:`CHANGES`), or ``""``."""
+    frame = runs_table.runs()
+    frame = frame[frame["folder"].isin(folders)]
+    if learned_only:
+        frame = frame[frame["run"].map(learned_relaxed)]
+    release = frame["version"].map(lambda v: tuple(int(part) for part in v.split(".")))
+    text = ""
+    for since, affects, before in CHANGES:
+        old = frame[frame["model"].map(affects) & (release < tuple(map(int, since.split("."))))]
+        label = old["dataset"] + " " + old["model"] + " " + old["method"]
+        named = sorted(set(label + " (" + old["version"] + ")"))
+        if named:
+            text += (
+                f"\n\nMade before version {since}, when {before}: {', '.join(named)}. They "
+                "record that version's behaviour, not the current code's."
+            )
+    return text

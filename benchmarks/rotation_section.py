@@ -35,15 +35,15 @@ from typing import Any
 import pandas as pd
 import torch
 
-from benchmarks import render_pages, runs_table
+from benchmarks import page_values, runs_table
 from laplace_equivariance.app import summary
 from laplace_equivariance.data.datasets import training_labels
 from laplace_equivariance.marglik.chance import at_chance, chance_bound, class_counts
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
-    """``rows`` under ``header`` as a Markdown table (:func:`benchmarks.render_pages.table`)."""
-    return render_pages.table(pd.DataFrame(rows, columns=header))
+    """``rows`` under ``header`` as a Markdown table (:func:`benchmarks.page_values.table`)."""
+    return page_values.table(pd.DataFrame(rows, columns=header))
 
 
 UPRIGHT, TRANSLATED, ROTATED, PARTIAL, QUARTER = (

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from benchmarks import render_pages, runs_table
+from benchmarks import page_values, runs_table
 
 
 def load_json(name: str) -> dict:
@@ -20,10 +20,10 @@ def load_json(name: str) -> dict:
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    """``rows`` under ``header`` as a Markdown table (:func:`benchmarks.render_pages.table`); a
+    """``rows`` under ``header`` as a Markdown table (:func:`benchmarks.page_values.table`); a
     short row (a failed run's) is padded with empty cells."""
     padded = [row + [""] * (len(header) - len(row)) for row in rows]
-    return render_pages.table(pd.DataFrame(padded, columns=header))
+    return page_values.table(pd.DataFrame(padded, columns=header))
 
 
 def formatted(records: list[dict], columns: dict[str, str]) -> str:

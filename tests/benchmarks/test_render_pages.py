@@ -7,7 +7,7 @@ import jinja2
 import pandas as pd
 import pytest
 
-from benchmarks import render_pages, results_tables, runs_table
+from benchmarks import page_tables, page_values, render_pages, results_tables, runs_table
 
 
 def _run(
@@ -82,49 +82,49 @@ def test_the_runs_table_has_a_row_per_run_with_settings_metrics_and_symmetry(fix
 
 
 def test_pick_takes_one_experiments_seeds_and_the_filters_give_mean_and_std(fixture_runs):
-    runs = render_pages.pick("t", "f-fc+conv", "marglik", lr=0.003)
+    runs = page_values.pick("t", "f-fc+conv", "marglik", lr=0.003)
     assert runs["seed"].tolist() == [0, 1, 2]
-    assert render_pages.pm(runs["test_acc"]) == "82.0 ± 2.0"
-    assert render_pages.pm(runs["test_nll"], 2) == "0.18 ± 0.02"
-    assert render_pages.pm([5.0]) == "5.0 ± -"
-    other = render_pages.pick("t", "f-fc+conv", "marglik", lr=0.01)
-    assert render_pages.pm(other["test_acc"]) == "55.0 ± 7.1"
-    first_two = render_pages.pick("t", "f-fc+conv", "marglik", lr=0.003, seeds="0,1")
-    assert render_pages.span(render_pages.minus(other, first_two), signed=True) == (
+    assert page_values.pm(runs["test_acc"]) == "82.0 ± 2.0"
+    assert page_values.pm(runs["test_nll"], 2) == "0.18 ± 0.02"
+    assert page_values.pm([5.0]) == "5.0 ± -"
+    other = page_values.pick("t", "f-fc+conv", "marglik", lr=0.01)
+    assert page_values.pm(other["test_acc"]) == "55.0 ± 7.1"
+    first_two = page_values.pick("t", "f-fc+conv", "marglik", lr=0.003, seeds="0,1")
+    assert page_values.span(page_values.minus(other, first_two), signed=True) == (
         "\u221230.0 to \u221222.0"
     )
     with pytest.raises(ValueError, match="seeds differ"):
-        render_pages.minus(other, runs)
-    assert render_pages.pick("t", "f-fc+conv", "marglik", lr=0.003, seeds="2,0")[
+        page_values.minus(other, runs)
+    assert page_values.pick("t", "f-fc+conv", "marglik", lr=0.003, seeds="2,0")[
         "seed"
     ].tolist() == [
         2,
         0,
     ]
     with pytest.raises(ValueError, match="picks 2 experiments"):
-        render_pages.pick("t", "f-fc+conv", "marglik")
+        page_values.pick("t", "f-fc+conv", "marglik")
     with pytest.raises(ValueError, match="picks 0 experiments"):
-        render_pages.pick("t", "conv", "map")
+        page_values.pick("t", "conv", "map")
     with pytest.raises(ValueError, match="no column"):
-        render_pages.pick("t", "f-fc+conv", "marglik", colour="red")
+        page_values.pick("t", "f-fc+conv", "marglik", colour="red")
 
 
 def test_layers_chooses_a_path_family_over_seeds_and_layers(fixture_runs):
-    runs = render_pages.pick("t", "f-fc+conv", "marglik", lr=0.003)
-    assert render_pages.layers(runs, "fc.relative") == pytest.approx([0.1, 0.1, 0.3, 0.3, 0.2, 0.2])
-    assert render_pages.span(render_pages.layers(runs, "fc.relative", "2"), 2) == "0.10-0.30"
+    runs = page_values.pick("t", "f-fc+conv", "marglik", lr=0.003)
+    assert page_values.layers(runs, "fc.relative") == pytest.approx([0.1, 0.1, 0.3, 0.3, 0.2, 0.2])
+    assert page_values.span(page_values.layers(runs, "fc.relative", "2"), 2) == "0.10-0.30"
     with pytest.raises(ValueError, match="layers 3 not among"):
-        render_pages.layers(runs, "fc.relative", "3")
+        page_values.layers(runs, "fc.relative", "3")
     with pytest.raises(ValueError, match="missing"):
-        render_pages.layers(runs, "gconv.relative")
+        page_values.layers(runs, "gconv.relative")
 
 
 def test_below_counts_the_paths_off_per_seed(fixture_runs):
-    runs = render_pages.pick("t", "f-fc+conv", "marglik", lr=0.003)
-    assert render_pages.below(runs, "fc.relative", under=0.15) == [2, 0, 0]
-    assert render_pages.below(runs, "fc.relative", "2", under=0.15) == [1, 0, 0]
-    assert render_pages.below(runs, "relative", under=0.15) == [4, 2, 2]  # conv's 0.1 too
-    assert render_pages.below(runs, "fc.output", under=0.1) == [2, 0, 0]
+    runs = page_values.pick("t", "f-fc+conv", "marglik", lr=0.003)
+    assert page_values.below(runs, "fc.relative", under=0.15) == [2, 0, 0]
+    assert page_values.below(runs, "fc.relative", "2", under=0.15) == [1, 0, 0]
+    assert page_values.below(runs, "relative", under=0.15) == [4, 2, 2]  # conv's 0.1 too
+    assert page_values.below(runs, "fc.output", under=0.1) == [2, 0, 0]
 
 
 def test_kept_by_evidence_keeps_each_seeds_run_of_the_highest_evidence(fixture_runs):
@@ -136,21 +136,21 @@ def test_kept_by_evidence_keeps_each_seeds_run_of_the_highest_evidence(fixture_r
 
 
 def test_experiments_is_the_results_table_one_row_per_experiment(fixture_runs):
-    table = render_pages.experiments("t")
+    table = page_values.experiments("t")
     assert list(table.columns[:5]) == ["data", "model", "method", "seeds", "test acc %"]
     assert table["seeds"].tolist() == ["0, 1, 2", "0, 1"]
     assert table["test acc %"].tolist() == ["82.0 ± 2.0", "55.0 ± 7.1"]
     assert table["minutes"].tolist() == ["2.0 ± 1.0", "1.5 ± 0.7"]
     assert table["method"].tolist() == ["learned, mixed start"] * 2  # the budget tells them
     assert table["budget"].tolist()[1].endswith(", lr 0.01")
-    assert render_pages.table(table).splitlines()[1] == "|---|" + "---|" * 11
+    assert page_values.table(table).splitlines()[1] == "|---|" + "---|" * 11
 
 
 def test_a_claim_is_judged_by_the_seed_spread():
     def runs(*accuracies):
         return pd.DataFrame({"test_acc": accuracies})
 
-    claim = render_pages.claim
+    claim = page_values.claim
     assert claim("a above b", runs(90, 91, 92), runs(80, 81, 82)) == (
         "- a above b: reproduced (difference +10.0 points, standard error 0.8)"
     )
@@ -158,8 +158,8 @@ def test_a_claim_is_judged_by_the_seed_spread():
     assert "consistent" in claim("c", runs(80, 82), runs(81, 83), not_below=True)
     assert "**not reproduced: reversed**" in claim("d", runs(70, 71), runs(80, 81))
     assert claim("e", runs(70), runs(80, 81)) == "- e: one seed: no verdict"
-    assert render_pages.judge([], [1.0, 2.0]) == "not run"
-    assert render_pages.judge([3.0, 4.0], [1.0, 2.0], digits=2, unit="degrees") == (
+    assert page_values.judge([], [1.0, 2.0]) == "not run"
+    assert page_values.judge([3.0, 4.0], [1.0, 2.0], digits=2, unit="degrees") == (
         "reproduced (difference +2.00 degrees, standard error 0.71)"
     )
 
@@ -179,7 +179,7 @@ def test_the_lead_counts_each_sections_verdicts_and_links_it():
             "- e: one seed: no verdict",
         ]
     )
-    assert render_pages.lead(body) == (
+    assert page_values.lead(body) == (
         "- [S: one](#s-one): 1 reproduced, 1 holds, 1 **reversed**, 1 **fails**\n"
         "- [T](#t): 1 one seed"
     )
@@ -188,12 +188,12 @@ def test_the_lead_counts_each_sections_verdicts_and_links_it():
 def test_older_versions_names_the_runs_made_before_a_change_that_affects_them(
     fixture_runs, tmp_path
 ):
-    assert render_pages.older_versions("t") == ""
+    assert page_tables.older_versions("t") == ""
     result = json.loads((tmp_path / "t" / "run0" / "results.json").read_text())
     result["versions"]["laplace_equivariance"] = "0.2.5"
     (tmp_path / "t" / "run0" / "results.json").write_text(json.dumps(result))
     runs_table.clear_caches()
-    text = render_pages.older_versions("t")
+    text = page_tables.older_versions("t")
     assert text.startswith("\n\nMade before version 0.3.0, when relaxed layers averaged")
     assert text.endswith(
         ": mnist f-fc+conv marglik (0.2.5). They record that version's behaviour, not "
@@ -202,41 +202,40 @@ def test_older_versions_names_the_runs_made_before_a_change_that_affects_them(
 
 
 def test_the_fits_of_runs_their_outputs_and_tensors(fixture_runs):
-    runs = render_pages.pick("t", "f-fc+conv", "marglik", lr=0.003)
-    assert len(render_pages.fits_of(runs)) == 6
-    last = render_pages.fits_of(runs, epoch=10)
-    assert render_pages.layers(last, "fc.output", scale=100) == [10.0] * 3
+    runs = page_values.pick("t", "f-fc+conv", "marglik", lr=0.003)
+    assert len(page_values.fits_of(runs)) == 6
+    last = page_values.fits_of(runs, epoch=10)
+    assert page_values.layers(last, "fc.output", scale=100) == [10.0] * 3
     assert (
-        render_pages.per_run(render_pages.fits_of(runs, since=5), "fc.output", how="max")
-        == [0.1] * 3
+        page_values.per_run(page_values.fits_of(runs, since=5), "fc.output", how="max") == [0.1] * 3
     )
     with pytest.raises(ValueError, match="no fit at epoch=7"):
-        render_pages.fits_of(runs, epoch=7)
-    precisions = render_pages.tensors(runs, "precision", "fc.input_map.weight")
+        page_values.fits_of(runs, epoch=7)
+    precisions = page_values.tensors(runs, "precision", "fc.input_map.weight")
     assert precisions == [100.0, 1000.0, 10000.0]  # each run's last fit
-    assert render_pages.sci(precisions) == "100-1e4"
-    assert render_pages.sci(render_pages.tensors(runs, "precision", "weight", epoch=5)) == (
+    assert page_values.sci(precisions) == "100-1e4"
+    assert page_values.sci(page_values.tensors(runs, "precision", "weight", epoch=5)) == (
         "50-5,000"
     )
     with pytest.raises(ValueError, match="no precision"):
-        render_pages.tensors(runs, "precision", "conv.weight")
+        page_values.tensors(runs, "precision", "conv.weight")
 
 
 def test_layer_means_average_each_layer_over_the_seeds(fixture_runs):
-    runs = render_pages.pick("t", "f-fc+conv", "marglik", lr=0.003)
-    assert render_pages.layer_means(runs, "fc.effective") == pytest.approx([2.0, 2.0])
-    assert render_pages.seeds(render_pages.layer_means(runs, "fc.relative", "2"), 2) == "0.20"
+    runs = page_values.pick("t", "f-fc+conv", "marglik", lr=0.003)
+    assert page_values.layer_means(runs, "fc.effective") == pytest.approx([2.0, 2.0])
+    assert page_values.seeds(page_values.layer_means(runs, "fc.relative", "2"), 2) == "0.20"
 
 
 def test_higher_layers_pair_two_sets_of_runs_seed_by_seed(fixture_runs):
     from benchmarks import page_tables
 
-    turned = render_pages.pick("t", "f-fc+conv", "marglik", lr=0.01)
-    upright = render_pages.pick("t", "f-fc+conv", "marglik", lr=0.003, seeds="0,1")
+    turned = page_values.pick("t", "f-fc+conv", "marglik", lr=0.01)
+    upright = page_values.pick("t", "f-fc+conv", "marglik", lr=0.003, seeds="0,1")
     assert page_tables.higher_layers(turned, upright, "fc.relative") == [2, 2]
     assert page_tables.higher_layers(upright, turned, "fc.relative") == [0, 0]
     assert page_tables.higher_in_most(turned, upright, "fc.relative") == 2
-    everything = render_pages.pick("t", "f-fc+conv", "marglik", lr=0.003)
+    everything = page_values.pick("t", "f-fc+conv", "marglik", lr=0.003)
     with pytest.raises(ValueError, match="seeds differ"):
         page_tables.higher_layers(turned, everything, "fc.relative")
 
@@ -258,19 +257,19 @@ def test_value_reads_a_number_of_a_committed_json(tmp_path, monkeypatch):
     monkeypatch.setattr(runs_table, "RESULTS", tmp_path)
     runs_table.clear_caches()
     try:
-        assert render_pages.value("r", "rows/m=a/s") == 1.5
-        assert render_pages.value("r", "rows/0/s") == 1.5
+        assert page_values.value("r", "rows/m=a/s") == 1.5
+        assert page_values.value("r", "rows/0/s") == 1.5
         with pytest.raises(ValueError, match="no 's' there"):
-            render_pages.value("r", "rows/m=b/s")
+            page_values.value("r", "rows/m=b/s")
         with pytest.raises(FileNotFoundError):
-            render_pages.value("gone", "rows")
+            page_values.value("gone", "rows")
     finally:
         runs_table.clear_caches()
 
 
 def test_table_writes_the_cells_as_they_are():
     frame = pd.DataFrame({"model": ["conv", "fc"], "acc": ["82.0 ± 2.0", "1,000"]})
-    assert render_pages.table(frame) == (
+    assert page_values.table(frame) == (
         "| model | acc |\n|---|---|\n| conv | 82.0 ± 2.0 |\n| fc | 1,000 |"
     )
 

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from benchmarks import page_tables, render_pages, results_tables, runs_table
+from benchmarks import page_tables, page_values, render_pages, results_tables, runs_table
 
 
 @pytest.mark.parametrize("path", list(results_tables.documents()), ids=lambda path: path.name)
@@ -37,16 +37,16 @@ def test_every_generated_page_is_rendered_from_a_template():
 def test_results_index_links_every_section_to_a_heading_of_its_page():
     index = render_pages.render("results.md")
     for name in ("results-table1.md", "results-table2.md", "results-table3.md"):
-        title, headings = render_pages.headings(name)
+        title, headings = page_values.headings(name)
         assert f"## [{title.removeprefix('Results, ')}]({name})" in index
-        anchors = [render_pages.anchor(heading) for heading in headings]
+        anchors = [page_values.anchor(heading) for heading in headings]
         assert len(set(anchors)) == len(anchors), f"{name}: two sections, one anchor"
         for heading, target in zip(headings, anchors, strict=True):
             assert f"- [{heading}]({name}#{target})" in index
 
 
 def test_anchor_follows_the_heading_rule_of_github_and_mkdocs():
-    assert render_pages.anchor("Table 1's (digit, quadrant) task: F-FC+CONV, 1,000 images") == (
+    assert page_values.anchor("Table 1's (digit, quadrant) task: F-FC+CONV, 1,000 images") == (
         "table-1s-digit-quadrant-task-f-fcconv-1000-images"
     )
 
