@@ -15,7 +15,8 @@ The data are the offline MNIST digits, each in a random quadrant of a 56x56 canv
 32x32, labelled by (digit, quadrant): 40 classes, so the late layers may want to see where
 the digit is (``--dataset quadrant-fashion`` after ``apt-get install dataset-fashion-mnist``
 for the items). ``python examples/relax_resnet.py`` (128 images, 4 epochs, fits after epochs
-2 and 4 and a final one) takes about two minutes on one thread;
+2 and 4 and a final one) takes 2.5 minutes on one thread of a 2-core Xeon and reaches 6 % on
+200 test images with seed 0 (40 classes: it shows the steps, not a trained network);
 ``benchmarks/relaxed_resnet_study.py`` is the study.
 """
 
