@@ -19,7 +19,7 @@ from torch import nn
 from laplace_equivariance.curvature.activation_graph import activation_graph_only
 from laplace_equivariance.curvature.batches import is_mapping, moved, on_gpu, repeated
 from laplace_equivariance.curvature.cross_entropy import ReducedRankCrossEntropyGGN
-from laplace_equivariance.curvature.factor_rows import FactorRows
+from laplace_equivariance.curvature.factor_rows import FactorRows, is_pending
 from laplace_equivariance.curvature.fit_merging import FitMerging
 from laplace_equivariance.curvature.fit_passes import (
     GPU_PASS_ROWS,
@@ -317,10 +317,12 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
             [None] * len(factors) if r is None else [None, FactorRows.of(r, factors[1])]
             for factors, r in zip(kfacs, a_rows, strict=True)
         ]
-        self._check_finite(kfacs)
+        self._check_finite(kfacs, rows)
         return BlockDiagonalKron(kfacs, rows, self.host_eigenvalues)
 
-    def _check_finite(self, kfacs: list[list[torch.Tensor]]) -> None:
+    def _check_finite(
+        self, kfacs: list[list[torch.Tensor]], rows: list[list[FactorRows | None]]
+    ) -> None:
         r"""Raise FloatingPointError naming the first parameter with a non-finite factor.
 
         Every factor is positive semi-definite (a sum of outer products: KFAC's ``A`` and
@@ -332,9 +334,15 @@ class EquivariantKFAC(ChunkedJacobians, FitMerging, AsdlGGN):
         multi-tensor reduction (``torch._foreach_norm`` with ``ord=1``, a sum of absolute
         values that is non-finite if any entry is) read on the host once (one synchronisation
         per batch on a GPU, not one per factor), without reading the whole of F-FC's
-        ``1024 x 1024`` blocks every batch.
+        ``1024 x 1024`` blocks every batch. A pending factor's diagonal comes from its rows.
         """
-        flat = [f.diagonal(dim1=-2, dim2=-1) if f.ndim > 1 else f for fs in kfacs for f in fs]
+        flat = [
+            (r.diagonal(f) if is_pending(f) and r is not None else f.diagonal(dim1=-2, dim2=-1))
+            if f.ndim > 1
+            else f
+            for fs, rs in zip(kfacs, rows, strict=True)
+            for f, r in zip(fs, rs, strict=True)
+        ]
         finite_flags = torch.isfinite(torch.stack(torch._foreach_norm(flat, 1)))
         if bool(finite_flags.all()):
             return

@@ -21,6 +21,8 @@ from typing import overload
 
 import torch
 
+from laplace_equivariance.curvature.factor_rows import FactorRows, is_pending
+
 __all__ = [
     "LazyEigenvectors",
     "moved_together",
@@ -224,10 +226,16 @@ class _FactorEigenvectors:
     the eigenvalues already handed out belong to the old factor.
     """
 
-    def __init__(self, factor: torch.Tensor | None = None, vectors: torch.Tensor | None = None):
+    def __init__(
+        self,
+        factor: torch.Tensor | None = None,
+        vectors: torch.Tensor | None = None,
+        rows: FactorRows | None = None,
+    ):
         self.factor = factor
         self.version = None if factor is None else factor._version
         self.vectors = vectors
+        self.rows = rows if factor is not None and is_pending(factor) else None
 
     def __call__(self) -> torch.Tensor:
         if self.vectors is None:
@@ -243,8 +251,9 @@ class _FactorEigenvectors:
                 n = len(factor)
                 self.vectors = torch.eye(n, dtype=factor.dtype, device=factor.device)
             else:
-                self.vectors = symmetric_eigh(factor)[1]
-            self.factor = None
+                dense = factor if self.rows is None else self.rows.dense(factor)
+                self.vectors = symmetric_eigh(dense)[1]
+            self.factor = self.rows = None
         return self.vectors
 
 
@@ -259,10 +268,21 @@ class LazyEigenvectors(Sequence[list[torch.Tensor]]):
 
     Args:
         kfacs: The factors, one list per parameter group (``Kron.kfacs``).
+        rows: Per group and factor, the rows that describe a
+            :func:`~laplace_equivariance.curvature.factor_rows.pending_factor` (formed from
+            them on first access), or None.
     """
 
-    def __init__(self, kfacs: Sequence[Sequence[torch.Tensor]]):
-        self._entries = [[_FactorEigenvectors(factor) for factor in group] for group in kfacs]
+    def __init__(
+        self,
+        kfacs: Sequence[Sequence[torch.Tensor]],
+        rows: Sequence[Sequence[FactorRows | None]] | None = None,
+    ):
+        rows = rows if rows is not None else [[None] * len(group) for group in kfacs]
+        self._entries = [
+            [_FactorEigenvectors(factor, rows=r) for factor, r in zip(group, rs, strict=True)]
+            for group, rs in zip(kfacs, rows, strict=True)
+        ]
 
     @classmethod
     def _of_entries(cls, entries: list[list[_FactorEigenvectors]]) -> LazyEigenvectors:

@@ -22,6 +22,14 @@ anything else (laplace-torch's rescaling for ``fit(override=False)``) no longer 
 rows, and its eigenvalues then come from the factor. ``torch.distributed`` collectives write
 tensors without bumping their versions: after summing the factors over ranks the backend
 drops the rows (:meth:`~laplace_equivariance.curvature.kron.BlockDiagonalKron.without_rows`).
+
+While the rows are fewer than the block size, the factor itself need not exist: a fit's
+marginal likelihood reads only its eigenvalues. A rule then leaves a :func:`pending_factor`
+(no memory of its own, ``(n_blocks, b, b)`` in shape only) beside the rows, and the dense
+factor is formed (:meth:`FactorRows.dense`) when something reads it: the eigenvectors for the
+predictive, laplace-torch's code through ``Kron.kfacs``, a sum whose rows reach the block size.
+For Table 1's second F-FC layer (ten ``1024 x 1024`` blocks, 128 rows a batch) that is
+``2 C m b^2`` flops and ``4 C b^2`` bytes a batch that a fit no longer spends.
 """
 
 from __future__ import annotations
@@ -30,7 +38,33 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["FactorRows"]
+__all__ = ["FactorRows", "is_pending", "pending_factor"]
+
+PENDING_MARK = "_laplace_equivariance_pending_factor"
+"""Attribute that :func:`pending_factor` sets on the tensors it makes (:func:`is_pending`)."""
+
+
+def pending_factor(n_blocks: int, size: int, like: torch.Tensor) -> torch.Tensor:
+    """A block-diagonal factor ``(n_blocks, size, size)`` that only its rows describe.
+
+    A stride-0 view of one zero on ``like``'s device and dtype, marked with
+    :data:`PENDING_MARK`: it holds no memory, and an in-place write to it raises (so its
+    ``_version`` never changes and the rows kept beside it stay valid). Its entries are not the
+    factor's; read the factor through :meth:`FactorRows.dense`.
+
+    Args:
+        n_blocks: Diagonal blocks.
+        size: Each block's size ``b``.
+        like: A tensor of the factor's device and dtype (its rows).
+    """
+    factor = like.new_zeros(()).expand(n_blocks, size, size)
+    setattr(factor, PENDING_MARK, True)
+    return factor
+
+
+def is_pending(factor: torch.Tensor) -> bool:
+    """Whether ``factor`` is a :func:`pending_factor` (read from its mark, not its entries)."""
+    return getattr(factor, PENDING_MARK, False)
 
 
 @dataclass(frozen=True)
@@ -101,6 +135,25 @@ class FactorRows:
             return factor.new_zeros(factor.shape[0], 0, 0)
         rows = torch.cat(self.chunks, dim=1)
         return rows @ rows.mT
+
+    def dense(self, factor: torch.Tensor) -> torch.Tensor:
+        r"""The factor these rows describe, :math:`\sum_i R_i^\top R_i` per block, ``(n, b, b)``.
+
+        Args:
+            factor: The factor (or :func:`pending_factor`) these rows describe, for its shape,
+                device and dtype.
+        """
+        total = factor.new_zeros(factor.shape)
+        for chunk in self.chunks:
+            total.baddbmm_(chunk.mT, chunk)
+        return total
+
+    def diagonal(self, factor: torch.Tensor) -> torch.Tensor:
+        """Every block's diagonal, ``(n_blocks, b)``: the rows' column sums of squares."""
+        total = factor.new_zeros(factor.shape[:2])
+        for chunk in self.chunks:
+            total += chunk.square().sum(dim=1)
+        return total
 
     def padded(self, factor: torch.Tensor, gram_eigenvalues: torch.Tensor) -> torch.Tensor:
         """Every block's eigenvalues from those of its Gram matrix: ``b - m`` zeros first.

@@ -13,21 +13,22 @@ never built (except by ``to_matrix``, which is for tests). The eigenvalues of a
 block-diagonal factor are stored flattened, ``(n_blocks * b,)``, which is exactly the
 spectrum of the dense factor, so laplace-torch's own ``logdet`` applies unchanged. While a
 fit has seen fewer examples than a block's size, the block's eigenvalues come from the Gram
-matrix of its rows (:mod:`laplace_equivariance.curvature.factor_rows`).
+matrix of its rows (:mod:`laplace_equivariance.curvature.factor_rows`), and the factor itself
+is formed only when something reads it (a pending factor: sums and scalings work on the rows).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import torch
 from laplace.utils.matrix import Kron, KronDecomposed
 from laplace.utils.utils import block_diag, kron
 
 from laplace_equivariance.curvature.eigen import LazyEigenvectors, symmetric_eigvalsh_all
-from laplace_equivariance.curvature.factor_rows import FactorRows
+from laplace_equivariance.curvature.factor_rows import FactorRows, is_pending
 from laplace_equivariance.curvature.fitted import KronFactors, kron_factors
+from laplace_equivariance.curvature.kron_decomposed import BlockDiagonalKronDecomposed, densify
 from laplace_equivariance.curvature.outer_product import OuterProductJacobian
 
 __all__ = [
@@ -37,22 +38,6 @@ __all__ = [
     "densify",
     "zero_factor",
 ]
-
-
-def densify(factor: torch.Tensor) -> torch.Tensor:
-    """A factor as a dense matrix: block-diagonal ``(n, b, b)``, diagonal ``(P,)`` or dense.
-
-    Args:
-        factor: A Kronecker factor in any of the three storages.
-
-    Returns:
-        The dense square matrix (only for tests and small sizes).
-    """
-    if factor.ndim == 3:
-        return torch.block_diag(*factor)
-    if factor.ndim == 1:
-        return torch.diag(factor)
-    return factor
 
 
 ZERO_FACTOR_MARK = "_laplace_equivariance_zero_factor"
@@ -86,7 +71,7 @@ def is_zero_start(kron: Kron) -> bool:
     no GPU synchronisation per fit. A zero tensor made otherwise (``torch.zeros``, a stride-0
     view of another zero) is not a zero start; the sum with it is computed.
     """
-    factors = _flat(kron_factors(kron))
+    factors = _flat(BlockDiagonalKron.stored_factors(kron))
     return bool(factors) and all(getattr(f, ZERO_FACTOR_MARK, False) for f in factors)
 
 
@@ -106,6 +91,11 @@ class BlockDiagonalKron(Kron):
     Everything laplace-torch's ``KronLaplace`` does with the undecomposed factors (sum over
     batches, rescale, decompose) works as in the parent; results keep this class.
 
+    A factor given as a :func:`~laplace_equivariance.curvature.factor_rows.pending_factor`
+    with its rows is formed from them when :attr:`kfacs` is read (by laplace-torch's code, a
+    state dict, the eigenvectors), not before: sums, scalings and :meth:`decompose`'s
+    eigenvalues use the rows.
+
     Args:
         kfacs: Per parameter group, its one or two factors.
         rows: Per group and factor, the :class:`~laplace_equivariance.curvature.factor_rows.
@@ -118,8 +108,6 @@ class BlockDiagonalKron(Kron):
             Kept by sums and scalings.
     """
 
-    # laplace-torch 0.3 mistypes Kron.kfacs (curvature.fitted.kron_factors): the true type
-    kfacs: KronFactors  # type: ignore[assignment]
     rows: list[list[FactorRows | None]]
 
     def __init__(
@@ -128,15 +116,37 @@ class BlockDiagonalKron(Kron):
         rows: list[list[FactorRows | None]] | None = None,
         host_eigenvalues: bool = False,
     ) -> None:
-        super().__init__(kfacs)  # type: ignore[arg-type]  # laplace-torch 0.3 mistypes kfacs
         self.rows = rows if rows is not None else [[None] * len(group) for group in kfacs]
+        super().__init__(kfacs)  # type: ignore[arg-type]  # laplace-torch 0.3 mistypes kfacs
         self.host_eigenvalues = host_eigenvalues
+
+    # laplace-torch 0.3 mistypes Kron.kfacs (curvature.fitted.kron_factors): the true type
+    @property  # type: ignore[override]
+    def kfacs(self) -> KronFactors:
+        """Per parameter group its factors, every pending one formed from its rows first."""
+        for factors, rows in zip(self._kfacs, self.rows, strict=True):
+            for side, factor in enumerate(factors):
+                if is_pending(factor):
+                    factors[side], rows[side] = _formed(factor, rows[side])
+        return self._kfacs
+
+    @kfacs.setter
+    def kfacs(self, kfacs: KronFactors) -> None:
+        self._kfacs = kfacs
+
+    @staticmethod
+    def stored_factors(kron: Kron) -> KronFactors:
+        """``kron``'s factors as stored: pending ones (shape only) not formed."""
+        if isinstance(kron, BlockDiagonalKron):
+            return kron._kfacs
+        return kron_factors(kron)
 
     def _check_structure(self, other: Kron) -> None:
         """Raise unless ``other`` has the same groups and factor shapes."""
-        if not isinstance(other, Kron) or len(other.kfacs) != len(self.kfacs):
+        theirs_all = self.stored_factors(other) if isinstance(other, Kron) else None
+        if theirs_all is None or len(theirs_all) != len(self._kfacs):
             raise ValueError("Can only add a Kron with the same number of parameter groups.")
-        for mine, theirs in zip(self.kfacs, other.kfacs, strict=True):
+        for mine, theirs in zip(self._kfacs, theirs_all, strict=True):
             if [f.shape for f in mine] != [f.shape for f in theirs]:
                 raise ValueError(
                     f"Kronecker factor shapes differ: {[tuple(f.shape) for f in mine]} vs "
@@ -155,7 +165,7 @@ class BlockDiagonalKron(Kron):
         """:attr:`rows`, None where a factor was modified in place since they were taken."""
         return [
             [r if r is not None and r.describes(f) else None for f, r in zip(fs, rs, strict=True)]
-            for fs, rs in zip(self.kfacs, self.rows, strict=True)
+            for fs, rs in zip(self._kfacs, self.rows, strict=True)
         ]
 
     @staticmethod
@@ -192,12 +202,65 @@ class BlockDiagonalKron(Kron):
             for a_rows, b_rows, totals in zip(first, second, sums, strict=True)
         ]
 
+    def _addends(
+        self,
+        other: Kron,
+        my_rows: list[list[FactorRows | None]],
+        their_rows: list[list[FactorRows | None]],
+    ) -> list[list[tuple[torch.Tensor, torch.Tensor] | tuple[torch.Tensor, FactorRows]]]:
+        """Per factor, what its sum with ``other``'s needs: two dense addends, or pending rows.
+
+        Where either addend is pending and both have rows (``my_rows``, ``their_rows``) that
+        stay fewer than the block size together, ``(pending factor, summed rows)``: the sum
+        stays pending. Otherwise the two addends as tensors, a pending one formed from its rows.
+        """
+        theirs = self.stored_factors(other)
+        plan: list[list[tuple[torch.Tensor, torch.Tensor] | tuple[torch.Tensor, FactorRows]]] = []
+        for group, (mine, mine_rows) in enumerate(zip(self._kfacs, my_rows, strict=True)):
+            plan.append([])
+            for side, (a, a_rows) in enumerate(zip(mine, mine_rows, strict=True)):
+                b, b_rows = theirs[group][side], their_rows[group][side]
+                if is_pending(a) or is_pending(b):
+                    pending = a if is_pending(a) else b
+                    summed = None if a_rows is None or b_rows is None else a_rows + b_rows
+                    if summed is not None and summed.count < a.shape[-1]:
+                        plan[-1].append((pending, summed))
+                        continue
+                    a = _formed(a, a_rows)[0] if is_pending(a) else a
+                    b = _formed(b, b_rows)[0] if is_pending(b) else b
+                plan[-1].append((a, b))
+        return plan
+
+    def _sum_rows(
+        self,
+        my_rows: list[list[FactorRows | None]],
+        their_rows: list[list[FactorRows | None]],
+        sums: KronFactors,
+        plan: list[list[tuple]],
+    ) -> list[list[FactorRows | None]]:
+        """Rows of the summed factors ``sums``.
+
+        The pending ones' from ``plan``, else where both addends had rows (``my_rows``,
+        ``their_rows``, read before the sum).
+        """
+        dense_rows = self._summed_rows(my_rows, their_rows, sums)
+        return [
+            [
+                FactorRows(step[1].chunks, total._version)
+                if isinstance(step[1], FactorRows)
+                else rows
+                for step, total, rows in zip(steps, totals, group_rows, strict=True)
+            ]
+            for steps, totals, group_rows in zip(plan, sums, dense_rows, strict=True)
+        ]
+
     def __add__(self, other: Kron) -> BlockDiagonalKron:
         """Add factor by factor, checking that the structures agree.
 
         A sum with a Kron of :func:`zero_factor` s (``init_kron``'s, to which
         ``KronLaplace.fit`` adds its first batch) is this Kron's factors themselves, not a
-        copy: in-place changes to the one are changes to the other.
+        copy: in-place changes to the one are changes to the other. A pending factor's sum
+        stays pending while the rows of both addends stay fewer than its block size.
 
         Args:
             other: A Kron with the same groups and factor shapes.
@@ -210,16 +273,25 @@ class BlockDiagonalKron(Kron):
         """
         self._check_structure(other)
         if is_zero_start(other):
-            return BlockDiagonalKron(self.kfacs, self._valid_rows(), self.host_eigenvalues)
-        flat = iter(torch._foreach_add(_flat(self.kfacs), _flat(kron_factors(other))))
-        sums = [[next(flat) for _ in group] for group in self.kfacs]
-        rows = self._summed_rows(self._valid_rows(), self._rows_of(other), sums)
+            return BlockDiagonalKron(self._kfacs, self._valid_rows(), self.host_eigenvalues)
+        my_rows, their_rows = self._valid_rows(), self._rows_of(other)
+        plan = self._addends(other, my_rows, their_rows)
+        dense = [step for steps in plan for step in steps if not isinstance(step[1], FactorRows)]
+        added = iter(torch._foreach_add([a for a, _ in dense], [b for _, b in dense]))
+        sums = [
+            [step[0] if isinstance(step[1], FactorRows) else next(added) for step in steps]
+            for steps in plan
+        ]
+        rows = self._sum_rows(my_rows, their_rows, sums, plan)
         return BlockDiagonalKron(sums, rows, self.host_eigenvalues)
 
     __radd__ = __add__
 
     def __iadd__(self, other: Kron) -> BlockDiagonalKron:
         """Add ``other``'s factors into this Kron's own tensors (``KronLaplace.fit``'s ``+=``).
+
+        A pending factor stays pending (its rows extended) as in :meth:`__add__`; one formed
+        for the sum is a new tensor.
 
         Args:
             other: A Kron with the same groups and factor shapes.
@@ -232,12 +304,18 @@ class BlockDiagonalKron(Kron):
         """
         self._check_structure(other)
         my_rows, their_rows = self._valid_rows(), self._rows_of(other)
-        torch._foreach_add_(_flat(self.kfacs), _flat(kron_factors(other)))
-        self.rows = self._summed_rows(my_rows, their_rows, self.kfacs)
+        plan = self._addends(other, my_rows, their_rows)
+        sums = [[step[0] for step in steps] for steps in plan]
+        dense = [step for steps in plan for step in steps if not isinstance(step[1], FactorRows)]
+        torch._foreach_add_([a for a, _ in dense], [b for _, b in dense])
+        self.rows = self._sum_rows(my_rows, their_rows, sums, plan)
+        self._kfacs = sums
         return self
 
     def __mul__(self, scalar: float | torch.Tensor) -> BlockDiagonalKron:
         """Multiply the represented matrix by a scalar (``scalar ** (1/len(F))`` per factor).
+
+        A pending factor stays pending, its rows scaled.
 
         Args:
             scalar: A python or 0-d torch scalar.
@@ -247,7 +325,9 @@ class BlockDiagonalKron(Kron):
         """
         if isinstance(scalar, (int, float)) and scalar == 1:
             return self
-        scaled = kron_factors(super().__mul__(scalar))
+        scaled = [
+            [f if is_pending(f) else pow(scalar, 1 / len(fs)) * f for f in fs] for fs in self._kfacs
+        ]
         rows = [
             [
                 None if r is None else r.scaled(pow(scalar, 1 / len(fs))).within(f)
@@ -282,11 +362,11 @@ class BlockDiagonalKron(Kron):
         Returns:
             The decomposition.
         """
-        if not any(factor.ndim == 3 for factors in self.kfacs for factor in factors):
+        if not any(factor.ndim == 3 for factors in self._kfacs for factor in factors):
             return super().decompose(damping=damping)
         factors_and_rows = [
             list(zip(factors, rows, strict=True))
-            for factors, rows in zip(self.kfacs, self._valid_rows(), strict=True)
+            for factors, rows in zip(self._kfacs, self._valid_rows(), strict=True)
         ]
         spectra = iter(
             symmetric_eigvalsh_all(
@@ -303,7 +383,7 @@ class BlockDiagonalKron(Kron):
             [_flat_eigenvalues(f, r, spectra) for f, r in group] for group in factors_and_rows
         ]
         return BlockDiagonalKronDecomposed(
-            LazyEigenvectors(self.kfacs), eigenvalues, damping=damping
+            LazyEigenvectors(self._kfacs, self._valid_rows()), eigenvalues, damping=damping
         )
 
     def _bmm(self, W: torch.Tensor) -> torch.Tensor:
@@ -331,6 +411,22 @@ class BlockDiagonalKron(Kron):
         return block_diag(blocks)
 
 
+def _formed(
+    factor: torch.Tensor, rows: FactorRows | None
+) -> tuple[torch.Tensor, FactorRows | None]:
+    """A pending factor formed from its rows, and the rows now describing it.
+
+    Raises:
+        RuntimeError: If the factor is pending without rows (nothing describes it).
+    """
+    if rows is None:
+        raise RuntimeError(
+            "A pending Kronecker factor has no rows; this is a bug in laplace-equivariance."
+        )
+    dense = rows.dense(factor)
+    return dense, FactorRows(rows.chunks, dense._version)
+
+
 def _flat_eigenvalues(
     factor: torch.Tensor, rows: FactorRows | None, spectra: Iterator[torch.Tensor]
 ) -> torch.Tensor:
@@ -343,238 +439,3 @@ def _flat_eigenvalues(
         return factor
     values = next(spectra)
     return (values if rows is None else rows.padded(factor, values)).flatten()
-
-
-class BlockDiagonalKronDecomposed(KronDecomposed):
-    """:class:`laplace.utils.matrix.KronDecomposed` with block-diagonal eigenvector factors.
-
-    A block-diagonal factor's eigenvectors are stored as ``(n, b, b)`` and its eigenvalues
-    flattened, ``(n * b,)``. Adding prior precisions (``deltas``), scaling, log-determinants,
-    products with Jacobians (the GLM predictive) and diagonals work as in the parent.
-    ``eigenvectors`` may be a :class:`~laplace_equivariance.curvature.eigen.LazyEigenvectors`
-    (as :meth:`BlockDiagonalKron.decompose` makes it): ``*``, ``+`` and ``logdet`` then never
-    compute them, and everything derived by ``*`` and ``+`` shares them.
-
-    Args:
-        eigenvectors: Per parameter group, the eigenvector factors (or a lazy sequence).
-        eigenvalues: Per parameter group, the eigenvalues of each factor (flattened).
-        deltas: Prior precision per group (or one); zeros if None.
-        damping: Use laplace-torch's damped combination of prior and curvature.
-    """
-
-    # laplace-torch 0.3 types both as one-tuples (curvature.fitted.kron_eigenvalues)
-    eigenvectors: list[list[torch.Tensor]] | LazyEigenvectors  # type: ignore[assignment]
-    eigenvalues: list[list[torch.Tensor]]  # type: ignore[assignment]
-
-    def __init__(
-        self,
-        eigenvectors: list[list[torch.Tensor]] | LazyEigenvectors,
-        eigenvalues: list[list[torch.Tensor]],
-        deltas: torch.Tensor | None = None,
-        damping: bool = False,
-    ) -> None:
-        self.eigenvectors = eigenvectors
-        self.eigenvalues = eigenvalues
-        first = eigenvalues[0][0]  # not eigenvectors[0][0], which would compute them
-        if deltas is None:
-            deltas = torch.zeros(len(eigenvalues), device=first.device, dtype=first.dtype)
-        self._check_deltas(deltas)
-        self.deltas = deltas
-        self.damping = damping
-
-    def __add__(self, deltas: torch.Tensor) -> BlockDiagonalKronDecomposed:
-        """Add a prior precision per group (or one for all).
-
-        Args:
-            deltas: Scalar, length 1, or one per group.
-
-        Returns:
-            The sum.
-        """
-        self._check_deltas(deltas)
-        return BlockDiagonalKronDecomposed(
-            self.eigenvectors, self.eigenvalues, self.deltas + deltas, self.damping
-        )
-
-    __radd__ = __add__
-
-    def __mul__(self, scalar: torch.Tensor | float) -> BlockDiagonalKronDecomposed:
-        """Scale the represented matrix (the eigenvalues).
-
-        Args:
-            scalar: A python or 0-d torch scalar.
-
-        Returns:
-            The scaled decomposition (the eigenvectors shared, not computed).
-
-        Raises:
-            ValueError: If ``scalar`` is not a real number or a one-element tensor.
-        """
-        if (
-            isinstance(scalar, torch.Tensor)
-            and scalar.numel() != 1
-            or not isinstance(scalar, (int, float, torch.Tensor))
-        ):
-            raise ValueError("Invalid argument, can only multiply Kron with scalar.")
-        eigenvalues = [
-            [pow(scalar, 1 / len(values)) * v for v in values] for values in self.eigenvalues
-        ]
-        return BlockDiagonalKronDecomposed(
-            self.eigenvectors, eigenvalues, self.deltas, self.damping
-        )
-
-    __rmul__ = __mul__
-
-    def _spectrum(self, values: list[torch.Tensor], delta: torch.Tensor, exponent: float):
-        """``(eigenvalues + delta) ** exponent`` of one group, as laplace-torch defines it."""
-        if len(values) == 1:
-            return torch.pow(values[0] + delta, exponent)
-        l1, l2 = values
-        if self.damping:
-            return torch.pow(torch.outer(l1 + delta.sqrt(), l2 + delta.sqrt()), exponent)
-        return torch.pow(torch.outer(l1, l2) + delta, exponent)
-
-    @staticmethod
-    def _apply(Q: torch.Tensor, W: torch.Tensor, transpose: bool) -> torch.Tensor:
-        """``Q @ W`` (or ``Q.T @ W``) along W's last dimension; ``Q`` dense or ``(n, b, b)``."""
-        if Q.ndim == 2:
-            return W @ (Q if transpose else Q.T)
-        n, b, _ = Q.shape
-        blocks = W.reshape(*W.shape[:-1], n, b)
-        equation = "...nb,nbc->...nc" if transpose else "...nc,nbc->...nb"
-        return torch.einsum(equation, blocks, Q).reshape(W.shape)
-
-    def _rotate(
-        self, vectors: list[torch.Tensor], values: list[torch.Tensor], W: torch.Tensor, transpose
-    ) -> torch.Tensor:
-        """``Q^T w`` (``transpose``) or ``Q w`` for each row ``w`` of ``W`` ``(rows, p)``.
-
-        ``Q = Q_0 kron Q_1`` (``Q_0`` on the weight's leading dimension), or the one factor.
-        """
-        if len(vectors) == 1:
-            return self._apply(vectors[0], W, transpose)
-        block = W.reshape(-1, len(values[0]), len(values[1]))
-        block = self._apply(vectors[1], block, transpose)
-        block = self._apply(vectors[0], block.transpose(1, 2), transpose)
-        return block.transpose(1, 2).reshape(W.shape)
-
-    def _groups(self):
-        """Per parameter group: its eigenvectors, eigenvalues and prior precision."""
-        return zip(self.eigenvectors, self.eigenvalues, self.deltas, strict=True)
-
-    def _bmm(self, W: torch.Tensor, exponent: float = -1) -> torch.Tensor:
-        """``(self ** exponent) @ W`` for ``W`` of shape ``(batch, classes, params)``."""
-        batch, classes, n_params = W.shape
-        W = W.reshape(batch * classes, n_params)
-        out, start = [], 0
-        for vectors, values, delta in self._groups():
-            spectrum = self._spectrum(values, delta, exponent).flatten()
-            p = len(spectrum)
-            rotated = self._rotate(vectors, values, W[:, start : start + p], transpose=True)
-            out.append(self._rotate(vectors, values, rotated * spectrum, transpose=False))
-            start += p
-        return torch.cat(out, dim=1).reshape(batch, classes, n_params)
-
-    def inv_square_form(self, W: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor:
-        r"""``W Sigma W^T`` for each batch entry, ``Sigma = self ** -1``.
-
-        The GLM's functional (co)variance, ``(batch, classes, params) -> (batch, classes,
-        classes)``; ``W`` may also come split by parameter group, a sequence of ``(batch,
-        classes, group size)`` tensors (the Jacobians per parameter tensor, never
-        concatenated) or :class:`OuterProductJacobian` (:meth:`_outer_product_form`).
-
-        laplace-torch's ``KronDecomposed`` computes ``Sigma W^T`` (four rotations of every
-        row) and multiplies. With :math:`\Sigma = Q S^{-1} Q^\top` per group, here
-        :math:`W \Sigma W^\top = \sum_g R_g R_g^\top` with :math:`R_g = W_g Q_g S_g^{-1/2}`:
-        two rotations per row, no ``(batch, classes, params)`` result, one group at a time.
-        """
-        sizes = [math.prod(len(v) for v in values) for values in self.eigenvalues]
-        if isinstance(W, torch.Tensor) and W.shape[-1] != sum(sizes):
-            raise ValueError(f"W has {W.shape[-1]} parameters; the approximation has {sum(sizes)}.")
-        parts = W.split(sizes, dim=-1) if isinstance(W, torch.Tensor) else list(W)
-        given = [p.numel if isinstance(p, OuterProductJacobian) else p.shape[-1] for p in parts]
-        if given != sizes:
-            raise ValueError(
-                f"W comes in groups of {given} parameters; the approximation's: {sizes}."
-            )
-        first = parts[0].left if isinstance(parts[0], OuterProductJacobian) else parts[0]
-        batch, classes = first.shape[:2]
-        out = first.new_zeros(batch, classes, classes)
-        for part, (vectors, values, delta) in zip(parts, self._groups(), strict=True):
-            if isinstance(part, OuterProductJacobian):
-                if len(vectors) == 2 and vectors[0].ndim == 2 and vectors[1].ndim == 3:
-                    out = out + self._outer_product_form(part, vectors, values, delta)
-                    continue
-                part = part.dense()
-            root = self._spectrum(values, delta, -0.5).flatten()
-            rows = part.reshape(batch * classes, len(root))
-            rotated = self._rotate(vectors, values, rows, transpose=True) * root
-            rotated = rotated.reshape(batch, classes, len(root))
-            out = out.baddbmm(rotated, rotated.transpose(1, 2))
-        return out
-
-    def _outer_product_form(
-        self,
-        J: OuterProductJacobian,
-        vectors: list[torch.Tensor],
-        values: list[torch.Tensor],
-        delta: torch.Tensor,
-    ) -> torch.Tensor:
-        r"""``J Sigma_g J^T`` of one group whose Jacobians are outer products, ``(N, K, K)``.
-
-        With ``Q_B`` dense ``(B, B)``, ``Q_A`` block-diagonal ``(M, W, W)`` and the spectrum
-        :math:`S[i, m, t]` of the group, the rotated Jacobian is
-        :math:`(U^\top Q_B)[k, i, m]\,(V Q_A)[m, t]`, so
-
-        .. math::
-
-            (J \Sigma J^\top)_{kl} = \sum_{i, m} U'_{k i m} U'_{l i m}
-            \sum_t \frac{V'^2_{m t}}{S_{i m t}},
-
-        at ``N (K B^2 M + M W^2 + B M W + K^2 B M)`` multiply-adds instead of the
-        ``N K B M W (B + W)`` of rotating the formed Jacobian.
-        """
-        q_b, q_a = vectors
-        n_b, n_m, n_w = q_b.shape[0], q_a.shape[0], q_a.shape[1]
-        left = torch.einsum("nkbm,bi->nkim", J.left, q_b)
-        right = torch.einsum("nmw,mwt->nmt", J.right, q_a)
-        inverse = self._spectrum(values, delta, -1).reshape(n_b, n_m, n_w)
-        weights = torch.einsum("nmt,imt->nim", right.square(), inverse)
-        return torch.einsum("nkim,nlim,nim->nkl", left, left, weights)
-
-    def diag(self, exponent: float = 1) -> torch.Tensor:
-        """Diagonal of ``self ** exponent``, computed block by block.
-
-        Args:
-            exponent: The power.
-
-        Returns:
-            The diagonal, one entry per parameter.
-        """
-        diags = []
-        for vectors, values, delta in self._groups():
-            spectrum = self._spectrum(values, delta, exponent)
-            squares = [v.pow(2) for v in vectors]  # diag(Q L Q^T) = (Q * Q) @ L
-            if len(values) == 1:
-                diags.append(self._apply(squares[0], spectrum[None], transpose=False)[0])
-            else:
-                left = self._apply(squares[0], spectrum.T, transpose=False).T
-                diags.append(self._apply(squares[1], left, transpose=False).flatten())
-        return torch.cat(diags)
-
-    def to_matrix(self, exponent: float = 1) -> torch.Tensor:
-        """The dense matrix ``self ** exponent`` (tests only).
-
-        Args:
-            exponent: The power.
-
-        Returns:
-            A dense block-diagonal matrix.
-        """
-        blocks = []
-        for vectors, values, delta in self._groups():
-            spectrum = self._spectrum(values, delta, exponent).flatten()
-            dense = [densify(v) for v in vectors]
-            Q = dense[0] if len(dense) == 1 else kron(dense[0], dense[1])
-            blocks.append(Q @ torch.diag(spectrum) @ Q.T)
-        return block_diag(blocks)

@@ -15,8 +15,9 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance.curvature import kron as kron_module
 from laplace_equivariance.curvature.eigen import symmetric_eigvalsh
-from laplace_equivariance.curvature.factor_rows import FactorRows
+from laplace_equivariance.curvature.factor_rows import FactorRows, is_pending, pending_factor
 from laplace_equivariance.curvature.kron import BlockDiagonalKron
+from laplace_equivariance.curvature.rules.factored import FactoredInputMapRule
 from laplace_equivariance.layers import FactoredLinear2d
 from tests.curvature.test_backend import kron_laplace
 from tests.curvature.test_kron import spd
@@ -116,6 +117,62 @@ def test_a_factor_changed_in_place_is_decomposed_from_itself():
     assert_spectrum(kron.decompose().eigenvalues[0][1], kron.kfacs[0][1])
 
 
+def pending_kron(m: int = 5) -> tuple[BlockDiagonalKron, torch.Tensor]:
+    """:func:`low_rank_kron` with its ``A`` pending, and that ``A`` formed for reference."""
+    rows, factor = rows_and_factor(m=m)
+    pending = pending_factor(3, 8, rows)
+    kron = BlockDiagonalKron([[spd(2, 2), pending]], [[None, FactorRows.of(rows, pending)]])
+    return kron, factor
+
+
+def test_a_pending_factor_holds_no_memory_and_refuses_writes():
+    factor = pending_factor(3, 8, torch.ones(1, dtype=torch.float64))
+    assert is_pending(factor) and factor.shape == (3, 8, 8) and factor.dtype == torch.float64
+    assert factor.untyped_storage().nbytes() == 8
+    with pytest.raises(RuntimeError):
+        factor.mul_(2.0)
+
+
+def test_a_pending_factor_is_formed_from_its_rows_when_read():
+    kron, factor = pending_kron()
+    assert_spectrum(kron.decompose().eigenvalues[0][1], factor)
+    assert is_pending(BlockDiagonalKron.stored_factors(kron)[0][1]), "eigenvalues form nothing"
+    torch.testing.assert_close(kron.kfacs[0][1], factor, rtol=1e-13, atol=0)
+    assert not is_pending(BlockDiagonalKron.stored_factors(kron)[0][1])
+    assert kron._valid_rows()[0][1].count == 5, "the rows still describe the formed factor"
+
+
+def test_sums_and_scalings_of_pending_factors_stay_pending_below_the_block_size():
+    (first, a), (second, b) = pending_kron(m=3), pending_kron(m=4)
+    total = (first + second) * 0.5
+    assert is_pending(BlockDiagonalKron.stored_factors(total)[0][1])
+    assert_spectrum(total.decompose().eigenvalues[0][1], 0.5**0.5 * (a + b))
+    first += second
+    assert is_pending(BlockDiagonalKron.stored_factors(first)[0][1])
+    torch.testing.assert_close(first.kfacs[0][1], a + b, rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_a_sum_that_reaches_the_block_size_is_formed(in_place):
+    (first, a), (second, b) = pending_kron(m=5), pending_kron(m=3)
+    total = first
+    if in_place:
+        total += second
+    else:
+        total = first + second
+    assert not is_pending(BlockDiagonalKron.stored_factors(total)[0][1])
+    assert total.rows[0][1] is None, "8 rows for blocks of 8"
+    torch.testing.assert_close(total.kfacs[0][1], a + b, rtol=1e-13, atol=0)
+
+
+def test_the_eigenvectors_of_a_pending_factor_are_those_of_its_formed_factor():
+    kron, factor = pending_kron()
+    decomposed = kron.decompose()
+    vectors, values = decomposed.eigenvectors[0][1], decomposed.eigenvalues[0][1].view(3, 8)
+    rebuilt = vectors @ torch.diag_embed(values) @ vectors.mT
+    torch.testing.assert_close(rebuilt, factor, rtol=0, atol=1e-12 * factor.abs().max())
+
+
 def ffc_fit(n: int, **fit_kwargs):
     """An F-FC network on 1x8x8 maps: the input map's ``A`` has one 64x64 block."""
     torch.manual_seed(0)
@@ -155,3 +212,45 @@ def test_an_accumulated_fit_is_decomposed_from_the_factors():
     x = torch.randn(6, 1, 8, 8, dtype=torch.float64)
     la.fit(DataLoader(TensorDataset(x, torch.randint(0, 3, (6,))), batch_size=3), override=False)
     assert_spectrum(la.H.eigenvalues[0][1], la.H_facs.kfacs[0][1])
+
+
+def test_a_fit_on_fewer_examples_than_positions_forms_no_input_map_factor(monkeypatch):
+    """The marginal likelihood needs the eigenvalues only: ``cov_kron_A`` never runs."""
+    calls = []
+    original = FactoredInputMapRule.cov_kron_A
+
+    def counted(module, in_data):
+        calls.append(in_data.shape)
+        return original(module, in_data)
+
+    monkeypatch.setattr(FactoredInputMapRule, "cov_kron_A", staticmethod(counted))
+    la = ffc_fit(10)
+    la.log_marginal_likelihood(torch.tensor(2.0, dtype=torch.float64))
+    assert calls == [] and is_pending(BlockDiagonalKron.stored_factors(la.H_facs)[0][1])
+
+
+def test_a_pending_fit_equals_the_fit_that_forms_every_factor(monkeypatch):
+    pending = ffc_fit(10)
+    pending_mll = pending.log_marginal_likelihood(torch.tensor(2.0, dtype=torch.float64))
+    monkeypatch.setattr(FactoredInputMapRule, "deferred_a_rows", lambda *args: None)
+    formed = ffc_fit(10)
+    assert not is_pending(BlockDiagonalKron.stored_factors(formed.H_facs)[0][1])
+    for mine, theirs in zip(pending.H_facs.kfacs, formed.H_facs.kfacs, strict=True):
+        for a, b in zip(mine, theirs, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)
+    formed_mll = formed.log_marginal_likelihood(torch.tensor(2.0, dtype=torch.float64))
+    torch.testing.assert_close(pending_mll, formed_mll, rtol=1e-12, atol=1e-10)
+
+
+def test_a_non_finite_row_of_a_pending_factor_is_caught(monkeypatch):
+    """Only the rows say what a pending factor holds: the finiteness check reads them."""
+    original = FactoredInputMapRule.a_rows
+
+    def with_nan(in_data):
+        rows = original(in_data).clone()
+        rows[0, 0, 0] = float("nan")
+        return rows
+
+    monkeypatch.setattr(FactoredInputMapRule, "a_rows", staticmethod(with_nan))
+    with pytest.raises(FloatingPointError, match="Non-finite"):
+        ffc_fit(4)

@@ -15,9 +15,10 @@ import math
 from typing import ClassVar
 
 import torch
-from asdl.operations import Operation
+from asdl.operations import OP_COV_KRON, Operation
 from torch import nn
 
+from laplace_equivariance.curvature.factor_rows import pending_factor
 from laplace_equivariance.layers.sparse import LengthscaleMode
 
 EXTRA_BLOCKS_ATTR = "_kfac_extra_blocks"
@@ -136,6 +137,24 @@ class KroneckerRule(Operation):
         """
         return {}
 
+    def deferred_a_rows(
+        self, module, in_data: torch.Tensor, out_data: torch.Tensor
+    ) -> torch.Tensor | None:
+        """Rows ``(n_blocks, m, b)`` of a block-diagonal ``A`` to keep instead of forming it.
+
+        None (the default): ``A`` is formed by ``cov_kron_A``. A rule whose ``A`` is one outer
+        product per example and block returns the pass's rows while they are fewer than the
+        block size (``m < b``); the pass's ``A`` is then a
+        :func:`~laplace_equivariance.curvature.factor_rows.pending_factor` and the backend
+        forms it from the rows only when something reads it.
+
+        Args:
+            module: The module.
+            in_data: Its input, as the forward hook saw it.
+            out_data: Its output.
+        """
+        return None
+
     @staticmethod
     def a_blocks(module) -> int | None:
         """Number of equal diagonal blocks of ``A``, stored ``(n, b, b)``; None: ``A`` is dense."""
@@ -175,10 +194,39 @@ class KroneckerRule(Operation):
             setattr(self._module, UNPROJECTED_ATTR, statistic)
         elif self._keeps_statistic(0):
             setattr(self._module, UNPROJECTED_ATTR, None)
-        super().forward_post_process(in_data, out_data)
+        deferred = (
+            self.deferred_a_rows(self._module, in_data, out_data)
+            if OP_COV_KRON in self._op_names and self.projected_side != 1
+            else None
+        )
+        if deferred is None:
+            super().forward_post_process(in_data, out_data)
+        else:
+            self._defer_a(deferred, in_data, out_data)
         rows = self._module.__dict__.get(A_ROWS_ATTR)
         if rows is not None and self._cov_scale != 1:
             self._module.__dict__[A_ROWS_ATTR] = rows * math.sqrt(self._cov_scale)
+
+    def _defer_a(self, rows: torch.Tensor, in_data: torch.Tensor, out_data: torch.Tensor) -> None:
+        """ASDL's forward operations without ``cov_kron_A``; ``A`` left pending beside ``rows``.
+
+        Raises:
+            RuntimeError: If this call already holds an ``A`` (a second forward pass of the
+                module within one ``kron`` call, whose rows would replace the first's).
+        """
+        if self.get_result(OP_COV_KRON, "A") is not None:
+            raise RuntimeError(
+                f"{type(self._module).__name__} ran twice in one curvature pass; its A factor's "
+                "rows would be lost. Call each factored module once per forward pass."
+            )
+        self._op_names.discard(OP_COV_KRON)
+        try:
+            super().forward_post_process(in_data, out_data)
+        finally:
+            self._op_names.add(OP_COV_KRON)
+        self._module.__dict__[A_ROWS_ATTR] = rows
+        n_blocks, _, size = rows.shape
+        self.accumulate_result(pending_factor(n_blocks, size, rows), OP_COV_KRON, "A")
 
     def accumulate_extra_blocks(self, out_grads: torch.Tensor) -> None:
         """Add one backward pass's outer products of :meth:`extra_blocks` to the module's."""

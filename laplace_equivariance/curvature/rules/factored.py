@@ -95,6 +95,11 @@ class FactoredInputMapRule(KroneckerRule):
         # memory traffic
         return in_data.transpose(0, 1) / math.sqrt(in_data.shape[1])
 
+    def deferred_a_rows(self, module, in_data, out_data):
+        """The rows of ``A`` (:meth:`a_rows`) while the pass has fewer examples than positions."""
+        rows = self.a_rows(self.preprocess_in_data(module, in_data, out_data))
+        return rows if rows.shape[1] < rows.shape[2] else None
+
     @staticmethod
     def cov_kron_A(module, in_data):
         r""":math:`\frac1C\,\mathrm{blockdiag}_c \sum_n x_{nc} x_{nc}^\top`, ``(C, P, P)``.
