@@ -21,12 +21,12 @@ demo: $(STAMP)
 	$(PY) examples/build_models.py
 	# the method's point first: one seed of each known-truth task (about a minute each), the
 	# FC share per layer beside the committed seeds' and whether it differs by task as the truth
-	$(PY) -m benchmarks.known_truth --seeds 0 --threads 2 --out runs/demo/known-truth \
-		--compare benchmarks/results/known-truth/balanced-adam
+	$(PY) -m studies.known_truth --seeds 0 --threads 2 --out runs/demo/known-truth \
+		--compare studies/results/known-truth/balanced-adam
 	# Table 1 at 20 epochs without MAP FC (the committed FC runs are shown; add fc to --models
 	# to train it too); it prints first how long the committed runs of its experiments took
-	$(PY) -m benchmarks.paper_tables table1 --alpha 4 --models conv f-fc+conv --out runs/demo \
-		--compare benchmarks/results/table1-20ep
+	$(PY) -m studies.paper_tables table1 --alpha 4 --models conv f-fc+conv --out runs/demo \
+		--compare studies/results/table1-20ep
 
 test: $(STAMP)
 	$(PY) -m pytest -q
@@ -37,8 +37,8 @@ docs: $(STAMP)
 	$(PY) -m mkdocs build --strict
 
 lint: $(STAMP)
-	$(PY) -m ruff check laplace_equivariance tests benchmarks examples
-	$(PY) -m ruff format --check laplace_equivariance tests benchmarks examples
+	$(PY) -m ruff check laplace_equivariance tests benchmarks studies pages examples
+	$(PY) -m ruff format --check laplace_equivariance tests benchmarks studies pages examples
 	# the library type-checks clean ([tool.mypy] in pyproject.toml names it)
 	$(PY) -m mypy
 

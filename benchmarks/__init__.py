@@ -1,5 +1,7 @@
-"""Benchmark and experiment scripts, each run from the repository root as
-``python -m benchmarks.NAME``.
+"""Speed benchmarks: timings and work counts of the package against stock baselines, each run
+from the repository root as ``python -m benchmarks.NAME``; their reports are under
+``benchmarks/results/``. The studies that reproduce the paper are in ``studies/``, the
+renderer of the documentation's results pages in ``pages/``.
 
 Scripts import laplace-torch themselves, and ASDL 0.1a4 (which it imports) compiles functions
 with ``torch.jit.script`` at import, which torch deprecates with a FutureWarning that a user

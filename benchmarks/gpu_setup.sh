@@ -1,4 +1,4 @@
-# Sourced by the benchmarks/gpu_*.sh scripts on the GPU machine (repository root): installs
+# Sourced by benchmarks/gpu_speed.sh and the studies/gpu_*.sh scripts on the GPU machine (repository root): installs
 # the wheels of ../shared/tools/gpu-wheels from .whl/ into .site/, puts them and the
 # repository on PYTHONPATH, and writes the GPU's name, memory, driver, torch and CPU count
 # to $OUT/device.txt.

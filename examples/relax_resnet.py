@@ -17,7 +17,7 @@ the digit is (``--dataset quadrant-fashion`` after ``apt-get install dataset-fas
 for the items). ``python examples/relax_resnet.py`` (128 images, 4 epochs, fits after epochs
 2 and 4 and a final one) takes 2.5 minutes on one thread of a 2-core Xeon and reaches 6 % on
 200 test images with seed 0 (40 classes: it shows the steps, not a trained network);
-``benchmarks/relaxed_resnet_study.py`` is the study.
+``studies/relaxed_resnet_study.py`` is the study.
 """
 
 from __future__ import annotations

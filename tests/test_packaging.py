@@ -85,7 +85,7 @@ def test_the_source_distribution_holds_the_package_and_its_metadata_not_the_test
         _check_metadata(archive.extractfile(top + "PKG-INFO").read().decode())
     assert {n for n in names if n.endswith(".py")} == MODULES
     assert {"README.md", "LICENSE", "pyproject.toml", "PKG-INFO"} <= names
-    assert not any(n.startswith(("tests", "benchmarks", "docs")) for n in names)
+    assert not any(n.startswith(("tests", "benchmarks", "studies", "pages", "docs")) for n in names)
 
 
 def test_no_module_of_the_package_is_over_600_lines():

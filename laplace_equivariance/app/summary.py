@@ -6,7 +6,7 @@ epoch was evaluated (the last, or the best marginal likelihood's), the budget, t
 and the thread count, so that no figure depends on an undisclosed choice. Standard
 deviations are the sample standard deviation (``n - 1``) over seeds; a row of one seed shows
 ``± -``. ``laplace-equivariance report --markdown RUN ...`` prints such a table, and
-``benchmarks/results_tables.py`` writes ``docs/results.md`` and its pages from the committed runs.
+``pages/results_tables.py`` writes ``docs/results.md`` and its pages from the committed runs.
 """
 
 from __future__ import annotations
@@ -247,7 +247,7 @@ class Row:
         (``prior_prec_init`` other than 1, learned runs), ``"temperature 2"`` (``temperature``
         other than 1, learned runs), ``"100 hyperparameter steps per fit"`` (``hypersteps``
         other than the default, learned runs) and ``"fc frozen"`` (paths kept silent by
-        ``benchmarks/frozen_paths.py``, recorded as ``frozen_paths``).
+        ``studies/frozen_paths.py``, recorded as ``frozen_paths``).
         """
         s = migrated(self.settings)
         named = ["balanced"] if s["balance_factors"] and s["method"] == "marglik" else []

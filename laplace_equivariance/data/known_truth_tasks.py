@@ -3,7 +3,7 @@
 Each puts an 8x8 image (scikit-learn's 1,797 digits, or Fashion-MNIST area-averaged to 8x8
 for larger training sets) on a 16x16 canvas so that the label is invariant to a symmetry, or
 is exactly what the symmetry moves: circular shifts (FC paths needed or not) and quarter turns
-(CONV paths needed beside GCONV or not). ``benchmarks/known_truth.py`` checks what the
+(CONV paths needed beside GCONV or not). ``studies/known_truth.py`` checks what the
 marginal likelihood learns on them (docs/learned_structure.md, "Known-truth tasks" and "A
 known truth for rotations").
 """

@@ -154,7 +154,7 @@ def test_help_points_to_the_repositorys_pages_not_to_files_the_wheel_lacks(monke
     width) and name pages the repository has."""
     monkeypatch.setenv("COLUMNS", "80")
     text = _every_help()
-    assert not re.search(r"(?<![/\w])(docs|benchmarks|examples)/", text)
+    assert not re.search(r"(?<![/\w])(docs|benchmarks|studies|pages|examples)/", text)
     urls = re.findall(r"https?://[^\s)\],;]+", text)
     assert urls
     root = Path(__file__).resolve().parents[2]

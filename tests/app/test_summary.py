@@ -207,7 +207,7 @@ def test_runs_with_frozen_paths_are_their_own_experiment_and_say_so(tmp_path):
     free = write_run(tmp_path / "free", 0, 0.8, start="equivariant")
     frozen = write_run(tmp_path / "frozen", 1, 0.9, start="equivariant")
     results = json.loads((frozen / "results.json").read_text())
-    results["frozen_paths"] = ["fc"]  # as benchmarks/frozen_paths.py records it
+    results["frozen_paths"] = ["fc"]  # as studies/frozen_paths.py records it
     (frozen / "results.json").write_text(json.dumps(results))
     rows = summary.rows([free, frozen])
     assert [row.method() for row in rows] == [

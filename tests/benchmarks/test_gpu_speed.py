@@ -69,9 +69,9 @@ def test_compiled_epochs_and_runs_are_timed_and_a_compiler_failure_is_recorded(
 
 
 def test_the_speed_page_renders_compiled_runs_where_a_report_has_them(tmp_path, monkeypatch):
-    from benchmarks import runs_table, speed_page
+    from pages import runs_table, speed_page
 
-    monkeypatch.setattr(runs_table, "RESULTS", tmp_path)
+    monkeypatch.setattr(runs_table, "SPEED_RESULTS", tmp_path)
     (tmp_path / "gpu_speed").mkdir()
     assert speed_page.compiled_section() == ""
     row = {"model": "conv", "compiled": {"mode": "reduce-overhead", "error": "RuntimeError: x"}}

@@ -1,0 +1,226 @@
+"""The tables of docs/learned_structure.md, from the runs of :mod:`studies.known_truth`.
+
+One JSON per (task, seed) under a folder per setting (:data:`TABLE_ORDER` for the digit and
+Fashion-MNIST tasks, :data:`ROTATION_ORDER` for the rotation tasks); the tables pool the
+seeds of each (setting, task); the page's template calls :func:`tables` and
+:func:`rotation_tables` (``python -m studies.known_truth --table`` prints them).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from laplace_equivariance.data.known_truth_tasks import (
+    KNOWN_TRUTH_ROTATION_TASKS,
+    KNOWN_TRUTH_TASKS,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "studies" / "results" / "known-truth"
+ROTATION_RESULTS = ROOT / "studies" / "results" / "known-truth-rotation"
+"""Runs of the rotation tasks, one folder per setting (:data:`ROTATION_ORDER`)."""
+ROTATION_ORDER = ("map-conv", "map-gconv", "map-f-fc+conv+gconv", "held", "held-gconv")
+"""Rotation result folders, in the table's order (settings in each run's JSON)."""
+FIXED = ROOT / "studies" / "results" / "known-truth-fixed-weights"
+"""Exact-GGN runs whose fixed-weight comparison of the curvatures the docs tabulate."""
+TABLE_ORDER = (
+    "map-conv",
+    "map-f-fc",
+    "unbalanced-adam",
+    "balanced-adam-mean-of-paths",
+    "balanced-adam",
+    "balanced-adam-hypersteps-1",
+    "balanced-adam-layerwise-mean-of-paths",
+    "balanced-adam-layerwise",
+    "equivariant-start-layerwise",
+    "held-start-layerwise",
+    "balanced-adam-reduce",
+    "balanced-sgd",
+    "map-conv-n300",
+    "balanced-adam-n300",
+    "map-conv-n1700",
+    "balanced-adam-n1700",
+    "map-conv-fashion-n1000",
+    "fashion-n1000",
+    "map-conv-fashion-n4000",
+    "fashion-n4000",
+    "alpha1-kfac",
+    "alpha1-exact",
+)
+"""Result folders, in the table's order (settings in each run's JSON)."""
+
+
+def mean_std(values: list[float], scale: float = 1.0, digits: int = 1) -> str:
+    """``mean ± std`` (sample std over seeds) of ``values * scale``."""
+    tensor = torch.tensor(values, dtype=torch.float64) * scale
+    std = tensor.std().item() if len(values) > 1 else 0.0
+    return f"{tensor.mean().item():.{digits}f} ± {std:.{digits}f}"
+
+
+def task_runs(folder: Path, task: str) -> list[dict[str, Any]]:
+    """The results of every seed of ``task`` under ``folder``, in seed-file order."""
+    return [json.loads(p.read_text()) for p in sorted(folder.glob(f"{task}-seed*.json"))]
+
+
+def _folder_task_runs(
+    folders: list[Path], tasks: Any
+) -> Iterator[tuple[Path, str, list[dict[str, Any]]]]:
+    """``(folder, task, runs)`` for every folder and task that has runs, in that order."""
+    for folder in folders:
+        for task in tasks:
+            if runs := task_runs(folder, task):
+                yield folder, task, runs
+
+
+def table(folders: list[Path]) -> str:
+    """The markdown table of every run folder: one row per (folder, task), seeds pooled.
+
+    Columns: the setting (the folder's name), the package version that made the runs (before
+    0.3.0 a relaxed layer averaged its paths, docs/learned_structure.md), the task, seeds,
+    test accuracy and shift-consistent predictions (%), and per relaxed layer the FC path's
+    relative effective parameters as the largest value over the seeds (a share is "off"
+    below 0.01).
+    """
+    lines = [
+        "| setting | version | task | seeds | train images | epochs | test accuracy (%) "
+        "| shift-consistent (%) | FC share per layer, largest over seeds |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for folder, task, runs in _folder_task_runs(folders, KNOWN_TRUTH_TASKS):
+        n_layers = len(runs[0]["layers"])
+        shares = [
+            f"{max(run['layers'][i]['fc_relative'] for run in runs):.3f}" for i in range(n_layers)
+        ]
+        versions = ", ".join(sorted({run["package"] for run in runs}))
+        lines.append(
+            f"| {folder.name} | {versions} | {task} | {len(runs)} | {runs[0]['n_train']} "
+            f"| {runs[0]['evaluated_epoch']} "
+            f"| {mean_std([r['test_accuracy'] for r in runs], 100)} "
+            f"| {mean_std([r['shift_consistency'] for r in runs], 100)} "
+            f"| {' / '.join(shares) if shares else '(MAP)'} |"
+        )
+    return "\n".join(lines)
+
+
+PRECISION_ROWS = (
+    "unbalanced-adam",
+    "balanced-adam",
+    "balanced-adam-layerwise",
+    "equivariant-start-layerwise",
+    "held-start-layerwise",
+    "alpha1-exact",
+)
+"""Folders whose learned precisions the second table lists (the mean-of-paths rows' are in
+their JSONs)."""
+
+
+def precision_table(folders: list[Path]) -> str:
+    """Per layer, the median over seeds of the FC and CONV paths' weight precisions.
+
+    An F-FC path has two weight tensors, ``theta2`` (input map) and ``theta1`` (output map),
+    listed in that order; under ``prior_structure="path"`` they share one precision.
+    """
+    lines = [
+        "| setting | task | per layer: FC precision (theta2, theta1) ; CONV precision |",
+        "|---|---|---|",
+    ]
+    for folder in folders:
+        if folder.name not in PRECISION_ROWS:
+            continue
+        for task in KNOWN_TRUTH_TASKS:
+            runs = task_runs(folder, task)
+            if not runs:
+                continue
+            cells = []
+            for i in range(len(runs[0]["layers"])):
+                fc = [
+                    statistics.median(r["layers"][i]["fc_prior_precision"][k] for r in runs)
+                    for k in range(2)
+                ]
+                conv = statistics.median(r["layers"][i]["conv_prior_precision"][0] for r in runs)
+                cells.append(f"{fc[0]:.2g}, {fc[1]:.2g} ; {conv:.2g}")
+            lines.append(f"| {folder.name} | {task} | {' / '.join(cells)} |")
+    return "\n".join(lines)
+
+
+def fixed_weight_table(folders: list[Path]) -> str:
+    """The exact-GGN runs' FC shares at fixed weights under each curvature (largest over seeds)."""
+    lines = [
+        "| weights from | task | seeds | epochs | curvature at fixed weights "
+        "| FC share per layer, largest over seeds |",
+        "|---|---|---|---|---|---|",
+    ]
+    for folder in folders:
+        for task in KNOWN_TRUTH_TASKS:
+            runs = task_runs(folder, task)
+            runs = [r for r in runs if "fixed_weight_fc_shares" in r]
+            if not runs:
+                continue
+            for curvature in runs[0]["fixed_weight_fc_shares"]:
+                shares = zip(*(r["fixed_weight_fc_shares"][curvature] for r in runs), strict=True)
+                cells = " / ".join(f"{max(layer):.3f}" for layer in shares)
+                lines.append(
+                    f"| {folder.name} | {task} | {len(runs)} | {runs[0]['evaluated_epoch']} "
+                    f"| {curvature} | {cells} |"
+                )
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
+def _seed_by_seed(runs: list[dict[str, Any]], largest: Any) -> str:
+    """``largest(run)`` of each run (seed order), three decimals, joined by " / "."""
+    return " / ".join(f"{largest(run):.3f}" for run in runs)
+
+
+def rotation_table(folders: list[Path]) -> str:
+    """The rotation tasks' table: one row per (folder, task), seeds pooled.
+
+    Columns: the setting (the folder's name), the paths its start kept, the task, seeds, test
+    accuracy and turn-consistent predictions (%, mean ± std), and seed by seed the CONV
+    paths' largest relative effective parameters over the layers (learned runs) and their
+    largest share of a layer's output energy on the test images (relaxed runs); last the
+    largest FC relative effective parameters of any layer and seed.
+    """
+    lines = [
+        "| setting | start keeps | task | seeds | test accuracy (%) | turn-consistent (%) "
+        "| CONV share, largest over layers, seed by seed | CONV output share, largest over "
+        "layers, seed by seed | FC share, largest |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for folder, task, runs in _folder_task_runs(folders, KNOWN_TRUTH_ROTATION_TASKS):
+        kept = runs[0]["settings"].get("kept_paths")
+        conv, output, fc = "(MAP)", "-", "-"
+        if runs[0]["layers"]:
+            conv = _seed_by_seed(runs, lambda r: max(x["conv_relative"] for x in r["layers"]))
+            fc = f"{max(x['fc_relative'] for r in runs for x in r['layers']):.3f}"
+        if "output_shares" in runs[0]:
+            output = _seed_by_seed(
+                runs, lambda r: max(x["paths"]["conv"] for x in r["output_shares"])
+            )
+        lines.append(
+            f"| {folder.name} | {' + '.join(kept) if kept else '-'} | {task} | {len(runs)} "
+            f"| {mean_std([r['test_accuracy'] for r in runs], 100)} "
+            f"| {mean_std([r['turn_consistency'] for r in runs], 100)} "
+            f"| {conv} | {output} | {fc} |"
+        )
+    return "\n".join(lines)
+
+
+def tables() -> str:
+    """The tables of the digit and Fashion-MNIST tasks (:data:`TABLE_ORDER`), of their
+    precisions and of the fixed weights, as docs/learned_structure.md shows them."""
+    folders = [RESULTS / name for name in TABLE_ORDER if (RESULTS / name).is_dir()]
+    parts = (table(folders), precision_table(folders), fixed_weight_table([FIXED]))
+    return "\n\n".join(part for part in parts if part)
+
+
+def rotation_tables() -> str:
+    """The rotation tasks' table (:data:`ROTATION_ORDER` under :data:`ROTATION_RESULTS`)."""
+    return rotation_table(
+        [ROTATION_RESULTS / n for n in ROTATION_ORDER if (ROTATION_RESULTS / n).is_dir()]
+    )

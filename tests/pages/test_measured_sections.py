@@ -1,0 +1,45 @@
+"""Sections rendered from benchmarks' measurements on trained runs (``pages.page_tables``)."""
+
+import json
+
+from pages import page_tables, runs_table
+
+
+def test_evidence_split_groups_runs_by_training_and_sums_each_paths_terms(tmp_path, monkeypatch):
+    def run(model, start, seed, fc, conv):
+        layers = {"layer1": {"conv": {"prior": conv, "occam": conv, "gamma": 1.0}}}
+        if fc is not None:
+            layers["layer1"]["fc"] = {"prior": fc, "occam": fc, "gamma": 2.0}
+        settings = {"dataset": "d", "model": model, "epochs": 3, "seed": seed, "start": start}
+        return {
+            "settings": settings,
+            "neg_log_marglik": 2 * conv + 2 * (fc or 0) + 10 + 4,
+            "data": 10.0,
+            "layers": layers,
+            "outside": {"prior": 2.0, "occam": 2.0},
+        }
+
+    measured = {
+        "device": "cpu",
+        "threads": 1,
+        "runs": [
+            run("f-fc+conv", "equivariant", 0, 5.0, 100.0),
+            run("conv", "mixed", 0, None, 70.0),
+            run("f-fc+conv", "equivariant", 1, 7.0, 120.0),
+            {**run("f-fc+conv", "equivariant", 0, 0.0, 90.0), "frozen_paths": ["fc"]},
+        ],
+    }
+    (tmp_path / "split.json").write_text(json.dumps(measured))
+    monkeypatch.setattr(runs_table, "RESULTS", tmp_path)
+    runs_table.clear_caches()
+    try:
+        text = page_tables.evidence_split_section("split.json")
+    finally:
+        runs_table.clear_caches()
+    assert (
+        "| learned F-FC+CONV, started equivariant | 224 / 268 | 10 / 10 | 10 / 14 | 200 / 240 |"
+        in text
+    )
+    assert "| learned CONV | 154 | 10 | 0 | 140 | 4 |" in text
+    assert "| learned F-FC+CONV, started equivariant, FC frozen | 194 | 10 | 0 | 180 | 4 |" in text
+    assert "| layer1 | 12 (2) | 220 (1) | 140 (1) |" in text  # means over the two seeds

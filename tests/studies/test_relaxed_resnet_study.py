@@ -1,0 +1,93 @@
+"""``studies/relaxed_resnet_study.py``: a run's complete results.json, resume, the table."""
+
+import json
+
+import pytest
+import torch
+
+from studies import relaxed_resnet_study as study
+
+TINY = [
+    "--source",
+    "mnist",
+    "--paths",
+    "s-fc",
+    "--subset",
+    "16",
+    "--test-subset",
+    "8",
+    "--epochs",
+    "1",
+]
+TINY += ["--burnin", "1", "--frequency", "1", "--hypersteps", "1", "--batch-size", "16"]
+TINY += ["--relax", "layer3.1.conv2", "layer4", "--seeds", "0", "--tasks", "item-quadrant"]
+"""One epoch on 16 offline MNIST digits, one fit (and the final one), S-FC on one convolution of
+layer3 and on the last stage (named and by stage)."""
+
+
+@pytest.fixture(scope="module")
+def study_folder(tmp_path_factory):
+    out = tmp_path_factory.mktemp("relaxed-resnet")
+    arms = ["--arms", "map-original", "learned-relaxed"]
+    threads = torch.get_num_threads()
+    assert study.main([*TINY, *arms, "--out", str(out)]) == 0
+    assert torch.get_num_threads() == threads  # the runs' one thread is not left behind
+    return out
+
+
+def test_a_run_writes_a_complete_results_file(study_folder):
+    result = json.loads(
+        (study_folder / "item-quadrant-learned-relaxed-seed0" / "results.json").read_text()
+    )
+    assert result["settings"] == json.loads((study_folder / "settings.json").read_text())
+    assert result["budget"] == {
+        "train_images": 16,
+        "test_images": 8,
+        "epochs": 1,
+        "fits": 2,
+        "fit_epochs": [1],
+        "batch_size": 16,
+        "fisher": "mc",
+        "kfac": "reduce",
+    }
+    assert result["threads"] == 1
+    for key in ("device", "threads", "package_version", "package_commit", "evaluated_epoch"):
+        assert result[key] not in (None, "")
+    assert set(result["test"]) == {"accuracy", "nll"}
+    layers = ["layer3.1.conv2", "layer4.0.conv1", "layer4.0.conv2", "layer4.0.downsample.0"]
+    assert set(result["fc_shares"]) == {*layers, "layer4.1.conv1", "layer4.1.conv2"}
+    assert [row["layer"] for row in result["symmetry_report"]["layers"]] == list(
+        result["fc_shares"]
+    )
+    fc = result["symmetry_report"]["layers"][0]["paths"]["fc"]
+    assert fc["prior_precision"] and fc["prior_precision"][0] > 0
+    folded = result["fold"]
+    assert set(folded) == {"threshold", "kept_fc", "parameters", "test"}
+    assert (
+        result["parameters"]["original"] <= folded["parameters"] <= result["parameters"]["trained"]
+    )
+    original = json.loads(
+        (study_folder / "item-quadrant-map-original-seed0" / "results.json").read_text()
+    )
+    assert "fold" not in original and original["budget"]["fits"] == 0
+    assert original["parameters"]["trained"] == original["parameters"]["original"]
+
+
+def test_finished_runs_are_skipped_and_other_settings_refused(study_folder, capsys):
+    arms = ["--arms", "map-original"]
+    assert study.main([*TINY, *arms, "--out", str(study_folder)]) == 0
+    assert "item-quadrant-map-original-seed0: done, skipped" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="other settings .*epochs"):
+        study.main([*TINY, "--epochs", "2", *arms, "--out", str(study_folder)])
+
+
+def test_the_table_and_figure_are_read_from_the_results_files(study_folder, tmp_path):
+    figure = tmp_path / "shares.png"
+    text = study.table(study_folder, figure)
+    assert "| item-quadrant | map-original | 0 |" in text
+    assert "| item-quadrant | learned-relaxed | 0 |" in text
+    assert "| layer4.1.conv2 |" in text
+    assert "16 training images, 8 test images, 1 epochs, batches of 16" in text
+    assert "learned arm: 2 fits (mc Fisher, KFAC-reduce) after epochs 1 and a final one" in text
+    assert "Missing runs:" in text and "item-map-relaxed-seed0" in text and "seed2" in text
+    assert figure.stat().st_size > 0
