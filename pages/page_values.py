@@ -411,9 +411,21 @@ def anchor(title: str) -> str:
     return "".join(c for c in title.lower() if c.isalnum() or c in " -_").replace(" ", "-")
 
 
-def claim(text: str, better: pd.DataFrame, worse: pd.DataFrame, not_below: bool = False) -> str:
-    """``- text: verdict`` on the test accuracies of two experiments' runs (:func:`judge`)."""
-    return f"- {text}: {judge(better['test_acc'], worse['test_acc'], not_below)}"
+def claim(
+    text: str,
+    better: pd.DataFrame,
+    worse: pd.DataFrame,
+    not_below: bool = False,
+    column: str = "test_acc",
+) -> str:
+    """``- text: verdict`` on the test accuracies of two experiments' runs (:func:`judge`);
+    ``column="test_nll"``: on their test NLLs, lower being better (the difference in nats by
+    which ``better``'s is lower)."""
+    if column == "test_nll":
+        verdict = judge(-better[column], -worse[column], not_below, digits=3, unit="nats")
+    else:
+        verdict = judge(better[column], worse[column], not_below)
+    return f"- {text}: {verdict}"
 
 
 VERDICT = re.compile(
