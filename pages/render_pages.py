@@ -59,7 +59,7 @@ from pages.page_values import (
     tensors,
     value,
 )
-from studies import known_truth_tables, path_scale
+from studies import known_truth_tables, long_schedule, path_scale
 
 TEMPLATES = runs_table.ROOT / "pages" / "templates"
 PAGES = (
@@ -105,6 +105,7 @@ def environment() -> jinja2.Environment:
     env.globals |= {name: getattr(page_tables, name) for name in page_tables.FOR_TEMPLATES}
     env.globals |= {"size": data_size_page, "speed": speed_page}
     env.globals |= {"known_truth_tables": known_truth_tables, "path_scale": path_scale}
+    env.globals |= {"long_schedule": long_schedule}
     env.globals |= {
         "pick": pick,
         "known": known,

@@ -10,8 +10,8 @@ from laplace_equivariance import models
 from laplace_equivariance.app.cli import main
 from laplace_equivariance.app.runs import load_trained
 from studies import exact_blocks
-from tests.studies.conftest import TINY
 from tests.curvature.reference import exact_ggn_curvlinops
+from tests.studies.conftest import TINY
 
 LAYER_TWO = ["layer2.conv.weight", "layer2.fc.input_map.weight", "layer2.fc.output_map.weight"]
 

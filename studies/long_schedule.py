@@ -1,0 +1,189 @@
+"""Table 1 on 1,000 digits at the paper's schedule: does App. D's switched-off FC regime appear?
+
+The paper (App. F.6) trains 1,000 epochs with a marginal-likelihood fit every 5 epochs after 10
+of burn-in, and reports (App. D, Table 4) FC prior precisions above 1e6 and FC relative effective
+parameters of 1e-8 to 3e-5 in the layers that became convolutional. The runs here are that
+schedule on 1,000 training digits of each Table 1 task, learned F-FC+CONV from the held start,
+one ``laplace-equivariance train`` run each (their commands: the results folder's README). Each
+``results.json`` holds every fit (``fits``): per parameter tensor its prior precision
+:math:`\\delta` and squared norm :math:`\\|\\theta\\|^2`, so at each fit, per layer:
+
+- a path's *precision*: the largest :math:`\\delta` of its weight tensors (F-FC has two, its
+  input and output maps; the path is switched off when either is);
+- a path's *effective parameters*: MacKay's :math:`\\gamma = \\sum_t \\delta_t \\|\\theta_t\\|^2`
+  over its tensors (the value at a fit's fixed point, as the run's own symmetry report computes
+  it), and its *relative* effective parameters that over the layer's sum over paths (App. D).
+
+``python -m studies.long_schedule --figure docs/figures/table1-1000-1000ep-fits.png`` draws, per
+task, the FC path's precision and relative effective parameters of every layer fit by fit (log
+scale, one line per layer and seed); the results page renders :func:`last_fit_table` and
+:func:`target_lines`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "studies" / "results" / "table1-1000-1000ep"
+TASKS = {"quadrant-mnist-digit": "digit task", "quadrant-mnist": "(digit, quadrant) task"}
+PRECISION_TARGET = 1e6
+"""App. D's FC prior precisions in the layers that became convolutional: above this."""
+RELATIVE_TARGET = 1e-4
+"""App. D's FC relative effective parameters there: below this (1e-8 to 3e-5 in Table 4)."""
+OFF = 0.01
+"""A path is off under this relative effective parameters (as the results pages count)."""
+
+
+def learned_runs(task: str) -> list[dict]:
+    """The learned runs of ``task`` (a data set name) under :data:`RESULTS`, in seed order."""
+    found = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*/results.json"))]
+    runs = [
+        r
+        for r in found
+        if r["settings"]["dataset"] == task and r["settings"]["method"] == "marglik"
+    ]
+    return sorted(runs, key=lambda r: r["settings"]["seed"])
+
+
+def fit_trace(run: dict) -> pd.DataFrame:
+    """One row per fit and layer: ``seed``, ``epoch``, ``layer`` (1-based), and per path
+    (``fc``, ``conv``) its ``precision`` and ``effective``; ``fc_relative`` the FC share of the
+    layer's effective parameters per parameter (normalised by the paths' parameter counts, as
+    :func:`laplace_equivariance.symmetry_report` does)."""
+    counts = {
+        (number, path): entry["parameters"]
+        for number, layer in enumerate(run["symmetry"]["layers"], 1)
+        for path, entry in layer["paths"].items()
+    }
+    rows = []
+    for fit in run["fits"]:
+        paths: dict[tuple[int, str], dict[str, float]] = {}
+        for name, precision in fit["prior_precision"].items():
+            layer, path = (name.split(".") + [""])[:2]
+            if not layer.startswith("layer") or not layer.removeprefix("layer").isdigit():
+                continue  # the classifier head
+            entry = paths.setdefault((int(layer.removeprefix("layer")), path), {})
+            entry["effective"] = entry.get("effective", 0.0) + precision * fit["squared_norm"][name]
+            if name.endswith("weight"):
+                entry["precision"] = max(entry.get("precision", 0.0), precision)
+        with_fc = {n for n, path in paths if path == "fc"}
+        relaxed = with_fc & {n for n, path in paths if path == "conv"}
+        for number in sorted(relaxed):
+            row = {"seed": run["settings"]["seed"], "epoch": fit["epoch"], "layer": number}
+            for path in ("fc", "conv"):
+                row[f"{path}_precision"] = paths[number, path]["precision"]
+                row[f"{path}_effective"] = paths[number, path]["effective"]
+            fc, conv = (row[f"{p}_effective"] / counts[number, p] for p in ("fc", "conv"))
+            row["fc_relative"] = fc / (fc + conv)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def trace(task: str) -> pd.DataFrame:
+    """:func:`fit_trace` of every learned run of ``task``."""
+    runs = learned_runs(task)
+    if not runs:
+        raise FileNotFoundError(f"no learned run of {task} under {RESULTS}")
+    return pd.concat([fit_trace(run) for run in runs], ignore_index=True)
+
+
+def last_fit_table(task: str, earlier: int = 100) -> pd.DataFrame:
+    """Per layer at the last fit, over the seeds: the FC and CONV precisions and the FC relative
+    effective parameters (their ranges over the seeds, ``low - high``), and the FC relative
+    effective parameters' factor of change over the last ``earlier`` epochs (below 1: still
+    falling)."""
+    frame = trace(task)
+    last = frame[frame["epoch"] == frame.groupby("seed")["epoch"].transform("max")]
+    before = frame[frame["epoch"] == frame.groupby("seed")["epoch"].transform("max") - earlier]
+    change = (
+        last.set_index(["seed", "layer"])["fc_relative"]
+        / before.set_index(["seed", "layer"])["fc_relative"]
+    )
+
+    def spread(values: pd.Series) -> str:
+        low, high = values.min(), values.max()
+        return f"{low:.1e}" if low == high else f"{low:.1e} - {high:.1e}"
+
+    rows = []
+    for layer, group in last.groupby("layer"):
+        rows.append(
+            {
+                "layer": layer,
+                "FC precision": spread(group["fc_precision"]),
+                "CONV precision": spread(group["conv_precision"]),
+                "FC relative eff. params": spread(group["fc_relative"]),
+                f"FC relative: last / {earlier} epochs earlier": spread(change.xs(layer, level=1)),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def target_lines(task: str) -> str:
+    """App. D's two targets as verdict lines, in the layers whose FC path is off at the last fit
+    (relative effective parameters under :data:`OFF`) in every seed."""
+    frame = trace(task)
+    last = frame[frame["epoch"] == frame.groupby("seed")["epoch"].transform("max")]
+    off = last.groupby("layer")["fc_relative"].max() < OFF
+    layers = [int(n) for n in off.index[off]]
+    name, seeds = TASKS[task], last["seed"].nunique()
+    if not layers:
+        return f"- {name}: no layer's FC path is off in every seed ({seeds}): fails"
+    chosen = last[last["layer"].isin(layers)]
+    high = int((chosen.groupby("layer")["fc_precision"].min() > PRECISION_TARGET).sum())
+    low = int((chosen.groupby("layer")["fc_relative"].max() < RELATIVE_TARGET).sum())
+    where = f"layers {', '.join(map(str, layers))} ({seeds} seed{'s' * (seeds > 1)})"
+    return (
+        f"- {name}, FC prior precision above 1e6 in the layers that became convolutional, "
+        f"{where}: {'holds' if high == len(layers) else 'fails'} ({high} of {len(layers)})\n"
+        f"- {name}, FC relative effective parameters below 1e-4 there: "
+        f"{'holds' if low == len(layers) else 'fails'} ({low} of {len(layers)})"
+    )
+
+
+def figure(out: Path) -> None:
+    """Per task (columns), the FC precision and the FC relative effective parameters (rows) of
+    every layer fit by fit, log scale; one colour per layer, one line per seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = [t for t in TASKS if learned_runs(t)]
+    fig, axes = plt.subplots(2, len(tasks), figsize=(6 * len(tasks), 7), squeeze=False)
+    colours = plt.get_cmap("viridis")
+    for column, task in enumerate(tasks):
+        frame = trace(task)
+        for (layer, _seed), group in frame.groupby(["layer", "seed"]):
+            colour = colours((layer - 1) / 7)
+            label = f"layer {layer}" if _seed == frame["seed"].min() else None
+            axes[0, column].plot(group["epoch"], group["fc_precision"], color=colour, label=label)
+            axes[1, column].plot(group["epoch"], group["fc_relative"], color=colour)
+        axes[0, column].axhline(PRECISION_TARGET, color="grey", linestyle="--")
+        axes[1, column].axhline(RELATIVE_TARGET, color="grey", linestyle="--")
+        seeds = frame["seed"].nunique()
+        axes[0, column].set_title(f"{TASKS[task]} ({seeds} seed{'s' * (seeds > 1)})")
+        axes[0, column].set_ylabel("FC prior precision")
+        axes[1, column].set_ylabel("FC relative effective parameters")
+        axes[1, column].set_xlabel("epoch")
+        for row in range(2):
+            axes[row, column].set_yscale("log")
+    axes[0, 0].legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    print(f"wrote {out}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--figure", type=Path, required=True, help="PNG file to write")
+    figure(parser.parse_args().figure)
+
+
+if __name__ == "__main__":
+    main()

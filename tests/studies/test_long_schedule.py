@@ -1,0 +1,86 @@
+"""``studies/long_schedule.py``: per-layer traces of a fit-by-fit record, and App. D's targets."""
+
+import json
+
+import pytest
+
+from studies import long_schedule
+
+
+def record(seed: int, fc_precision: float, fc_norm: float) -> dict:
+    """A learned run of one relaxed layer (FC: 2 weight tensors, 100 parameters; CONV: 10) and a
+    head, with two fits; the FC path's gamma per parameter is ``fc_precision * fc_norm / 100``
+    at the second fit (ten times that at the first) against CONV's 1 * 5 / 10."""
+
+    def fit(epoch, precision):
+        return {
+            "epoch": epoch,
+            "prior_precision": {
+                "layer1.fc.input_map.weight": precision,
+                "layer1.fc.output_map.weight": 1.0,
+                "layer1.conv.weight": 1.0,
+                "layer2.weight": 3.0,
+            },
+            "squared_norm": {
+                "layer1.fc.input_map.weight": fc_norm,
+                "layer1.fc.output_map.weight": 0.0,
+                "layer1.conv.weight": 5.0,
+                "layer2.weight": 1.0,
+            },
+        }
+
+    return {
+        "settings": {"dataset": "quadrant-mnist-digit", "method": "marglik", "seed": seed},
+        "symmetry": {
+            "layers": [{"paths": {"fc": {"parameters": 100}, "conv": {"parameters": 10}}}]
+        },
+        "fits": [fit(10, 10 * fc_precision), fit(110, fc_precision)],
+    }
+
+
+@pytest.fixture
+def results(tmp_path, monkeypatch):
+    monkeypatch.setattr(long_schedule, "RESULTS", tmp_path)
+
+    def write(*runs):
+        for run in runs:
+            folder = tmp_path / f"run-seed{run['settings']['seed']}"
+            folder.mkdir()
+            (folder / "results.json").write_text(json.dumps(run))
+
+    return write
+
+
+def test_the_trace_normalises_gamma_by_each_paths_parameters(results):
+    results(record(0, fc_precision=2e6, fc_norm=1e-6))
+    trace = long_schedule.trace("quadrant-mnist-digit")
+    last = trace[trace["epoch"] == 110].iloc[0]
+    assert last["layer"] == 1 and len(trace) == 2, "the head is not a relaxed layer"
+    assert last["fc_precision"] == 2e6 and last["conv_precision"] == 1.0
+    fc, conv = 2e6 * 1e-6 / 100, 5.0 / 10
+    assert last["fc_relative"] == pytest.approx(fc / (fc + conv))
+
+
+def test_the_targets_hold_where_the_fc_path_is_off_with_a_high_precision(results):
+    results(record(0, 2e6, 1e-9), record(1, 3e6, 1e-9))
+    lines = long_schedule.target_lines("quadrant-mnist-digit").splitlines()
+    assert lines[0].endswith("holds (1 of 1)") and "(2 seeds)" in lines[0]
+    assert lines[1].endswith("holds (1 of 1)")
+
+
+def test_a_precision_below_1e6_fails_its_target(results):
+    results(record(0, 2e5, 1e-8))
+    lines = long_schedule.target_lines("quadrant-mnist-digit").splitlines()
+    assert lines[0].endswith("fails (0 of 1)") and lines[1].endswith("holds (1 of 1)")
+
+
+def test_no_layer_off_fails(results):
+    results(record(0, 1.0, 1.0))
+    assert long_schedule.target_lines("quadrant-mnist-digit").endswith("fails")
+
+
+def test_the_last_fit_table_reports_the_change_over_the_last_epochs(results):
+    results(record(0, 2e6, 1e-9))
+    table = long_schedule.last_fit_table("quadrant-mnist-digit")
+    assert list(table["layer"]) == [1]
+    assert float(table["FC relative: last / 100 epochs earlier"].iloc[0]) < 1
