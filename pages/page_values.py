@@ -346,17 +346,21 @@ def _cell(values: pd.Series, digits: int = 1) -> str:
     return pm(values, digits) if values.notna().any() else "-"
 
 
-def experiments(*folders: str) -> pd.DataFrame:
+def experiments(*folders: str, **filters: Any) -> pd.DataFrame:
     """The runs of ``folders`` as the results table: one row per experiment (in the order of
     its first run), the mean ± std over its seeds; the method, budget, device and evidence cells
     as the application's summary writes them (:class:`~laplace_equivariance.app.summary.Row`),
-    rows of one label naming the settings that split them.
+    rows of one label naming the settings that split them. ``filters`` keep the runs whose
+    column equals the value, or one of the values of a list (compared as text).
 
     Raises:
         ValueError: If two runs are one experiment with one seed (a copy), or there is no run.
     """
     frame = runs_table.runs()
     frame = frame[frame["folder"].isin(folders)]  # in path order, as runs() reads them
+    for key, wanted in filters.items():
+        values = [str(v) for v in (wanted if isinstance(wanted, list) else [wanted])]
+        frame = frame[frame[key].map(str).isin(values)]
     if frame.empty or frame.duplicated(["experiment", "seed"]).any():
         raise ValueError(f"{folders}: no run, or two runs of one experiment and seed")
     groups = [group for _, group in frame.groupby("experiment", sort=False)]
@@ -426,6 +430,17 @@ def claim(
     else:
         verdict = judge(better[column], worse[column], not_below)
     return f"- {text}: {verdict}"
+
+
+def within(text: str, learned: pd.DataFrame, best: pd.DataFrame, points: float = 1.0) -> str:
+    """``- text: holds`` where ``learned``'s mean test accuracy is at most ``points`` below
+    ``best``'s or above it (the paper's Table 2 claim, on means), ``fails`` otherwise; with the
+    difference of the means and its standard error over the seeds."""
+    x, y = learned["test_acc"], best["test_acc"]
+    diff = x.mean() - y.mean()
+    error = math.sqrt(x.var() / len(x) + y.var() / len(y))
+    verdict = "holds" if diff >= -points else "fails"
+    return f"- {text}: {verdict} (difference {diff:+.1f} points, standard error {error:.1f})"
 
 
 VERDICT = re.compile(

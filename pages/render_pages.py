@@ -58,6 +58,7 @@ from pages.page_values import (
     table,
     tensors,
     value,
+    within,
 )
 from studies import known_truth_tables, long_schedule, path_scale
 
@@ -117,6 +118,7 @@ def environment() -> jinja2.Environment:
         "experiments": experiments,
         "older_versions": page_tables.older_versions,
         "claim": claim,
+        "within": within,
         "headings": headings,
         "same_speed": f"{summary.SAME_SPEED:g}",
         "split": split,

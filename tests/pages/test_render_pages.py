@@ -146,6 +146,13 @@ def test_experiments_is_the_results_table_one_row_per_experiment(fixture_runs):
     assert page_values.table(table).splitlines()[1] == "|---|" + "---|" * 11
 
 
+def test_experiments_keeps_the_runs_its_filters_name(fixture_runs):
+    assert page_values.experiments("t", lr=0.01)["seeds"].tolist() == ["0, 1"]
+    assert len(page_values.experiments("t", lr=[0.01, 0.003])) == 2
+    with pytest.raises(ValueError, match="no run"):
+        page_values.experiments("t", lr=0.5)
+
+
 def test_a_claim_is_judged_by_the_seed_spread():
     def runs(*accuracies):
         return pd.DataFrame({"test_acc": accuracies})
@@ -162,6 +169,27 @@ def test_a_claim_is_judged_by_the_seed_spread():
     assert page_values.judge([3.0, 4.0], [1.0, 2.0], digits=2, unit="degrees") == (
         "reproduced (difference +2.00 degrees, standard error 0.71)"
     )
+
+
+def test_an_nll_claim_counts_lower_as_better():
+    def runs(*nlls):
+        return pd.DataFrame({"test_nll": nlls})
+
+    assert page_values.claim("a", runs(0.30, 0.31), runs(0.50, 0.52), column="test_nll") == (
+        "- a: reproduced (difference +0.205 nats, standard error 0.011)"
+    )
+    assert "reversed" in page_values.claim("b", runs(0.5, 0.52), runs(0.3, 0.31), column="test_nll")
+
+
+def test_within_holds_up_to_the_given_points_below_and_fails_beyond():
+    def runs(*accuracies):
+        return pd.DataFrame({"test_acc": accuracies})
+
+    assert page_values.within("a", runs(79.5, 79.7), runs(80.0, 80.4)) == (
+        "- a: holds (difference -0.6 points, standard error 0.2)"
+    )
+    assert page_values.within("b", runs(78.0, 78.2), runs(80.0, 80.4)).startswith("- b: fails")
+    assert page_values.within("c", runs(82.0, 83.0), runs(80.0, 80.4)).startswith("- c: holds")
 
 
 def test_the_lead_counts_each_sections_verdicts_and_links_it():
