@@ -55,7 +55,7 @@ def _row(path: Path, result: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {"folder": run.parts[0], "run": str(run), **settings}
     frozen = result.get("frozen_paths") or []
     row["frozen"] = ",".join(frozen) or "none"
-    row["experiment"] = repr((*summary._experiment(result["settings"]), *frozen))
+    row["experiment"] = repr((*summary.experiment_key(result["settings"]), *frozen))
     evidence = summary.Row([result]).neg_log_marglik_per_example()
     row |= {
         "test_acc": 100 * result["test"]["accuracy"],

@@ -33,6 +33,7 @@ from laplace_equivariance.app.runs import (
 __all__ = [
     "Row",
     "compare",
+    "experiment_key",
     "load_run",
     "markdown",
     "mean_std",
@@ -312,7 +313,7 @@ def named_settings(
 ) -> list[list[str]]:
     """Per row, the settings that tell it from another row of the same label, in words.
 
-    Rows are split by every setting of an experiment (:func:`_experiment`), but a table's
+    Rows are split by every setting of an experiment (:func:`experiment_key`), but a table's
     label shows only some (data, model, method, budget): two rows of one label would read as
     one experiment twice. Each row of a label that several rows share names every setting
     whose value differs between them (e.g. ``"prior structure path"``, ``"stochastic on"``).
@@ -326,7 +327,7 @@ def named_settings(
         The words for each row (empty where its label is its own).
     """
     keys = [
-        dict(_experiment(s)) | ({"seed": repr(s.get("seed"))} if seed else {}) for s in settings
+        dict(experiment_key(s)) | ({"seed": repr(s.get("seed"))} if seed else {}) for s in settings
     ]
     named: list[list[str]] = [[] for _ in settings]
     for label in set(labels):
@@ -373,7 +374,7 @@ that differ only in these are seeds of one experiment (the fits' options, which 
 line refuses with ``--method map``, and the schedule's, which it accepts)."""
 
 
-def _experiment(settings: dict[str, Any]) -> tuple:
+def experiment_key(settings: dict[str, Any]) -> tuple:
     """What makes runs one experiment: every setting but the NOT_THE_EXPERIMENT ones.
 
     MAP runs also ignore the settings in :data:`MARGLIK_ONLY`.
@@ -403,7 +404,7 @@ def rows(runs: Sequence[Path]) -> list[Row]:
     check_named_once(runs)
     for run in runs:
         result = load_run(run)
-        key = (*_experiment(result["settings"]), *result.get("frozen_paths", ()))
+        key = (*experiment_key(result["settings"]), *result.get("frozen_paths", ()))
         seed = (key, result["settings"].get("seed"))
         if seed in seen:
             raise ValueError(
@@ -450,12 +451,12 @@ def compare(runs: Sequence[Path], reference: Sequence[Path]) -> str:
     Returns:
         A plain-text table, one line per run.
     """
-    known = {_experiment(row.settings): row for row in rows(reference)}
+    known = {experiment_key(row.settings): row for row in rows(reference)}
     lines = [f"{'run':44} {'acc %':>6}  {'committed mean ± std (seeds)':30} verdict"]
     for run in runs:
         result = load_run(run)
         accuracy = 100 * result["test"]["accuracy"]
-        row = known.get(_experiment(result["settings"]))
+        row = known.get(experiment_key(result["settings"]))
         if row is None or len(row.accuracy()) < 2:
             committed, verdict = "-", "no committed seeds to compare with"
         else:
