@@ -66,10 +66,11 @@ def _floor(fit: dict) -> str:
     return f"{fit['floor_s']:.2f} s, {fit['floor_over_epoch']:.1f}x"
 
 
-def before_after_section() -> SimpleNamespace:
-    """The fits before and after a change, from alternating runs in one session: ``runs`` (the
+def before_after_section(name: str = "fit_over_epoch-before-after") -> SimpleNamespace:
+    """The fits before and after a change, from alternating runs in one session (the
+    ``before-*.json`` and ``after-*.json`` of ``benchmarks/results/NAME``): ``runs`` (the
     sentence the paragraph ends with) and ``text``."""
-    folder = runs_table.SPEED_RESULTS / "fit_over_epoch-before-after"
+    folder = runs_table.SPEED_RESULTS / name
     runs = sorted(
         folder.glob("*.json"), key=lambda p: (p.stem.split("-")[1], not p.stem.startswith("before"))
     )
