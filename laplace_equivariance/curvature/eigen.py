@@ -15,6 +15,7 @@ something asks for them (:class:`LazyEigenvectors`), once for every object deriv
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import overload
@@ -223,7 +224,8 @@ class _FactorEigenvectors:
     """The eigenvectors of one factor (identity for a diagonal one), computed once on call.
 
     Raises, on call, if the factor was modified in place after the decomposition was made:
-    the eigenvalues already handed out belong to the old factor.
+    the eigenvalues already handed out belong to the old factor. A pending factor is formed
+    from its rows and handed to ``keep`` (if given), so that its owner need not form it again.
     """
 
     def __init__(
@@ -231,11 +233,13 @@ class _FactorEigenvectors:
         factor: torch.Tensor | None = None,
         vectors: torch.Tensor | None = None,
         rows: FactorRows | None = None,
+        keep: Callable[[torch.Tensor, torch.Tensor], None] | None = None,
     ):
         self.factor = factor
         self.version = None if factor is None else factor._version
         self.vectors = vectors
         self.rows = rows if factor is not None and is_pending(factor) else None
+        self.keep = keep
 
     def __call__(self) -> torch.Tensor:
         if self.vectors is None:
@@ -252,8 +256,10 @@ class _FactorEigenvectors:
                 self.vectors = torch.eye(n, dtype=factor.dtype, device=factor.device)
             else:
                 dense = factor if self.rows is None else self.rows.dense(factor)
+                if self.rows is not None and self.keep is not None:
+                    self.keep(factor, dense)
                 self.vectors = symmetric_eigh(dense)[1]
-            self.factor = self.rows = None
+            self.factor = self.rows = self.keep = None
         return self.vectors
 
 
@@ -271,17 +277,26 @@ class LazyEigenvectors(Sequence[list[torch.Tensor]]):
         rows: Per group and factor, the rows that describe a
             :func:`~laplace_equivariance.curvature.factor_rows.pending_factor` (formed from
             them on first access), or None.
+        keep: Called as ``keep(group, side, pending, dense)`` with each pending factor and
+            its dense form once formed, so that the factors' owner can store it (a
+            ``BlockDiagonalKron`` then forms it once, not again when its factors are read).
     """
 
     def __init__(
         self,
         kfacs: Sequence[Sequence[torch.Tensor]],
         rows: Sequence[Sequence[FactorRows | None]] | None = None,
+        keep: Callable[[int, int, torch.Tensor, torch.Tensor], None] | None = None,
     ):
         rows = rows if rows is not None else [[None] * len(group) for group in kfacs]
         self._entries = [
-            [_FactorEigenvectors(factor, rows=r) for factor, r in zip(group, rs, strict=True)]
-            for group, rs in zip(kfacs, rows, strict=True)
+            [
+                _FactorEigenvectors(
+                    factor, rows=r, keep=None if keep is None else functools.partial(keep, g, s)
+                )
+                for s, (factor, r) in enumerate(zip(group, rs, strict=True))
+            ]
+            for g, (group, rs) in enumerate(zip(kfacs, rows, strict=True))
         ]
 
     @classmethod

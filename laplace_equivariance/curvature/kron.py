@@ -19,6 +19,7 @@ is formed only when something reads it (a pending factor: sums and scalings work
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 import torch
@@ -382,9 +383,35 @@ class BlockDiagonalKron(Kron):
         eigenvalues = [
             [_flat_eigenvalues(f, r, spectra) for f, r in group] for group in factors_and_rows
         ]
+        rows = self._valid_rows()
         return BlockDiagonalKronDecomposed(
-            LazyEigenvectors(self._kfacs, self._valid_rows()), eigenvalues, damping=damping
+            LazyEigenvectors(self._kfacs, rows, keep=functools.partial(self._keep_formed, rows)),
+            eigenvalues,
+            damping=damping,
         )
+
+    def _keep_formed(
+        self,
+        rows: list[list[FactorRows | None]],
+        group: int,
+        side: int,
+        pending: torch.Tensor,
+        dense: torch.Tensor,
+    ) -> None:
+        """Store ``dense``, formed from ``pending`` for its eigenvectors, in its place.
+
+        Only while this Kron still holds ``pending`` with the rows it was decomposed with (a
+        later ``+=`` may have extended them): :attr:`kfacs` then reads the dense factor
+        instead of forming it a second time.
+        """
+        described = rows[group][side]
+        if (
+            described is not None
+            and self._kfacs[group][side] is pending
+            and self.rows[group][side] is described
+        ):
+            self._kfacs[group][side] = dense
+            self.rows[group][side] = FactorRows(described.chunks, dense._version)
 
     def _bmm(self, W: torch.Tensor) -> torch.Tensor:
         """``H @ W`` for ``W`` of shape ``(batch, classes, params)``, via the decomposition."""

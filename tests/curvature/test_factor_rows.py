@@ -173,6 +173,41 @@ def test_the_eigenvectors_of_a_pending_factor_are_those_of_its_formed_factor():
     torch.testing.assert_close(rebuilt, factor, rtol=0, atol=1e-12 * factor.abs().max())
 
 
+def count_formed(monkeypatch) -> list[int]:
+    """Count the dense factors formed from rows (``FactorRows.dense`` calls)."""
+    formed = [0]
+    dense = FactorRows.dense
+
+    def counted(self, factor):
+        formed[0] += 1
+        return dense(self, factor)
+
+    monkeypatch.setattr(FactorRows, "dense", counted)
+    return formed
+
+
+def test_a_factor_formed_for_its_eigenvectors_is_kept_and_not_formed_again(monkeypatch):
+    formed = count_formed(monkeypatch)
+    kron, factor = pending_kron()
+    kron.decompose().eigenvectors[0]
+    assert formed[0] == 1
+    assert not is_pending(BlockDiagonalKron.stored_factors(kron)[0][1]), "stored back"
+    torch.testing.assert_close(kron.kfacs[0][1], factor, rtol=1e-13, atol=0)
+    assert formed[0] == 1, "reading the factors formed it a second time"
+    assert kron._valid_rows()[0][1].count == 5, "the rows still describe the stored factor"
+
+
+def test_a_factor_formed_for_its_eigenvectors_is_kept_by_its_own_kron_only():
+    (kron, a), (other, b) = pending_kron(m=3), pending_kron(m=4)
+    decomposed = kron.decompose()
+    total = kron + other
+    decomposed.eigenvectors[0]
+    assert not is_pending(BlockDiagonalKron.stored_factors(kron)[0][1])
+    assert is_pending(BlockDiagonalKron.stored_factors(total)[0][1]), "the sum's own"
+    torch.testing.assert_close(total.kfacs[0][1], a + b, rtol=1e-13, atol=0)
+    torch.testing.assert_close(kron.kfacs[0][1], a, rtol=1e-13, atol=0)
+
+
 def ffc_fit(n: int, **fit_kwargs):
     """An F-FC network on 1x8x8 maps: the input map's ``A`` has one 64x64 block."""
     torch.manual_seed(0)
