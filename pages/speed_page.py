@@ -61,10 +61,6 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def _floor(fit: dict) -> str:
-    """A fit's floor (forward and backward passes only) in seconds and epochs."""
-    return f"{fit['floor_s']:.2f} s, {fit['floor_over_epoch']:.1f}x"
-
 
 def before_after_section(name: str = "fit_over_epoch-before-after") -> SimpleNamespace:
     """The fits before and after a change, from alternating runs in one session (the
