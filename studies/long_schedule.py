@@ -16,8 +16,8 @@ one ``laplace-equivariance train`` run each (their commands: the results folder'
 
 ``python -m studies.long_schedule --figure docs/figures/table1-1000-1000ep-fits.png`` draws, per
 task, the FC path's precision and relative effective parameters of every layer fit by fit (log
-scale, one line per layer and seed); the results page renders :func:`last_fit_table` and
-:func:`target_lines`.
+scale, one line per layer and seed); the results page renders :func:`last_fit_table`,
+:func:`precision_stall`, :func:`collapsed_pairs` and :func:`target_lines`.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ def learned_runs(task: str) -> list[dict]:
 
 def fit_trace(run: dict) -> pd.DataFrame:
     """One row per fit and layer: ``seed``, ``epoch``, ``layer`` (1-based), and per path
-    (``fc``, ``conv``) its ``precision`` and ``effective``; ``fc_relative`` the FC share of the
+    (``fc``, ``conv``) its ``precision``, ``effective`` and ``norm`` (the squared norm of its
+    weight tensors together); ``fc_relative`` the FC share of the
     layer's effective parameters per parameter (normalised by the paths' parameter counts, as
     :func:`laplace_equivariance.symmetry_report` does)."""
     counts = {
@@ -71,6 +72,7 @@ def fit_trace(run: dict) -> pd.DataFrame:
             entry["effective"] = entry.get("effective", 0.0) + precision * fit["squared_norm"][name]
             if name.endswith("weight"):
                 entry["precision"] = max(entry.get("precision", 0.0), precision)
+                entry["norm"] = entry.get("norm", 0.0) + fit["squared_norm"][name]
         with_fc = {n for n, path in paths if path == "fc"}
         relaxed = with_fc & {n for n, path in paths if path == "conv"}
         for number in sorted(relaxed):
@@ -78,6 +80,7 @@ def fit_trace(run: dict) -> pd.DataFrame:
             for path in ("fc", "conv"):
                 row[f"{path}_precision"] = paths[number, path]["precision"]
                 row[f"{path}_effective"] = paths[number, path]["effective"]
+                row[f"{path}_norm"] = paths[number, path]["norm"]
             fc, conv = (row[f"{p}_effective"] / counts[number, p] for p in ("fc", "conv"))
             row["fc_relative"] = fc / (fc + conv)
             rows.append(row)
@@ -92,42 +95,84 @@ def trace(task: str) -> pd.DataFrame:
     return pd.concat([fit_trace(run) for run in runs], ignore_index=True)
 
 
-def last_fit_table(task: str, earlier: int = 100) -> pd.DataFrame:
-    """Per layer at the last fit, over the seeds: the FC and CONV precisions and the FC relative
-    effective parameters (their ranges over the seeds, ``low - high``), and the FC relative
-    effective parameters' factor of change over the last ``earlier`` epochs (below 1: still
-    falling)."""
+STALLED = 0.01
+"""An FC precision that moved by less than this fraction over the last 100 epochs has stopped."""
+
+
+def _last_and_before(task: str, earlier: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rows of every seed's last fit and of its fit ``earlier`` epochs before, indexed by
+    ``(seed, layer)``."""
     frame = trace(task)
-    last = frame[frame["epoch"] == frame.groupby("seed")["epoch"].transform("max")]
-    before = frame[frame["epoch"] == frame.groupby("seed")["epoch"].transform("max") - earlier]
-    change = (
-        last.set_index(["seed", "layer"])["fc_relative"]
-        / before.set_index(["seed", "layer"])["fc_relative"]
-    )
+    final = frame.groupby("seed")["epoch"].transform("max")
+    last = frame[frame["epoch"] == final].set_index(["seed", "layer"])
+    return last, frame[frame["epoch"] == final - earlier].set_index(["seed", "layer"])
+
+
+def last_fit_table(task: str, earlier: int = 100) -> pd.DataFrame:
+    """Per layer at the last fit, over the seeds (ranges ``low - high``): the FC and CONV
+    precisions, the FC weights' squared norm and relative effective parameters, and the factors
+    of change of the FC precision and relative effective parameters over the last ``earlier``
+    epochs (1: no longer moving)."""
+    last, before = _last_and_before(task, earlier)
 
     def spread(values: pd.Series) -> str:
         low, high = values.min(), values.max()
         return f"{low:.1e}" if low == high else f"{low:.1e} - {high:.1e}"
 
+    precision_change = last["fc_precision"] / before["fc_precision"]
+    relative_change = last["fc_relative"] / before["fc_relative"]
     rows = []
-    for layer, group in last.groupby("layer"):
+    for layer, group in last.groupby(level="layer"):
         rows.append(
             {
                 "layer": layer,
                 "FC precision": spread(group["fc_precision"]),
+                f"FC precision: last / {earlier} epochs earlier": spread(
+                    precision_change.xs(layer, level="layer")
+                ),
                 "CONV precision": spread(group["conv_precision"]),
+                "FC weights' squared norm": spread(group["fc_norm"]),
                 "FC relative eff. params": spread(group["fc_relative"]),
-                f"FC relative: last / {earlier} epochs earlier": spread(change.xs(layer, level=1)),
+                f"FC relative: last / {earlier} epochs earlier": spread(
+                    relative_change.xs(layer, level="layer")
+                ),
             }
         )
     return pd.DataFrame(rows)
 
 
+def precision_stall(task: str, earlier: int = 100) -> dict[str, dict[str, tuple[float, float]]]:
+    """Where the FC precisions stopped: the (seed, layer) pairs whose FC precision moved by less
+    than :data:`STALLED` over the last ``earlier`` epochs (``stalled``) and the others
+    (``moving``), each with ``count`` (as a pair ``(n, n)``) and the ranges of its FC precisions,
+    their factors of change and the FC weights' squared norms at the last fit."""
+    last, before = _last_and_before(task, earlier)
+    change = last["fc_precision"] / before["fc_precision"]
+    stalled = (change - 1).abs() < STALLED
+    summary = {}
+    for name, chosen in (("stalled", stalled), ("moving", ~stalled)):
+        summary[name] = {
+            "count": (int(chosen.sum()), len(chosen)),
+            "precision": (last["fc_precision"][chosen].min(), last["fc_precision"][chosen].max()),
+            "change": (change[chosen].min(), change[chosen].max()),
+            "norm": (last["fc_norm"][chosen].min(), last["fc_norm"][chosen].max()),
+        }
+    return summary
+
+
+def collapsed_pairs(task: str, norm: float = 1e-6) -> tuple[int, int]:
+    """Of the (seed, layer) pairs whose FC weights (both maps) have a squared norm under
+    ``norm`` at the last fit, how many have FC relative effective parameters under
+    :data:`RELATIVE_TARGET`, and how many there are."""
+    last = _last_and_before(task, 0)[0]
+    collapsed = last[last["fc_norm"] < norm]
+    return int((collapsed["fc_relative"] < RELATIVE_TARGET).sum()), len(collapsed)
+
+
 def target_lines(task: str) -> str:
     """App. D's two targets as verdict lines, in the layers whose FC path is off at the last fit
     (relative effective parameters under :data:`OFF`) in every seed."""
-    frame = trace(task)
-    last = frame[frame["epoch"] == frame.groupby("seed")["epoch"].transform("max")]
+    last = _last_and_before(task, 0)[0].reset_index()
     off = last.groupby("layer")["fc_relative"].max() < OFF
     layers = [int(n) for n in off.index[off]]
     name, seeds = TASKS[task], last["seed"].nunique()

@@ -7,10 +7,10 @@ import pytest
 from studies import long_schedule
 
 
-def record(seed: int, fc_precision: float, fc_norm: float) -> dict:
+def record(seed: int, fc_precision: float, fc_norm: float, earlier: float = 10.0) -> dict:
     """A learned run of one relaxed layer (FC: 2 weight tensors, 100 parameters; CONV: 10) and a
     head, with two fits; the FC path's gamma per parameter is ``fc_precision * fc_norm / 100``
-    at the second fit (ten times that at the first) against CONV's 1 * 5 / 10."""
+    at the second fit (``earlier`` times that at the first) against CONV's 1 * 5 / 10."""
 
     def fit(epoch, precision):
         return {
@@ -34,7 +34,7 @@ def record(seed: int, fc_precision: float, fc_norm: float) -> dict:
         "symmetry": {
             "layers": [{"paths": {"fc": {"parameters": 100}, "conv": {"parameters": 10}}}]
         },
-        "fits": [fit(10, 10 * fc_precision), fit(110, fc_precision)],
+        "fits": [fit(10, earlier * fc_precision), fit(110, fc_precision)],
     }
 
 
@@ -84,3 +84,16 @@ def test_the_last_fit_table_reports_the_change_over_the_last_epochs(results):
     table = long_schedule.last_fit_table("quadrant-mnist-digit")
     assert list(table["layer"]) == [1]
     assert float(table["FC relative: last / 100 epochs earlier"].iloc[0]) < 1
+
+
+def test_precisions_that_no_longer_move_are_told_from_moving_ones(results):
+    results(record(0, 150.0, 1e-16, earlier=1.0), record(1, 2e5, 0.5, earlier=0.5))
+    stall = long_schedule.precision_stall("quadrant-mnist-digit")
+    assert stall["stalled"]["count"] == (1, 2) and stall["stalled"]["precision"] == (150.0, 150.0)
+    assert stall["stalled"]["norm"] == (1e-16, 1e-16)
+    assert stall["moving"]["change"] == (2.0, 2.0)
+
+
+def test_collapsed_pairs_count_those_whose_share_is_under_the_target(results):
+    results(record(0, 150.0, 1e-16), record(1, 1e9, 1e-7), record(2, 1.0, 1.0))
+    assert long_schedule.collapsed_pairs("quadrant-mnist-digit") == (1, 2)
