@@ -61,7 +61,6 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-
 def before_after_section(name: str = "fit_over_epoch-before-after") -> SimpleNamespace:
     """The fits before and after a change, from alternating runs in one session (the
     ``before-*.json`` and ``after-*.json`` of ``benchmarks/results/NAME``): ``runs`` (the
