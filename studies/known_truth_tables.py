@@ -149,6 +149,52 @@ def precision_table(folders: list[Path]) -> str:
     return "\n".join(lines)
 
 
+WEIGHT_TENSORS = {"f-fc+conv": 2, "fc+conv": 1}
+"""How many weight tensors lead an FC path's tensors in a run's JSON, per model: F-FC's
+input and output maps (``theta2``, ``theta1``), FC's one weight; biases follow them."""
+
+
+def weight_precision_table(folders: list[Path], task: str = "shifted-digits") -> str:
+    """Per layer and folder, ranges over the seeds of: the FC path's weight precisions (every
+    weight tensor's), their squared norms, and the FC relative effective parameters; after
+    them each folder's test accuracy. For telling an F-FC path's bounded precisions from an
+    unfactored FC path's growing ones (docs/learned_structure.md).
+
+    Raises:
+        ValueError: If a folder has no run of ``task`` or a model without an entry in
+            :data:`WEIGHT_TENSORS`.
+    """
+
+    def spread(values: list[float]) -> str:
+        low, high = min(values), max(values)
+        return f"{low:.1e}" if f"{low:.1e}" == f"{high:.1e}" else f"{low:.1e} - {high:.1e}"
+
+    lines = [
+        "| runs | model | test accuracy % | layer | FC weight precision | FC weights' squared "
+        "norm | FC relative eff. params |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for folder in folders:
+        runs = task_runs(folder, task)
+        if not runs:
+            raise ValueError(f"no run of {task} under {folder}")
+        model = runs[0]["settings"]["model"]
+        if model not in WEIGHT_TENSORS:
+            raise ValueError(f"{folder}: no weight tensors known for model {model!r}")
+        weights = WEIGHT_TENSORS[model]
+        accuracy = mean_std([r["test_accuracy"] for r in runs], 100)
+        for i, layer in enumerate(runs[0]["layers"]):
+            rows = [r["layers"][i] for r in runs]
+            precision = [p for row in rows for p in row["fc_prior_precision"][:weights]]
+            norm = [sum(row["fc_squared_norm"][:weights]) for row in rows]
+            relative = [row["fc_relative"] for row in rows]
+            lines.append(
+                f"| {folder.name} | {model} | {accuracy} | {layer['layer']} | {spread(precision)} "
+                f"| {spread(norm)} | {spread(relative)} |"
+            )
+    return "\n".join(lines)
+
+
 def fixed_weight_table(folders: list[Path]) -> str:
     """The exact-GGN runs' FC shares at fixed weights under each curvature (largest over seeds)."""
     lines = [

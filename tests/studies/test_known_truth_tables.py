@@ -1,5 +1,9 @@
 """The tables of docs/learned_structure.md, from the known-truth runs."""
 
+import json
+
+import pytest
+
 from pages import render_pages
 from studies import known_truth_tables
 
@@ -17,3 +21,34 @@ def test_mean_std_pools_seeds_with_the_sample_std():
     """Three seeds: the mean and the sample (n - 1) standard deviation; one seed: std 0."""
     assert known_truth_tables.mean_std([0.5, 0.6, 0.7], scale=100) == "60.0 ± 10.0"
     assert known_truth_tables.mean_std([0.3]) == "0.3 ± 0.0"
+
+
+def _run(folder, model, seed, precisions, norms, relative):
+    """One known-truth run of one layer under ``folder``."""
+    layer = {
+        "layer": "layer1",
+        "fc_prior_precision": precisions,
+        "fc_squared_norm": norms,
+        "fc_relative": relative,
+    }
+    record = {"settings": {"model": model}, "test_accuracy": 0.9, "layers": [layer]}
+    (folder / f"shifted-digits-seed{seed}.json").write_text(json.dumps(record))
+
+
+def test_the_weight_precision_table_reads_only_the_weight_tensors(tmp_path):
+    factored, plain = tmp_path / "factored", tmp_path / "plain"
+    factored.mkdir(), plain.mkdir()
+    # F-FC: two maps, then biases whose precisions must not count; FC: one weight, one bias
+    _run(factored, "f-fc+conv", 0, [150.0, 48.0, 1e9, 1e9], [1e-16, 2e-16, 1.0, 1.0], 1e-7)
+    _run(factored, "f-fc+conv", 1, [200.0, 60.0, 1e9, 1e9], [1e-16, 2e-16, 1.0, 1.0], 2e-7)
+    _run(plain, "fc+conv", 0, [3e6, 1e9], [1e-8, 1.0], 1e-7)
+    rows = known_truth_tables.weight_precision_table([factored, plain]).splitlines()[2:]
+    assert rows[0].split(" | ")[4:6] == ["4.8e+01 - 2.0e+02", "3.0e-16"]
+    assert rows[0].endswith("| 1.0e-07 - 2.0e-07 |")
+    assert rows[1].split(" | ")[4:6] == ["3.0e+06", "1.0e-08"]
+
+
+def test_the_weight_precision_table_refuses_a_model_it_cannot_read(tmp_path):
+    _run(tmp_path, "conv", 0, [1.0], [1.0], 0.0)
+    with pytest.raises(ValueError, match="no weight tensors known"):
+        known_truth_tables.weight_precision_table([tmp_path])
