@@ -27,6 +27,8 @@ ROTATION_RESULTS = ROOT / "studies" / "results" / "known-truth-rotation"
 """Runs of the rotation tasks, one folder per setting (:data:`ROTATION_ORDER`)."""
 ROTATION_ORDER = ("map-conv", "map-gconv", "map-f-fc+conv+gconv", "held", "held-gconv")
 """Rotation result folders, in the table's order (settings in each run's JSON)."""
+LONG_SCHEDULE_RESULTS = ROOT / "studies" / "results" / "known-truth-1000ep"
+"""Runs at the paper's schedule (1,000 epochs), one folder per model (:data:`WEIGHT_TENSORS`)."""
 FIXED = ROOT / "studies" / "results" / "known-truth-fixed-weights"
 """Exact-GGN runs whose fixed-weight comparison of the curvatures the docs tabulate."""
 TABLE_ORDER = (
@@ -193,6 +195,22 @@ def weight_precision_table(folders: list[Path], task: str = "shifted-digits") ->
                 f"| {spread(norm)} | {spread(relative)} |"
             )
     return "\n".join(lines)
+
+
+def precisions_above(
+    folder: Path, threshold: float = 1e6, task: str = "shifted-digits"
+) -> tuple[int, int]:
+    """How many (seed, layer) pairs under ``folder`` have an FC weight precision (the largest of
+    the path's weight tensors') above ``threshold``, and how many pairs there are."""
+    runs = task_runs(folder, task)
+    weights = WEIGHT_TENSORS[runs[0]["settings"]["model"]]
+    largest = [max(layer["fc_prior_precision"][:weights]) for r in runs for layer in r["layers"]]
+    return sum(p > threshold for p in largest), len(largest)
+
+
+def long_schedule_table() -> str:
+    """:func:`weight_precision_table` of the runs at the paper's schedule, F-FC+CONV first."""
+    return weight_precision_table([LONG_SCHEDULE_RESULTS / m for m in WEIGHT_TENSORS])
 
 
 def fixed_weight_table(folders: list[Path]) -> str:

@@ -52,3 +52,9 @@ def test_the_weight_precision_table_refuses_a_model_it_cannot_read(tmp_path):
     _run(tmp_path, "conv", 0, [1.0], [1.0], 0.0)
     with pytest.raises(ValueError, match="no weight tensors known"):
         known_truth_tables.weight_precision_table([tmp_path])
+
+
+def test_precisions_above_count_the_pairs_whose_weights_pass(tmp_path):
+    _run(tmp_path, "f-fc+conv", 0, [2e6, 48.0, 1e9, 1e9], [1e-16, 2e-16, 1.0, 1.0], 1e-7)
+    _run(tmp_path, "f-fc+conv", 1, [150.0, 48.0, 1e9, 1e9], [1e-16, 2e-16, 1.0, 1.0], 1e-7)
+    assert known_truth_tables.precisions_above(tmp_path) == (1, 2)
