@@ -278,7 +278,10 @@ class BlockDiagonalKron(Kron):
         my_rows, their_rows = self._valid_rows(), self._rows_of(other)
         plan = self._addends(other, my_rows, their_rows)
         dense = [step for steps in plan for step in steps if not isinstance(step[1], FactorRows)]
-        added = iter(torch._foreach_add([a for a, _ in dense], [b for _, b in dense]))
+        # torch._foreach_* refuse empty lists: every factor may have stayed pending
+        added = iter(
+            torch._foreach_add([a for a, _ in dense], [b for _, b in dense]) if dense else []
+        )
         sums = [
             [step[0] if isinstance(step[1], FactorRows) else next(added) for step in steps]
             for steps in plan
@@ -308,7 +311,8 @@ class BlockDiagonalKron(Kron):
         plan = self._addends(other, my_rows, their_rows)
         sums = [[step[0] for step in steps] for steps in plan]
         dense = [step for steps in plan for step in steps if not isinstance(step[1], FactorRows)]
-        torch._foreach_add_([a for a, _ in dense], [b for _, b in dense])
+        if dense:  # torch._foreach_add_ refuses empty lists: every factor may stay pending
+            torch._foreach_add_([a for a, _ in dense], [b for _, b in dense])
         self.rows = self._sum_rows(my_rows, their_rows, sums, plan)
         self._kfacs = sums
         return self

@@ -289,3 +289,41 @@ def test_a_non_finite_row_of_a_pending_factor_is_caught(monkeypatch):
     monkeypatch.setattr(FactoredInputMapRule, "a_rows", staticmethod(with_nan))
     with pytest.raises(FloatingPointError, match="Non-finite"):
         ffc_fit(4)
+
+
+def test_a_factor_extended_in_place_after_its_decomposition_is_not_overwritten():
+    # one-factor groups: the in-place sum keeps the pending tensor and extends its rows, so
+    # storing the decomposition's formed factor back would silently drop the added rows
+    (rows, a), (more, b) = rows_and_factor(m=3), rows_and_factor(m=4)
+    pending, added = pending_factor(3, 8, rows), pending_factor(3, 8, more)
+    kron = BlockDiagonalKron([[pending]], [[FactorRows.of(rows, pending)]])
+    other = BlockDiagonalKron([[added]], [[FactorRows.of(more, added)]])
+    decomposed = kron.decompose()
+    kron += other
+    decomposed.eigenvectors[0]
+    assert is_pending(BlockDiagonalKron.stored_factors(kron)[0][0])
+    torch.testing.assert_close(kron.kfacs[0][0], a + b, rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_a_sum_whose_factors_all_stay_pending_adds_no_dense_factor(in_place):
+    (rows, a), (more, b) = rows_and_factor(m=3), rows_and_factor(m=4)
+    first, second = pending_factor(3, 8, rows), pending_factor(3, 8, more)
+    kron = BlockDiagonalKron([[first]], [[FactorRows.of(rows, first)]])
+    other = BlockDiagonalKron([[second]], [[FactorRows.of(more, second)]])
+    if in_place:
+        kron += other
+        total = kron
+    else:
+        total = kron + other
+    assert is_pending(BlockDiagonalKron.stored_factors(total)[0][0])
+    torch.testing.assert_close(total.kfacs[0][0], a + b, rtol=1e-13, atol=0)
+
+
+def test_a_factor_replaced_after_its_decomposition_is_not_overwritten():
+    kron, _ = pending_kron()
+    decomposed = kron.decompose()
+    replacement = spd(3, 8, 8)
+    kron.kfacs = [[kron.stored_factors(kron)[0][0], replacement]]
+    decomposed.eigenvectors[0]
+    assert kron.stored_factors(kron)[0][1] is replacement
