@@ -172,9 +172,9 @@ def weight_precision_table(folders: list[Path], task: str = "shifted-digits") ->
         return f"{low:.1e}" if f"{low:.1e}" == f"{high:.1e}" else f"{low:.1e} - {high:.1e}"
 
     lines = [
-        "| runs | model | test accuracy % | layer | FC weight precision | FC weights' squared "
+        "| runs | test accuracy % | layer | FC weight precision | FC weights' squared "
         "norm | FC relative eff. params |",
-        "|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|",
     ]
     for folder in folders:
         runs = task_runs(folder, task)
@@ -184,6 +184,7 @@ def weight_precision_table(folders: list[Path], task: str = "shifted-digits") ->
         if model not in WEIGHT_TENSORS:
             raise ValueError(f"{folder}: no weight tensors known for model {model!r}")
         weights = WEIGHT_TENSORS[model]
+        label = model if folder.name == model else f"{folder.name} ({model})"
         accuracy = mean_std([r["test_accuracy"] for r in runs], 100)
         for i, layer in enumerate(runs[0]["layers"]):
             rows = [r["layers"][i] for r in runs]
@@ -191,7 +192,7 @@ def weight_precision_table(folders: list[Path], task: str = "shifted-digits") ->
             norm = [sum(row["fc_squared_norm"][:weights]) for row in rows]
             relative = [row["fc_relative"] for row in rows]
             lines.append(
-                f"| {folder.name} | {model} | {accuracy} | {layer['layer']} | {spread(precision)} "
+                f"| {label} | {accuracy} | {layer['layer']} | {spread(precision)} "
                 f"| {spread(norm)} | {spread(relative)} |"
             )
     return "\n".join(lines)
