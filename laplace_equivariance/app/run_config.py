@@ -368,7 +368,8 @@ class RunConfig:
     seed: int = _setting(0, "seed of the data subset and the weights")
     threads: int | None = _setting(
         None,
-        "CPU threads (torch.set_num_threads)",
+        "CPU threads (torch.set_num_threads); at most the cores that no other work keeps busy "
+        f"({_page('cli.md')}, 'Threads')",
         shown="torch's default",
         older_runs=None,
         circumstance=True,
