@@ -36,7 +36,8 @@ def _run(folder, model, seed, precisions, norms, relative):
 
 
 def test_the_weight_precision_table_reads_only_the_weight_tensors(tmp_path):
-    factored, plain = tmp_path / "factored", tmp_path / "plain"
+    # a folder named as its model is labelled by the model alone
+    factored, plain = tmp_path / "factored", tmp_path / "fc+conv"
     factored.mkdir(), plain.mkdir()
     # F-FC: two maps, then biases whose precisions must not count; FC: one weight, one bias
     _run(factored, "f-fc+conv", 0, [150.0, 48.0, 1e9, 1e9], [1e-16, 2e-16, 1.0, 1.0], 1e-7)
@@ -47,6 +48,7 @@ def test_the_weight_precision_table_reads_only_the_weight_tensors(tmp_path):
     assert rows[0].split(" | ")[3:5] == ["4.8e+01 - 2.0e+02", "3.0e-16"]
     assert rows[0].endswith("| 1.0e-07 - 2.0e-07 |")
     assert rows[1].split(" | ")[3:5] == ["3.0e+06", "1.0e-08"]
+    assert rows[1].startswith("| fc+conv | ")
 
 
 def test_the_weight_precision_table_refuses_a_model_it_cannot_read(tmp_path):
