@@ -35,8 +35,21 @@ def _map_rows(*folders: str) -> list[dict]:
 
 
 def circumstances(folder: str) -> str:
-    """The budget, width, device and threads the runs of ``folder`` share."""
-    return _circumstances(_runs(folder))
+    """The budget, width, device and threads the runs of ``folder`` share (or each distinct
+    value)."""
+    results = [summary.load_run(run) for run in _runs(folder)]
+
+    def values(get) -> str:
+        return ", ".join(sorted({str(get(r)) for r in results}))
+
+    return (
+        f"Budget {values(lambda r: r.get('optimiser_steps'))} optimiser steps of "
+        f"{values(lambda r: r['settings']['batch_size'])} examples; alpha "
+        f"{values(lambda r: r['settings']['alpha'])}; Adam at lr "
+        f"{values(lambda r: r['settings']['lr'])}, cosine-annealed; evaluated at the last epoch; "
+        f"{values(lambda r: r['device'])}, {values(lambda r: r['threads'])} thread(s) per run; "
+        f"version {values(lambda r: r['versions']['laplace_equivariance'])}."
+    )
 
 
 def table(folder: str) -> str:
@@ -53,21 +66,26 @@ def verdicts(folder: str, against: tuple[str, ...] = (), none: str = "") -> str:
     return "\n".join(_verdict_sentences(entries)) or none
 
 
-def missing(folder: str, tasks: tuple[str, ...] | None = None) -> str:
-    """Rows of the planned sweep of ``folder`` with fewer than 3 seeds, or ``"None."``."""
-    entries = data_size.sweep_rows(_runs(folder))
-    return "\n".join(_missing(entries, tasks or data_size.TASKS)) or "None."
-
-
-def structure(folder: str) -> str:
-    """The structure each learned F-FC+CONV run of ``folder`` chose, one row per run."""
-    return _structure(folder)
-
-
-def drift(folder: str) -> str:
-    """How far the priors of ``folder``'s learned runs still moved at the last fit, beside the
-    sweeps' runs of the same task, size, network and seed."""
-    return _drift_table(_runs(folder))
+def missing(folder: str, tasks: tuple[str, ...] = data_size.TASKS) -> str:
+    """Rows of the planned sweep of ``folder`` (``tasks`` at the default sizes and networks)
+    with fewer than 3 seeds, or ``"None."``."""
+    have = {
+        (e["task"], e["n"], e["network"]): len(e["seeds"])
+        for e in data_size.sweep_rows(_runs(folder))
+    }
+    labels = [
+        data_size.label({"method": method, "model": model})
+        for name, (model, method) in data_size.NETWORKS.items()
+        if name in data_size.TABLE
+    ]
+    missing = []
+    for task in tasks:
+        for n in (500, 1000, 2000, 4000):
+            seeds = {label: have.get((task, n, label), 0) for label in labels}
+            short = [f"{label} ({k})" for label, k in seeds.items() if k < 3]
+            if short:
+                missing.append(f"- {task}, N = {n:,}: " + ", ".join(short))
+    return "\n".join(missing) or "None."
 
 
 def evidence(folder: str) -> SimpleNamespace:
@@ -79,43 +97,6 @@ def evidence(folder: str) -> SimpleNamespace:
     return SimpleNamespace(
         table=evidence_selection.evidence_table(paired),
         verdicts="\n".join(sentences) or "No size has two seeds of both yet.",
-    )
-
-
-def ablation() -> str:
-    """Every ``path-ablation`` file's runs but the sweeps': accuracy with the FC terms removed."""
-    return _ablation_table()
-
-
-def ablation_by_size(name: str) -> str:
-    """A sweep's ``path-ablation`` file by task and size."""
-    return _ablation_by_size(name)
-
-
-def conv_effective(networks: dict[str, tuple[str, str]]) -> str:
-    """Per relaxed layer, CONV's effective parameters of each (folder, model) at N = 500."""
-    return _conv_effective(networks)
-
-
-def seed_by_seed() -> str:
-    """Test and training accuracy per seed of each network compared at N = 500."""
-    return _seed_by_seed()
-
-
-def _circumstances(runs: list[Path]) -> str:
-    """The budget, width, device and threads the runs share (or each distinct value)."""
-    results = [summary.load_run(run) for run in runs]
-
-    def values(get) -> str:
-        return ", ".join(sorted({str(get(r)) for r in results}))
-
-    return (
-        f"Budget {values(lambda r: r.get('optimiser_steps'))} optimiser steps of "
-        f"{values(lambda r: r['settings']['batch_size'])} examples; alpha "
-        f"{values(lambda r: r['settings']['alpha'])}; Adam at lr "
-        f"{values(lambda r: r['settings']['lr'])}, cosine-annealed; evaluated at the last epoch; "
-        f"{values(lambda r: r['device'])}, {values(lambda r: r['threads'])} thread(s) per run; "
-        f"version {values(lambda r: r['versions']['laplace_equivariance'])}."
     )
 
 
@@ -171,68 +152,45 @@ def _not_compared(entries: list[dict], task: str, n: int) -> str:
     return f"; not compared: {', '.join(absent)} (not run)" if absent else ""
 
 
-def _missing(entries: list[dict], tasks: tuple[str, ...] = data_size.TASKS) -> list[str]:
-    """Rows of the planned sweep (``tasks`` at the default sizes and networks) with < 3 seeds."""
-    have = {(e["task"], e["n"], e["network"]): len(e["seeds"]) for e in entries}
-    labels = {
-        name: data_size.label({"method": method, "model": model})
-        for name, (model, method) in data_size.NETWORKS.items()
-        if name in data_size.TABLE
-    }
-    missing = []
-    for task in tasks:
-        for n in (500, 1000, 2000, 4000):
-            short = [
-                f"{label} ({have.get((task, n, label), 0)})"
-                for label in labels.values()
-                if have.get((task, n, label), 0) < 3
-            ]
-            if short:
-                missing.append(f"- {task}, N = {n:,}: " + ", ".join(short))
-    return missing
-
-
-def _drift_table(variant: list[Path]) -> str:
+def drift(folder: str) -> str:
     """How far the priors still moved at the last fit (:func:`studies.data_size.prior_drift`):
-    each learned run of a variant (F-FC+CONV or CONV) beside the sweep's run of the same task,
-    size, network and seed."""
+    each learned run of ``folder`` (a variant: F-FC+CONV or CONV) beside the sweeps' run of the
+    same task, size, network and seed."""
 
     def key(r: dict) -> tuple:
         s = r["settings"]
         return (s["dataset"], r["n_train"], data_size.label(s), s["seed"])
 
-    learned = [summary.load_run(run) for run in variant]
+    learned = [summary.load_run(run) for run in _runs(folder)]
     learned = [r for r in learned if r["settings"]["method"] == "marglik"]
     sweep = {key(r): r for r in map(summary.load_run, _runs() + _runs("data-size-fashion"))}
     rows = []
     for r in sorted(learned, key=lambda r: (data_size.ALL_TASKS.index(key(r)[0]), *key(r)[1:])):
-        cells = []
-        for result in (sweep.get(key(r)), r):
-            if result is None:
-                cells.append("- | -")
-                continue
-            drift = data_size.prior_drift(result)
-            cells.append(
-                f"{100 * (math.exp(drift['median']) - 1):.1f} | {100 * drift['moving']:.0f}"
-            )
         task, n, network, seed = key(r)
-        rows.append(f"| {task} | {n:,} | {network} | {seed} | " + " | ".join(cells) + " |")
-    header = (
-        "| task | N | network | seed | sweep: median change at the last fit % | sweep: "
-        "precisions moving > 5 % (share %) | variant: median change % | variant: moving > 5 % "
-        "(share %) |"
-    )
-    return "\n".join([header, "|---|---|---|---|---|---|---|---|", *rows])
+        rows.append([task, f"{n:,}", network, str(seed)])
+        for result in (sweep.get(key(r)), r):
+            moved = None if result is None else data_size.prior_drift(result)
+            rows[-1] += (
+                ["-", "-"]
+                if moved is None
+                else [
+                    f"{100 * (math.exp(moved['median']) - 1):.1f}",
+                    f"{100 * moved['moving']:.0f}",
+                ]
+            )
+    header = ["task", "N", "network", "seed", "sweep: median change at the last fit %"]
+    header += ["sweep: precisions moving > 5 % (share %)", "variant: median change %"]
+    return page_values.rows_table([*header, "variant: moving > 5 % (share %)"], rows)
 
 
-def _train_test(accuracies: dict[str, float] | None) -> str:
-    """``"train / test"`` accuracies in percent, ``"-"`` where not measured."""
-    if accuracies is None:
+def _train_test(fractions: dict[str, float] | None, digits: int = 1) -> str:
+    """``"train / test"`` fractions in percent, ``"-"`` where not measured."""
+    if fractions is None:
         return "-"
-    return f"{100 * accuracies['train']:.1f} / {100 * accuracies['test']:.1f}"
+    return f"{100 * fractions['train']:.{digits}f} / {100 * fractions['test']:.{digits}f}"
 
 
-def _ablation_table() -> str:
+def ablation() -> str:
     """One row per run of every ``path-ablation`` file but the sweeps': accuracies with the FC
     term removed, and with noise of its size added (the control; ``-`` in files measured
     before it existed)."""
@@ -249,27 +207,21 @@ def _ablation_table() -> str:
             )
             worst = min(run["layers"], key=lambda layer: layer["removed"]["test"])
             shares = [layer["output_share"] for layer in run["layers"]]
+            largest = {split: max(s[split] for s in shares) for split in ("train", "test")}
             rows.append(
-                f"| {file.stem} | {settings['subset']:,} | {training} | {settings['seed']} | "
-                f"{100 * run['accuracy']['train']:.1f} / {100 * run['accuracy']['test']:.1f} | "
-                f"{100 * run['removed_everywhere']['train']:.1f} / "
-                f"{100 * run['removed_everywhere']['test']:.1f} | "
-                f"{_train_test(run.get('noise_of_path_size_everywhere'))} | "
-                f"{worst['layer']}: {100 * worst['removed']['train']:.1f} / "
-                f"{100 * worst['removed']['test']:.1f} | "
-                f"{100 * max(s['train'] for s in shares):.2f} / "
-                f"{100 * max(s['test'] for s in shares):.2f} |"
+                [file.stem, f"{settings['subset']:,}", training, str(settings["seed"])]
+                + [_train_test(run[key]) for key in ("accuracy", "removed_everywhere")]
+                + [_train_test(run.get("noise_of_path_size_everywhere"))]
+                + [f"{worst['layer']}: {_train_test(worst['removed'])}"]
+                + [_train_test(largest, digits=2)]
             )
-    header = (
-        "| file | N | training | seed | train / test acc % | FC removed everywhere | "
-        "control: noise of the FC terms' size added everywhere | "
-        "FC removed from the layer that costs most test accuracy | largest FC output share %, "
-        "train / test images |"
-    )
-    return "\n".join([header, "|---|---|---|---|---|---|---|---|---|", *rows])
+    header = ["file", "N", "training", "seed", "train / test acc %", "FC removed everywhere"]
+    header += ["control: noise of the FC terms' size added everywhere"]
+    header += ["FC removed from the layer that costs most test accuracy"]
+    return page_values.rows_table([*header, "largest FC output share %, train / test images"], rows)
 
 
-def _ablation_by_size(name: str) -> str:
+def ablation_by_size(name: str) -> str:
     """The learned runs of one sweep's ``path-ablation`` file by task and size: test
     accuracy as trained, with the FC terms removed from every layer, and with noise of their
     size added instead (mean ± std over the seeds), and the layer whose FC term alone costs
@@ -296,15 +248,14 @@ def _ablation_by_size(name: str) -> str:
             return summary.mean_std([r[key]["test"] for r in runs], scale=100)
 
         rows.append(
-            f"| {task} | {n:,} | {len(runs)} | {test('accuracy')} | {test('removed_everywhere')} "
-            f"| {test('noise_of_path_size_everywhere')} | {layers[worst]}: "
-            f"{100 * cost[worst]:.1f} |"
+            [task, f"{n:,}", str(len(runs)), test("accuracy"), test("removed_everywhere")]
+            + [test("noise_of_path_size_everywhere"), f"{layers[worst]}: {100 * cost[worst]:.1f}"]
         )
-    header = (
-        "| task | N | seeds | test acc % | FC removed everywhere | control: noise of the FC "
-        "terms' size added everywhere | the layer whose FC term costs most: points lost |"
+    header = ["task", "N", "seeds", "test acc %", "FC removed everywhere"]
+    header += ["control: noise of the FC terms' size added everywhere"]
+    return page_values.rows_table(
+        [*header, "the layer whose FC term costs most: points lost"], rows
     )
-    return "\n".join([header, "|---|---|---|---|---|---|---|", *rows])
 
 
 def _values(run: pd.Series, family: str) -> list[float]:
@@ -317,7 +268,7 @@ def _values(run: pd.Series, family: str) -> list[float]:
     return [v for _, v in layers]
 
 
-def _structure(folder: str) -> str:
+def structure(folder: str) -> str:
     """One row per learned F-FC+CONV run of ``folder``, by size and seed: accuracy, evidence,
     the FC path's share of each relaxed layer's relative effective parameters (App. D), the
     layers where it is off, and its largest share of a layer's output energy."""
@@ -336,7 +287,7 @@ def _structure(folder: str) -> str:
         )
     header = ["task", "N", "seed", "test acc %", "train acc %", "-log marglik / N"]
     header += ["FC share of effective parameters, per relaxed layer", "FC off"]
-    return _markdown([*header, "largest FC output share"], rows)
+    return page_values.rows_table([*header, "largest FC output share"], rows)
 
 
 def _at_500(folder: str, model: str, method: str) -> pd.DataFrame:
@@ -347,7 +298,7 @@ def _at_500(folder: str, model: str, method: str) -> pd.DataFrame:
     return runs[runs["method"] == method].sort_values("seed", kind="stable")
 
 
-def _conv_effective(networks: dict[str, tuple[str, str]]) -> str:
+def conv_effective(networks: dict[str, tuple[str, str]]) -> str:
     """Per relaxed layer, the CONV path's effective parameters, mean over the learned runs of
     each (folder, model) at N = 500 on the digit task."""
     rows = []
@@ -356,7 +307,9 @@ def _conv_effective(networks: dict[str, tuple[str, str]]) -> str:
         per_run = [_values(run, "conv.effective") for _, run in runs.iterrows()]
         means = pd.DataFrame(per_run).mean()
         rows.append([label, str(len(runs)), " ".join(f"{mean:.0f}" for mean in means)])
-    return _markdown(["network", "seeds", "CONV effective parameters, layers 1-8"], rows)
+    return page_values.rows_table(
+        ["network", "seeds", "CONV effective parameters, layers 1-8"], rows
+    )
 
 
 SEED_BY_SEED = {
@@ -372,7 +325,7 @@ SEED_BY_SEED = {
 Adam's rate against the usual 0.003, priors the learned runs' initial precision."""
 
 
-def _seed_by_seed() -> str:
+def seed_by_seed() -> str:
     """Test and training accuracy per seed of each :data:`SEED_BY_SEED` network at N = 500, a
     column per seed that any of them ran (``-`` where a network has no run of it)."""
     cells = {}
@@ -384,8 +337,3 @@ def _seed_by_seed() -> str:
     table = table[sorted(table.columns, key=lambda c: int(c.split()[1]))]
     table = table.rename(columns={"seed 0": "seed 0: test / train acc %"})
     return page_values.table(table.rename_axis("network").reset_index())
-
-
-def _markdown(header: list[str], rows: list[list[str]]) -> str:
-    """``rows`` under ``header`` as a Markdown table (:func:`pages.page_values.table`)."""
-    return page_values.table(pd.DataFrame(rows, columns=header))

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from laplace_equivariance.app import summary
-from pages import runs_table
-from pages.rotation_section import DATASETS, TURNED, UPRIGHT, _table
+from pages import page_values, runs_table
+from pages.rotation_section import DATASETS, TURNED, UPRIGHT
 
 NETWORKS = {("conv", "fc"): "GCONV network", ("fc", "gconv"): "CONV network"}
 """A run's frozen paths -> the single-group network it trained."""
@@ -72,12 +72,8 @@ class GroupEvidenceSection:
     """The single-group networks of ``folder`` against each other and the full network's runs
     of the ``beside`` folders: evidence and accuracy per data set and seed."""
 
-    title: str
     folder: str
-    command: str
-    about: str
     beside: tuple[str, ...] = ()
-    conclusion: str = ""
     gconv: str = GCONV_NETWORK
     """The GCONV network that Delta sets against the CONV network (:func:`network`'s name)."""
 
@@ -91,9 +87,8 @@ class GroupEvidenceSection:
 
     def render(self) -> str:
         own = self._runs((self.folder,))
-        lines = [f"## {self.title}", "", self.about, "", f"`{self.command}`", ""]
         if not own:
-            return "\n".join([*lines, "No run yet."])
+            return "No run yet."
         runs: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
         results = {f: json.loads((f / "results.json").read_text()) for f in own}
         datasets = {result["settings"]["dataset"] for result in results.values()}
@@ -102,14 +97,12 @@ class GroupEvidenceSection:
             dataset, seed = result["settings"]["dataset"], result["settings"]["seed"]
             if dataset in datasets:  # the beside folders' other data sets are not compared
                 runs.setdefault(dataset, {}).setdefault(network(result), {})[seed] = result
-        lines += [summary.markdown(own), ""]
+        lines = [summary.markdown(own), ""]
         lines += [*self._evidence_table(runs), ""]
         for turned in (t for t in TURNED if t in runs):
             lines += self._verdicts(runs, turned)
         for dataset, words in CONTROL.items():
             lines += self._control(runs, dataset, words)
-        if self.conclusion:
-            lines += ["", self.conclusion]
         return "\n".join(lines)
 
     def _evidence_table(self, runs) -> list[str]:
@@ -139,7 +132,7 @@ class GroupEvidenceSection:
             f"test accuracy, seed by seed; Delta is the {self.gconv}'s log p(D)/N less the CONV "
             "network's (positive: the evidence prefers the quarter turns):",
             "",
-            _table(header, rows),
+            page_values.rows_table(header, rows),
         ]
 
     def _verdicts(self, runs, turned: str) -> list[str]:

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 from laplace_equivariance.app import summary
 from pages import runs_table
-from pages.page_values import judge
-from pages.rotation_section import _table as markdown_table
+from pages.page_values import judge, rows_table
 
 INVARIANT_WEIGHTS_DATA = {
     "rotated-mnist": "fully rotated (±180°)",
@@ -30,10 +29,7 @@ def _eta_label(fixed: float | None) -> str:
 class InvariantWeightsSection:
     """The invariant-weights network's learned rotation, one ``rotation-seed<S>.json`` a seed."""
 
-    title: str
     folder: str
-    command: str
-    about: str
 
     def experiments(self) -> dict[tuple[str, str, float | None], list[dict]]:
         """(data set, objective, fixed angle in degrees or None if learned) -> every seed's row."""
@@ -64,8 +60,7 @@ class InvariantWeightsSection:
                     str(len(runs)),
                 ]
             )
-        lines = [f"## {self.title}", "", self.about, "", f"`{self.command}`", ""]
-        lines += [markdown_table(header, table), "", "The paper's claims at this budget:", ""]
+        lines = [rows_table(header, table), "", "The paper's claims at this budget:", ""]
         return "\n".join(lines + self.claims(experiments))
 
     @staticmethod

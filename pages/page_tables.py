@@ -446,17 +446,12 @@ def evidence_split_section(file: str) -> str:
     )
 
 
-def _below_heading(section) -> str:
-    """A Table 3 section's text below the six lines of its heading, about and command."""
-    return "\n".join(section.render().split("\n")[6:])
-
-
 def rotation_split(folder: str, model: str = "f-fc+conv+gconv", rivals: tuple = ()) -> str:
     """GCONV's share per layer on each data set and the rotation target's verdicts
     (:class:`~pages.rotation_section.RotationSplitSection`)."""
     from pages.rotation_section import RotationSplitSection
 
-    return _below_heading(RotationSplitSection("", folder, "", "", "", model, tuple(rivals)))
+    return RotationSplitSection(folder, model, tuple(rivals)).render()
 
 
 def group_evidence(folder: str, beside: tuple = (), gconv: str | None = None) -> str:
@@ -465,7 +460,7 @@ def group_evidence(folder: str, beside: tuple = (), gconv: str | None = None) ->
     from pages import group_evidence_section as groups
 
     gconv = gconv or groups.GCONV_NETWORK
-    return _below_heading(groups.GroupEvidenceSection("", folder, "", "", tuple(beside), "", gconv))
+    return groups.GroupEvidenceSection(folder, tuple(beside), gconv).render()
 
 
 def invariant_weights(folder: str) -> str:
@@ -473,7 +468,7 @@ def invariant_weights(folder: str) -> str:
     (:class:`~pages.invariant_weights_section.InvariantWeightsSection`)."""
     from pages.invariant_weights_section import InvariantWeightsSection
 
-    return _below_heading(InvariantWeightsSection("", folder, "", ""))
+    return InvariantWeightsSection(folder).render()
 
 
 def older_versions(*folders: str, learned_only: bool = False) -> str:

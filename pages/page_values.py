@@ -491,3 +491,10 @@ def table(frame: pd.DataFrame) -> str:
     text = frame.to_markdown(index=False, stralign=None, numalign=None, disable_numparse=True)
     header, _, *rows = text.splitlines()
     return "\n".join([header, "|" + "---|" * frame.shape[1], *rows])
+
+
+def rows_table(header: list[str], rows: list[list[str]]) -> str:
+    """``rows`` of cells under ``header`` as a Markdown table (:func:`table`); a short row (a
+    failed run's) is padded with empty cells."""
+    padded = [row + [""] * (len(header) - len(row)) for row in rows]
+    return table(pd.DataFrame(padded, columns=header))

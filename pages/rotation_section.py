@@ -32,19 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import torch
 
 from laplace_equivariance.app import summary
 from laplace_equivariance.data.datasets import training_labels
 from laplace_equivariance.marglik.chance import at_chance, chance_bound, class_counts
 from pages import page_values, runs_table
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    """``rows`` under ``header`` as a Markdown table (:func:`pages.page_values.table`)."""
-    return page_values.table(pd.DataFrame(rows, columns=header))
-
 
 UPRIGHT, TRANSLATED, ROTATED, PARTIAL, QUARTER = (
     "mnist",
@@ -200,11 +193,7 @@ def choose_by_evidence(folders: list[Path]) -> dict[tuple[str, int], list[Path]]
 class RotationSplitSection:
     """The learned F-FC+CONV+GCONV runs of ``folder``: GCONV per layer on each data set."""
 
-    title: str
     folder: str
-    command: str
-    about: str
-    conclusion: str = ""
     model: str = "f-fc+conv+gconv"
     rivals: tuple[str, ...] = ()
     """Folders of the same runs from other starts; with any, each data set and seed keeps the
@@ -235,10 +224,9 @@ class RotationSplitSection:
             result = json.loads((folder / "results.json").read_text())
             runs.setdefault(result["settings"]["dataset"], {})[result["settings"]["seed"]] = result
         datasets = [d for d in DATASETS if d in runs]
-        lines = [f"## {self.title}", "", self.about, "", f"`{self.command}`", ""]
         if not datasets:
-            return "\n".join([*lines, "No learned run yet."])
-        lines += [summary.markdown(folders), ""]
+            return "No learned run yet."
+        lines = [summary.markdown(folders), ""]
         if self.rivals:
             lines += [*self._choice_table(), ""]
         for measure, read in MEASURES.items():
@@ -251,8 +239,6 @@ class RotationSplitSection:
             growth = self._growth(runs, turned)
             lines += [*growth, ""] if growth else []
         lines += self._settled(runs, datasets)
-        if self.conclusion:
-            lines += ["", self.conclusion]
         return "\n".join(lines)
 
     def _choice_table(self) -> list[str]:
@@ -281,7 +267,7 @@ class RotationSplitSection:
             "The start each data set and seed keeps: the run of the lowest last -log p(D)/N "
             "(highest evidence) among the starts; the shares below are the kept runs':",
             "",
-            _table(header, rows),
+            page_values.rows_table(header, rows),
         ]
 
     @staticmethod
@@ -300,7 +286,7 @@ class RotationSplitSection:
         return [
             f"GCONV's share of each layer's {measure}, % (seed by seed):",
             "",
-            _table(header, rows),
+            page_values.rows_table(header, rows),
         ]
 
     @staticmethod
@@ -386,7 +372,7 @@ class RotationSplitSection:
             "effective parameters rises only where its effective parameters grow more than the "
             "other paths':",
             "",
-            _table(["layer", *paths], rows),
+            page_values.rows_table(["layer", *paths], rows),
         ]
 
     @staticmethod
@@ -412,7 +398,7 @@ class RotationSplitSection:
             f"(settled: at most {SETTLED_POINTS:.0f} points), and over all the fits of the "
             "run's second half:",
             "",
-            _table(header, rows),
+            page_values.rows_table(header, rows),
         ]
         annealed = [
             r["settings"].get("lr_min", 0.0) == 0.0 for d in datasets for r in runs[d].values()

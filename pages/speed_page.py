@@ -19,11 +19,12 @@ def load_json(name: str) -> dict:
     return json.loads((runs_table.SPEED_RESULTS / name).read_text())
 
 
-def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    """``rows`` under ``header`` as a Markdown table (:func:`pages.page_values.table`); a
-    short row (a failed run's) is padded with empty cells."""
-    padded = [row + [""] * (len(header) - len(row)) for row in rows]
-    return page_values.table(pd.DataFrame(padded, columns=header))
+def reports_in(folder: str) -> list[dict]:
+    """Every timing report under benchmarks/results/FOLDER/, in file-name order."""
+    return [
+        json.loads(p.read_text())
+        for p in sorted((runs_table.SPEED_RESULTS / folder).glob("*.json"))
+    ]
 
 
 def formatted(records: list[dict], columns: dict[str, str]) -> str:
@@ -32,7 +33,7 @@ def formatted(records: list[dict], columns: dict[str, str]) -> str:
     string filled from each row (``"{exact__fit_s:.2f} s"``)."""
     frame = pd.json_normalize(records, sep="__").rename(columns=lambda c: c.replace(".", "_"))
     rows = [[f.format_map(row) for f in columns.values()] for row in frame.to_dict("records")]
-    return markdown_table([h.strip() for h in columns], rows)
+    return page_values.rows_table([h.strip() for h in columns], rows)
 
 
 def machine(report: dict) -> str:
@@ -98,7 +99,7 @@ def before_after_section(name: str = "fit_over_epoch-before-after") -> SimpleNam
         runs=sentence,
         text=speed_section(
             [first],
-            table=markdown_table(
+            table=page_values.rows_table(
                 ["run", "code", "model", "epoch", "exact GGN fit", "MC Fisher fit", "eigenvalues"],
                 [
                     [
@@ -158,7 +159,7 @@ def kfac_section() -> str:
     conv, decomposition = r["conv"], r["f-fc+conv"]["decomposition"]
     return speed_section(
         [r],
-        markdown_table(
+        page_values.rows_table(
             ["measurement", "value", "target", "met"],
             [
                 [
@@ -173,13 +174,13 @@ def kfac_section() -> str:
                     f"({decomposition['dense']['seconds']:.1f} s / "
                     f"{decomposition['block_diagonal']['seconds']:.2f} s)",
                     ">= 10x",
-                    "yes" if decomposition["speed_up"] >= 10 else "**no**",
+                    met(10, decomposition["speed_up"]),
                 ],
                 [
                     "F-FC+CONV: factors and eigenvectors, dense / block-diagonal",
                     f"{decomposition['memory_ratio']:.0f}x smaller",
                     ">= 10x",
-                    "yes" if decomposition["memory_ratio"] >= 10 else "**no**",
+                    met(10, decomposition["memory_ratio"]),
                 ],
             ],
         ),
@@ -214,26 +215,11 @@ def layers_section() -> str:
 def class_passes_section() -> str:
     """The per-class backward passes of the exact GGN's fit."""
     r = load_json("class_backward_passes-cpu.json")
-    return speed_section(
-        [r],
-        markdown_table(
-            ["graph", "time"],
-            [
-                [
-                    "with the parameters' edges (ASDL)",
-                    f"{r['with_parameter_edges_s'] * 1e3:.0f} ms",
-                ],
-                [
-                    "activations only (EquivariantKFAC)",
-                    f"{r['activations_only_s'] * 1e3:.0f} ms",
-                ],
-                [
-                    "one pass batched over the classes",
-                    f"{r['batched_over_classes_s'] * 1e3:.0f} ms",
-                ],
-            ],
-        ),
-    )
+    graphs = {"with the parameters' edges (ASDL)": "with_parameter_edges_s"}
+    graphs |= {"activations only (EquivariantKFAC)": "activations_only_s"}
+    graphs |= {"one pass batched over the classes": "batched_over_classes_s"}
+    rows = [[graph, f"{r[key] * 1e3:.0f} ms"] for graph, key in graphs.items()]
+    return speed_section([r], page_values.rows_table(["graph", "time"], rows))
 
 
 def conv_a_factor_section() -> str:
@@ -264,26 +250,15 @@ def distributed_section() -> str:
         return ""
     r = load_json("distributed_speed-cpu.json")
     one, two = r["world_size_1"], r["world_size_2"]
-    return speed_section(
-        [r],
-        markdown_table(
-            ["", "one process", "two processes", "speed-up"],
-            [
-                [
-                    "MAP epoch",
-                    f"{one['epoch_s']:.2f} s",
-                    f"{two['epoch_s']:.2f} s",
-                    f"{r['epoch_speed_up']:.2f}x",
-                ],
-                [
-                    "marginal-likelihood step",
-                    f"{one['marglik_step_s']:.2f} s",
-                    f"{two['marglik_step_s']:.2f} s",
-                    f"{r['marglik_step_speed_up']:.2f}x",
-                ],
-            ],
-        ),
-    )
+    rows = [
+        [label, f"{one[key]:.2f} s", f"{two[key]:.2f} s", f"{r[speed_up]:.2f}x"]
+        for label, key, speed_up in (
+            ("MAP epoch", "epoch_s", "epoch_speed_up"),
+            ("marginal-likelihood step", "marglik_step_s", "marglik_step_speed_up"),
+        )
+    ]
+    header = ["", "one process", "two processes", "speed-up"]
+    return speed_section([r], page_values.rows_table(header, rows))
 
 
 def _fit_cell(fit: dict | None) -> str:
@@ -323,27 +298,16 @@ def stock_cnn_section() -> str:
     """Every CPU ``gpu_speed`` report under benchmarks/results/gpu_speed/, in file-name order
     (``cpu-before.json`` and ``cpu.json`` on one machine, ``cpu-xeon-before.json`` and
     ``cpu-xeon.json`` on another)."""
-    every = [
-        json.loads(p.read_text())
-        for p in sorted((runs_table.SPEED_RESULTS / "gpu_speed").glob("*.json"))
-    ]
-    reports = [r for r in every if not _on_gpu(r)]
+    reports = [r for r in reports_in("gpu_speed") if not _on_gpu(r)]
     return speed_section(
         reports,
-        markdown_table(
-            [
-                "code",
-                "model",
-                "epoch, x stock",
-                "exact fit, x epoch",
-                "MC fit, x epoch",
-                "exact fit, class passes apart (GPU)",
-                "MC training / MAP",
-                "exact training / MAP",
-                "operators per step (x stock)",
-                "operators per fit, exact / MC",
-                "host reads per fit, exact / MC",
-            ],
+        page_values.rows_table(
+            (
+                "code | model | epoch, x stock | exact fit, x epoch | MC fit, x epoch | exact "
+                "fit, class passes apart (GPU) | MC training / MAP | exact training / MAP | "
+                "operators per step (x stock) | operators per fit, exact / MC | host reads per "
+                "fit, exact / MC"
+            ).split(" | "),
             [row for report in reports for row in _stock_cnn_rows(report)],
         ),
     )
@@ -435,29 +399,16 @@ def _kernel_time(profiled: dict) -> str:
 
 def gpu_section() -> str:
     """The CUDA ``gpu_speed`` reports under benchmarks/results/gpu_speed/."""
-    reports = [
-        r
-        for r in (
-            json.loads(p.read_text())
-            for p in sorted((runs_table.SPEED_RESULTS / "gpu_speed").glob("*.json"))
-        )
-        if _on_gpu(r)
-    ]
+    reports = [r for r in reports_in("gpu_speed") if _on_gpu(r)]
     return speed_section(
         reports,
-        markdown_table(
-            [
-                "code",
-                "model",
-                "epoch, x stock",
-                "exact fit, x epoch (batch by batch)",
-                "MC fit, x epoch (batch by batch)",
-                "small N: exact / MC fit, x epoch",
-                "MC / exact training, x MAP",
-                "fit peak memory, exact / MC",
-                "kernel launches per step (x stock)",
-                "step: wall / kernels",
-            ],
+        page_values.rows_table(
+            (
+                "code | model | epoch, x stock | exact fit, x epoch (batch by batch) | MC fit, x "
+                "epoch (batch by batch) | small N: exact / MC fit, x epoch | MC / exact training, "
+                "x MAP | fit peak memory, exact / MC | kernel launches per step (x stock) | step: "
+                "wall / kernels"
+            ).split(" | "),
             [row for report in reports for row in _gpu_rows(report)],
         ),
     )
@@ -466,14 +417,7 @@ def gpu_section() -> str:
 def compiled_section() -> str:
     """Epochs and training runs under ``torch.compile`` (``gpu_speed --compile-mode``), or ""
     where no report has them."""
-    reports = [
-        r
-        for r in (
-            json.loads(p.read_text())
-            for p in sorted((runs_table.SPEED_RESULTS / "gpu_speed").glob("*.json"))
-        )
-        if any("compiled" in row for row in r["rows"])
-    ]
+    reports = [r for r in reports_in("gpu_speed") if any("compiled" in row for row in r["rows"])]
     if not reports:
         return ""
     rows = []
@@ -501,7 +445,7 @@ def compiled_section() -> str:
             rows.append([report["package_commit"], row["model"], run["mode"], *cells])
     return speed_section(
         reports,
-        markdown_table(
+        page_values.rows_table(
             ["code", "model", "mode", "epoch: eager -> compiled", "training: eager -> compiled"],
             rows,
         ),
@@ -511,10 +455,7 @@ def compiled_section() -> str:
 def scale_section() -> SimpleNamespace:
     """Table 1's runs at 60,000 images (``benchmarks/results/gpu_scale/``): ``loaders`` (how
     each report's loader fetched its batches) and ``text``."""
-    reports = [
-        json.loads(p.read_text())
-        for p in sorted((runs_table.SPEED_RESULTS / "gpu_scale").glob("*.json"))
-    ]
+    reports = reports_in("gpu_scale")
     rows = []
     for report in reports:
         for row in report["rows"]:
@@ -538,18 +479,11 @@ def scale_section() -> SimpleNamespace:
         loaders=_loaders(reports) + ".",
         text=speed_section(
             reports,
-            table=markdown_table(
-                [
-                    "code",
-                    "model",
-                    "MAP steps",
-                    "classes",
-                    "training",
-                    "epoch",
-                    "fit",
-                    "100 epochs",
-                    "1,000 epochs",
-                ],
+            table=page_values.rows_table(
+                (
+                    "code | model | MAP steps | classes | training | epoch | fit | 100 epochs | "
+                    "1,000 epochs"
+                ).split(" | "),
                 rows,
             ),
         ),

@@ -42,7 +42,7 @@ GCONV, CONV = ["conv", "fc"], ["fc", "gconv"]
 @pytest.fixture
 def section(tmp_path, monkeypatch):
     monkeypatch.setattr(runs_table, "RESULTS", tmp_path)
-    return tmp_path, GroupEvidenceSection("T", "t3", "cmd", "about", beside=("full",))
+    return tmp_path, GroupEvidenceSection("t3", beside=("full",))
 
 
 def test_networks_are_named_by_their_frozen_paths_and_evidence_is_per_example():
@@ -121,9 +121,7 @@ def test_a_wider_gconv_model_is_its_own_network_and_can_be_the_one_delta_uses(se
     del full["frozen_paths"]
     assert network(full) == "GCONV-full relaxed, equivariant start"
     _write(root, "t3", [wide, _run("mnist", 0, CONV, 4000.0), _run("mnist", 0, GCONV, 8000.0)])
-    groups = GroupEvidenceSection(
-        "T", "t3", "cmd", "about", beside=("full",), gconv="GCONV network, alpha 8"
-    )
+    groups = GroupEvidenceSection("t3", beside=("full",), gconv="GCONV network, alpha 8")
     _write(root, "full", [_run("rotated-mnist", 0, None, 3000.0)])  # a data set t3 lacks
     text = groups.render()
     assert "Delta is the GCONV network, alpha 8's log p(D)/N" in text

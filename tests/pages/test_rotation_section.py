@@ -37,7 +37,7 @@ def _write(root, results: list[dict], folder_name: str = "t3") -> None:
 @pytest.fixture
 def section(tmp_path, monkeypatch):
     monkeypatch.setattr(runs_table, "RESULTS", tmp_path)
-    return tmp_path, RotationSplitSection("T", "t3", "cmd", "about")
+    return tmp_path, RotationSplitSection("t3")
 
 
 UPRIGHT = [0.5] * 8
@@ -170,7 +170,7 @@ def _started(run: dict, start: str, neg_log_marglik: float) -> dict:
 def test_rivals_keep_the_run_of_highest_evidence_per_data_set_and_seed(section):
     root, _ = section
     n = _run("mnist", 0, UPRIGHT)["n_train"]
-    chosen = RotationSplitSection("T", "t3", "cmd", "about", rivals=("t3b",))
+    chosen = RotationSplitSection("t3", rivals=("t3b",))
     # upright: the held start has the higher evidence; rotated: the held-gconv start
     _write(root, [_started(_run("mnist", 0, UPRIGHT), "held", 1.0 * n)])
     _write(root, [_started(_run("mnist", 0, [0.9] * 8), "held-gconv", 1.2 * n)], "t3b")
@@ -185,7 +185,7 @@ def test_rivals_keep_the_run_of_highest_evidence_per_data_set_and_seed(section):
     assert "seed 0: GCONV's share of the relative effective parameters higher on rotated " in text
     assert "than on upright digits in 5 of 8 layers" in text
     # without rivals the folder's own runs are read, and no choice is listed
-    alone = RotationSplitSection("T", "t3", "cmd", "about").render()
+    alone = RotationSplitSection("t3").render()
     assert "The start each data set and seed keeps" not in alone
     assert "upright digits in 0 of 8 layers" in alone
 
@@ -197,7 +197,7 @@ def test_a_run_without_a_fit_cannot_be_ranked_by_evidence(section):
     _write(root, [run])
     _write(root, [_run("mnist", 0, UPRIGHT)], "t3b")
     with pytest.raises(ValueError, match="no marginal-likelihood fit"):
-        RotationSplitSection("T", "t3", "cmd", "about", rivals=("t3b",)).render()
+        RotationSplitSection("t3", rivals=("t3b",)).render()
 
 
 @pytest.mark.parametrize(

@@ -136,7 +136,7 @@ def test_a_tiny_sweep_trains_every_network_and_tabulates_it(tmp_path, capsys):
 
 
 def test_the_ablation_table_states_each_runs_accuracies_without_the_fc_paths():
-    table = data_size_page._ablation_table().splitlines()
+    table = data_size_page.ablation().splitlines()
     files = [
         f
         for f in sorted((RESULTS / "path-ablation").glob("*.json"))
@@ -184,17 +184,17 @@ def test_a_sweeps_ablation_is_summarised_by_task_and_size(tmp_path, monkeypatch)
     (tmp_path / "path-ablation").mkdir()
     (tmp_path / "path-ablation" / "fashion-sweep.json").write_text(json.dumps({"runs": runs}))
     monkeypatch.setattr(runs_table, "RESULTS", tmp_path)
-    table = data_size_page._ablation_by_size("fashion-sweep").splitlines()
+    table = data_size_page.ablation_by_size("fashion-sweep").splitlines()
     assert len(table) == 3
     assert table[2] == (
         "| quadrant-fashion-item | 500 | 2 | 70.0 ± 14.1 | 40.0 ± 14.1 | 60.0 ± 14.1 | b: 10.0 |"
     )
-    assert data_size_page._ablation_table().count("\n") == 1  # the sweep's file is not run by run
-    assert data_size_page._ablation_by_size("missing") == ""
+    assert data_size_page.ablation().count("\n") == 1  # the sweep's file is not run by run
+    assert data_size_page.ablation_by_size("missing") == ""
 
 
 def test_the_conv_effective_parameters_average_each_networks_seeds():
-    table = data_size_page._conv_effective({"learned CONV": ("data-size", "conv")}).splitlines()
+    table = data_size_page.conv_effective({"learned CONV": ("data-size", "conv")}).splitlines()
     runs = [
         json.loads(p.read_text())
         for p in sorted(
@@ -265,7 +265,7 @@ def test_the_command_line_hands_the_fit_options_to_the_learned_runs(tmp_path):
 
 
 def test_the_seed_by_seed_table_reads_each_networks_runs_in_seed_order():
-    table = data_size_page._seed_by_seed().splitlines()
+    table = data_size_page.seed_by_seed().splitlines()
     assert len(table) == 2 + len(data_size_page.SEED_BY_SEED)
     folder, model, method = data_size_page.SEED_BY_SEED["relaxed, FC paths frozen off"]
     runs = sorted(
