@@ -60,7 +60,7 @@ from pages.page_values import (
     value,
     within,
 )
-from studies import known_truth_tables, long_schedule, path_scale
+from studies import known_truth_tables, long_schedule, path_scale, relaxed_resnet_study
 
 TEMPLATES = runs_table.ROOT / "pages" / "templates"
 PAGES = (
@@ -68,6 +68,7 @@ PAGES = (
     "findings.md",
     "learned_structure.md",
     "models.md",
+    "relaxed-resnet.md",
     "results-table1.md",
     "results-table2.md",
     "results-table3.md",
@@ -106,7 +107,8 @@ def environment() -> jinja2.Environment:
     env.globals |= {name: getattr(page_tables, name) for name in page_tables.FOR_TEMPLATES}
     env.globals |= {"size": data_size_page, "speed": speed_page}
     env.globals |= {"known_truth_tables": known_truth_tables, "path_scale": path_scale}
-    env.globals |= {"long_schedule": long_schedule}
+    env.globals |= {"long_schedule": long_schedule, "resnet": relaxed_resnet_study}
+    env.globals |= {"resnet_folder": runs_table.RESULTS / "relaxed-resnet"}
     env.globals |= {
         "pick": pick,
         "known": known,

@@ -1,10 +1,10 @@
 """Write the generated documentation pages from the committed results (or check them).
 
 The pages (docs/results.md and its three pages, findings.md, learned_structure.md,
-data_size.md, speed.md, models.md) are Jinja2 templates under ``pages/templates/`` rendered
-by :mod:`pages.render_pages` over one pandas table of every committed run
-(:mod:`pages.runs_table`); its docstring says why they are rendered ahead of time into
-committed Markdown. No table or figure in them is typed by hand:
+data_size.md, speed.md, models.md, relaxed-resnet.md) are Jinja2 templates under
+``pages/templates/`` rendered by :mod:`pages.render_pages` over one pandas table of every
+committed run (:mod:`pages.runs_table`); its docstring says why they are rendered ahead of time
+into committed Markdown. No table or figure in them is typed by hand:
 ``tests/pages/test_results_tables.py`` runs ``--check`` in ``make test``, which renders
 every page again and fails while one differs from the committed file.
 

@@ -31,8 +31,9 @@ first)::
         --figure docs/figures/relaxed-resnet-fc-shares.png
     python -m studies.relaxed_resnet_study --probe --out probe.json  # one epoch, one fit
 
-``--table`` reads the results files with pandas and prints the Markdown tables (mean ± std over
-seeds per task and arm; the FC share per relaxed layer) and, with ``--figure``, draws the FC
+``--table`` prints the tables that docs/relaxed-resnet.md renders (:func:`summary_table`,
+:func:`shares_table`, :func:`seeds_table`: pandas frames of the results files; the page's
+template calls them through :mod:`pages.render_pages`) and, with ``--figure``, draws the FC
 shares.
 """
 
@@ -49,6 +50,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import torch
 import torchvision
 from torch import nn
@@ -66,6 +68,7 @@ from laplace_equivariance import (
     relax,
     symmetry_report,
 )
+from laplace_equivariance.app import summary
 from laplace_equivariance.app.experiment import device_name
 from laplace_equivariance.data.datasets import load_dataset
 
@@ -328,14 +331,17 @@ def sweep(
 # --- the tables and the figure, from the results files -------------------------------------
 
 
-def load_results(out: Path):
-    """One row per run of ``out`` (a pandas DataFrame), from its ``results.json`` files."""
-    import pandas as pd
+def load_results(out: Path) -> pd.DataFrame:
+    """One row per run of ``out``, from its ``results.json`` files, by task, arm and seed.
 
+    Raises:
+        SystemExit: If ``out`` holds no results file.
+    """
     rows = []
     for path in sorted(out.glob(f"*/{RESULTS_FILE}")):
         r = json.loads(path.read_text())
         folded = r.get("fold")
+        report = r.get("symmetry_report") or {"layers": []}
         rows.append(
             {
                 "task": r["task"],
@@ -353,6 +359,10 @@ def load_results(out: Path):
                 "kept_fc": len(folded["kept_fc"]) if folded else math.nan,
                 "kept_fc_layers": folded["kept_fc"] if folded else [],
                 "fc_shares": r.get("fc_shares", {}),
+                "precisions": {
+                    layer["layer"]: {p: v["prior_precision"][0] for p, v in layer["paths"].items()}
+                    for layer in report["layers"]
+                },
                 "budget": r["budget"],
             }
         )
@@ -364,69 +374,86 @@ def load_results(out: Path):
     return frame.sort_values(["task", "arm", "seed"]).reset_index(drop=True)
 
 
-def _pm(values, digits: int) -> str:
-    """``mean ± std`` (sample std over seeds; the value alone for one seed)."""
-    values = [v for v in values if not math.isnan(v)]
-    if not values:
-        return "–"
-    mean = sum(values) / len(values)
-    if len(values) == 1:
-        return f"{mean:.{digits}f}"
-    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+def runs_of(frame: pd.DataFrame, task: str, arm: str | None = None) -> pd.DataFrame:
+    """The runs of ``task`` (and ``arm``; None: every arm)."""
+    chosen = frame["task"] == task
+    return frame[chosen if arm is None else chosen & (frame["arm"] == arm)]
 
 
-def _millions(values) -> str:
-    values = sorted({int(v) for v in values if not math.isnan(v)})
-    if not values:
-        return "–"
-    text = [f"{v / 1e6:.2f}" for v in values]
-    return text[0] if len(text) == 1 else f"{text[0]}–{text[-1]}"
-
-
-def summary_table(frame) -> str:
-    """Markdown: mean ± std over seeds per (task, arm)."""
-    lines = [
-        "| task | arm | seeds | test accuracy (%) | test NLL | folded accuracy (%) "
-        "| folded NLL | layers kept FC | parameters (M): trained / folded / original |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+def precisions(frame: pd.DataFrame, path: str, layer: str | None = None) -> list[float]:
+    """The learned prior precisions of ``path`` (``"fc"``, ``"conv"``) in ``frame``'s runs, in
+    the relaxed ``layer`` (None: every relaxed layer), run after run."""
+    return [
+        paths[path]
+        for by_layer in frame["precisions"]
+        for name, paths in by_layer.items()
+        if layer in (None, name) and path in paths
     ]
+
+
+def shares(frame: pd.DataFrame, layer: str) -> list[float]:
+    """The FC paths' output share of the relaxed ``layer`` in each of ``frame``'s runs."""
+    return [run[layer] for run in frame["fc_shares"] if layer in run]
+
+
+def _pm(values: pd.Series, digits: int) -> str:
+    """``mean ± std`` over the seeds of the values that are measured, ``-`` where none is."""
+    return summary.mean_std(values.dropna().tolist(), digits=digits)
+
+
+def millions(values) -> str:
+    """The distinct parameter counts among ``values``, in millions: one, or ``low-high``."""
+    counts = sorted({int(v) for v in values if not math.isnan(v)})
+    if not counts:
+        return "-"
+    text = [f"{v / 1e6:.2f}" for v in counts]
+    return text[0] if len(text) == 1 else f"{text[0]}-{text[-1]}"
+
+
+def summary_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Mean ± std over the seeds per task and arm: accuracy and NLL as trained and folded, the
+    layers that kept an FC path, and the parameters trained, folded and of the original."""
+    rows = []
     for (task, arm), runs in frame.groupby(["task", "arm"], observed=True):
-        seeds = ", ".join(str(s) for s in runs["seed"])
-        kept = "–" if runs["kept_fc"].isna().all() else _pm(runs["kept_fc"].tolist(), 1)
-        params = " / ".join(
-            _millions(runs[c].tolist())
-            for c in ("parameters", "folded_parameters", "original_parameters")
+        counts = ("parameters", "folded_parameters", "original_parameters")
+        rows.append(
+            {
+                "task": task,
+                "arm": arm,
+                "seeds": ", ".join(str(s) for s in runs["seed"]),
+                "test accuracy (%)": _pm(runs["accuracy"], 1),
+                "test NLL": _pm(runs["nll"], 3),
+                "folded accuracy (%)": _pm(runs["folded_accuracy"], 1),
+                "folded NLL": _pm(runs["folded_nll"], 3),
+                "layers kept FC": _pm(runs["kept_fc"], 1),
+                "parameters (M): trained / folded / original": " / ".join(
+                    millions(runs[c]) for c in counts
+                ),
+            }
         )
-        lines.append(
-            f"| {task} | {arm} | {seeds} | {_pm(runs['accuracy'].tolist(), 1)} "
-            f"| {_pm(runs['nll'].tolist(), 3)} | {_pm(runs['folded_accuracy'].tolist(), 1)} "
-            f"| {_pm(runs['folded_nll'].tolist(), 3)} | {kept} | {params} |"
-        )
-    return "\n".join(lines)
+    return pd.DataFrame(rows)
 
 
-def seeds_table(frame) -> str:
-    """Markdown: every run's figures, one row per (task, arm, seed)."""
-    lines = [
-        "| task | arm | seed | test accuracy (%) | test NLL | evaluated epoch "
-        "| folded accuracy (%) | layers kept FC | minutes |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for row in frame.itertuples():
-        folded = "–" if math.isnan(row.folded_accuracy) else f"{row.folded_accuracy:.1f}"
-        kept = "–" if math.isnan(row.kept_fc) else f"{int(row.kept_fc)}"
-        lines.append(
-            f"| {row.task} | {row.arm} | {row.seed} | {row.accuracy:.1f} | {row.nll:.3f} "
-            f"| {row.evaluated_epoch} | {folded} | {kept} | {row.minutes:.1f} |"
-        )
-    return "\n".join(lines)
+def seeds_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every run's figures, one row per task, arm and seed."""
+    table = pd.DataFrame(
+        {
+            "task": frame["task"].astype(str),
+            "arm": frame["arm"].astype(str),
+            "seed": frame["seed"].astype(str),
+            "test accuracy (%)": frame["accuracy"].map("{:.1f}".format),
+            "test NLL": frame["nll"].map("{:.3f}".format),
+            "evaluated epoch": frame["evaluated_epoch"].astype(str),
+            "folded accuracy (%)": frame["folded_accuracy"].map("{:.1f}".format),
+            "layers kept FC": frame["kept_fc"].map("{:.0f}".format),
+            "minutes": frame["minutes"].map("{:.1f}".format),
+        }
+    )
+    return table.replace("nan", "-")
 
 
-def shares_frame(frame):
+def shares_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """Long form: one row per (task, arm, seed, relaxed layer) with its FC share."""
-    import pandas as pd
-
     rows = [
         {"task": r.task, "arm": r.arm, "seed": r.seed, "layer": layer, "share": share}
         for r in frame.itertuples()
@@ -435,34 +462,24 @@ def shares_frame(frame):
     return pd.DataFrame(rows, columns=["task", "arm", "seed", "layer", "share"])
 
 
-def shares_table(frame) -> str:
-    """Markdown: per relaxed layer, the FC paths' output share (mean over seeds, and in how
-    many seeds the layer kept its FC path, share >= the fold threshold), per task and arm."""
-    shares = shares_frame(frame)
-    if shares.empty:
-        return "(no relaxed run yet)"
-    layers = list(dict.fromkeys(shares["layer"]))
-    columns = [
-        (task, arm)
-        for task in TASKS
-        for arm in ARMS
-        if ((shares["task"] == task) & (shares["arm"] == arm)).any()
-    ]
-    header = "| layer | " + " | ".join(f"{task}, {arm}" for task, arm in columns) + " |"
-    lines = [header, "| --- |" + " --- |" * len(columns)]
-    for layer in layers:
-        cells = []
-        for task, arm in columns:
-            values = shares[
-                (shares["task"] == task) & (shares["arm"] == arm) & (shares["layer"] == layer)
-            ]["share"]
-            kept = int((values >= FOLD_THRESHOLD).sum())
-            cells.append(f"{values.mean():.2g} ({kept}/{len(values)})")
-        lines.append(f"| {layer} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+def shares_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per relaxed layer and per task and arm, the FC paths' output share: the mean over the
+    seeds, and in parentheses in how many seeds the layer kept its FC path (share at or above
+    the fold threshold)."""
+    long = shares_frame(frame)
+    if long.empty:
+        return pd.DataFrame({"layer": ["(no relaxed run yet)"]})
+
+    def cell(values: pd.Series) -> str:
+        return f"{values.mean():.2g} ({int((values >= FOLD_THRESHOLD).sum())}/{len(values)})"
+
+    long["column"] = long["task"].astype(str) + ", " + long["arm"].astype(str)
+    wide = long.pivot_table("share", "layer", "column", aggfunc=cell, sort=False)
+    order = [f"{t}, {a}" for t in TASKS for a in ARMS if f"{t}, {a}" in wide.columns]
+    return wide[order].reset_index().rename_axis(columns=None)
 
 
-def budget_line(frame) -> str:
+def budget_line(frame: pd.DataFrame) -> str:
     """The budget the runs had, from their results files: what all share, then the fits."""
     budgets = [dict(b) for b in frame["budget"]]
     common = {
@@ -486,21 +503,21 @@ def budget_line(frame) -> str:
     return "; ".join(parts)
 
 
-def figure(frame, path: Path) -> None:
+def figure(frame: pd.DataFrame, path: Path) -> None:
     """The FC share per relaxed layer (log scale), one panel per task, every seed a point."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    shares = shares_frame(frame)
-    layers = list(dict.fromkeys(shares["layer"]))
+    long = shares_frame(frame)
+    layers = list(dict.fromkeys(long["layer"]))
     fig, axes = plt.subplots(1, len(TASKS), figsize=(11, 3.8), sharey=True)
     for ax, task in zip(axes, TASKS, strict=True):
         for offset, (arm, colour) in enumerate(
             (("map-relaxed", "tab:orange"), ("learned-relaxed", "tab:blue"))
         ):
-            runs = shares[(shares["task"] == task) & (shares["arm"] == arm)]
+            runs = long[(long["task"] == task) & (long["arm"] == arm)]
             if runs.empty:
                 continue
             x = [layers.index(layer) + 0.15 * (2 * offset - 1) for layer in runs["layer"]]
@@ -530,16 +547,8 @@ LATE_STAGES = ("layer3", "layer4")
 """The stages where the item-quadrant task is expected to keep FC paths."""
 
 
-def _mean_std(values) -> tuple[float, float]:
-    values = list(values)
-    mean = sum(values) / len(values)
-    if len(values) < 2:
-        return mean, math.nan
-    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-
-
-def targets(frame) -> str:
-    """The issue's targets, judged from the results files, one bullet each.
+def targets(frame: pd.DataFrame) -> str:
+    """The study's targets, judged from the results files, one bullet each.
 
     Accuracy: the learned relaxed ResNet's mean test accuracy at or above the better MAP arm's
     mean minus that arm's std over seeds. Structure: on ``item-quadrant`` every seed keeps an
@@ -547,26 +556,28 @@ def targets(frame) -> str:
     """
     lines = []
     for task in TASKS:
-        runs = frame[frame["task"] == task]
+        runs = runs_of(frame, task)
         learned = runs[runs["arm"] == "learned-relaxed"]
         maps = {
-            arm: _mean_std(runs[runs["arm"] == arm]["accuracy"])
+            arm: runs[runs["arm"] == arm]["accuracy"]
             for arm in ("map-original", "map-relaxed")
             if (runs["arm"] == arm).any()
         }
         if learned.empty or not maps:
             lines.append(f"- {task}: no learned or MAP run yet.")
             continue
-        better = max(maps, key=lambda arm: maps[arm][0])
-        mean, _ = _mean_std(learned["accuracy"])
-        best_mean, best_std = maps[better]
+        better = max(maps, key=lambda arm: maps[arm].mean())
+        mean, best_mean, best_std = (
+            learned["accuracy"].mean(),
+            maps[better].mean(),
+            maps[better].std(),
+        )
         bar = best_mean - (0 if math.isnan(best_std) else best_std)
-        verdict = "met" if mean >= bar else "missed"
         spread = "one seed" if math.isnan(best_std) else f"± {best_std:.1f} %"
         lines.append(
-            f"- {task}, accuracy: {verdict}: learned-relaxed {mean:.1f} % against {better} "
-            f"{best_mean:.1f} % ({spread}; the bar {bar:.1f} %; learned seeds "
-            f"{', '.join(str(s) for s in learned['seed'])})."
+            f"- {task}, accuracy: {'met' if mean >= bar else 'missed'}: learned-relaxed "
+            f"{mean:.1f} % against {better} {best_mean:.1f} % ({spread}; the bar {bar:.1f} %; "
+            f"learned seeds {', '.join(str(s) for s in learned['seed'])})."
         )
         kept = {row.seed: row.kept_fc_layers for row in learned.itertuples()}
         if task == "item":
@@ -588,45 +599,32 @@ def targets(frame) -> str:
     return "\n".join(lines)
 
 
-DOC_START = "<!-- relaxed-resnet-study: generated by --table, do not edit -->"
-DOC_END = "<!-- relaxed-resnet-study: end -->"
-
-
-def write_doc(doc: Path, text: str) -> None:
-    """Put ``text`` between the markers :data:`DOC_START` and :data:`DOC_END` of ``doc``."""
-    page = doc.read_text()
-    if DOC_START not in page or DOC_END not in page:
-        raise SystemExit(f"{doc} has no block {DOC_START} ... {DOC_END} to fill.")
-    head, rest = page.split(DOC_START, 1)
-    _, tail = rest.split(DOC_END, 1)
-    doc.write_text(f"{head}{DOC_START}\n\n{text}\n\n{DOC_END}{tail}")
-
-
-def table(out: Path, figure_path: Path | None = None, seeds: Sequence[int] = (0, 1, 2)) -> str:
-    """The study's Markdown tables from ``out``'s results files (and the figure); the runs of
-    ``seeds`` without a results file are listed as missing."""
-    frame = load_results(out)
-    missing = [
+def missing(out: Path, seeds: Sequence[int] = (0, 1, 2)) -> list[str]:
+    """The run folders of ``seeds`` (and of any seed already run) without a results file."""
+    ran = {int(p.parent.name.rsplit("seed", 1)[1]) for p in out.glob(f"*/{RESULTS_FILE}")}
+    return [
         run_folder(out, t, a, s).name
-        for s in sorted(set(seeds) | set(frame["seed"]))
+        for s in sorted(set(seeds) | ran)
         for t in TASKS
         for a in ARMS
         if not (run_folder(out, t, a, s) / RESULTS_FILE).exists()
     ]
+
+
+def table(out: Path, figure_path: Path | None = None, seeds: Sequence[int] = (0, 1, 2)) -> str:
+    """The study's tables as Markdown (as docs/relaxed-resnet.md renders them), the targets and
+    the missing runs, from ``out``'s results files; draws the figure to ``figure_path``."""
+    frame = load_results(out)
+    tables = (summary_table(frame), shares_table(frame), seeds_table(frame))
+    lost = missing(out, seeds)
     text = "\n\n".join(
-        [
-            f"Budget: {budget_line(frame)}. Mean ± sample std over the seeds listed.",
-            summary_table(frame),
-            "FC paths' share of each relaxed layer's output on the training images, mean over "
-            "seeds (in parentheses: the seeds in which the layer kept its FC path, share at or "
-            f"above fold's threshold {FOLD_THRESHOLD:g}):",
-            shares_table(frame),
-            "Every run:",
-            seeds_table(frame),
-            "Targets (judged from the same files):",
-            targets(frame),
+        [f"Budget: {budget_line(frame)}."]
+        + [
+            t.to_markdown(index=False, stralign=None, numalign=None, disable_numparse=True)
+            for t in tables
         ]
-        + ([f"Missing runs: {', '.join(missing)}."] if missing else [])
+        + [targets(frame)]
+        + ([f"Missing runs: {', '.join(lost)}."] if lost else [])
     )
     if figure_path is not None:
         figure(frame, figure_path)
@@ -677,9 +675,6 @@ def parser() -> argparse.ArgumentParser:
     arguments.add_argument("--out", type=Path, help="the study's folder (the probe's JSON file)")
     arguments.add_argument("--table", type=Path, help="print the tables of this study folder")
     arguments.add_argument("--figure", type=Path, help="with --table: the FC-share figure (PNG)")
-    arguments.add_argument(
-        "--doc", type=Path, help="with --table: write the tables into this page's marked block"
-    )
     arguments.add_argument("--probe", action="store_true", help="time one epoch and one fit")
     arguments.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     arguments.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
@@ -701,10 +696,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.table is not None:
-        text = table(args.table, args.figure, args.seeds)
-        print(text)
-        if args.doc is not None:
-            write_doc(args.doc, text)
+        print(table(args.table, args.figure, args.seeds))
         return 0
     if args.out is None:
         raise SystemExit("--out is needed (or --table).")

@@ -91,3 +91,27 @@ def test_the_table_and_figure_are_read_from_the_results_files(study_folder, tmp_
     assert "learned arm: 2 fits (mc Fisher, KFAC-reduce) after epochs 1 and a final one" in text
     assert "Missing runs:" in text and "item-map-relaxed-seed0" in text and "seed2" in text
     assert figure.stat().st_size > 0
+
+
+def test_the_page_reads_its_figures_from_the_frames(study_folder):
+    frame = study.load_results(study_folder)
+    learned = study.runs_of(frame, "item-quadrant", "learned-relaxed")
+    assert list(study.summary_table(frame)["arm"]) == ["map-original", "learned-relaxed"]
+    seeds = study.seeds_table(frame)
+    assert list(seeds.loc[seeds["arm"] == "map-original", "folded accuracy (%)"]) == ["-"]
+    shares = study.shares_table(frame)  # the map-original arm has no FC path to share
+    assert list(shares.columns) == ["layer", "item-quadrant, learned-relaxed"]
+    assert study.shares(learned, "layer4.1.conv2") == [
+        learned["fc_shares"].iloc[0]["layer4.1.conv2"]
+    ]
+    result = json.loads(
+        (study_folder / "item-quadrant-learned-relaxed-seed0" / "results.json").read_text()
+    )
+    layer4 = next(
+        layer for layer in result["symmetry_report"]["layers"] if layer["layer"] == "layer4.1.conv2"
+    )
+    conv = study.precisions(learned, "conv", "layer4.1.conv2")
+    assert conv == [layer4["paths"]["conv"]["prior_precision"][0]]
+    assert len(study.precisions(learned, "fc")) == len(result["symmetry_report"]["layers"])
+    assert study.precisions(study.runs_of(frame, "item-quadrant", "map-original"), "conv") == []
+    assert study.millions([11_188_200.0, float("nan"), 19_577_336.0]) == "11.19-19.58"
