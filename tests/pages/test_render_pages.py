@@ -302,6 +302,18 @@ def test_table_writes_the_cells_as_they_are():
     )
 
 
+def test_rows_table_pads_a_short_row_with_empty_cells():
+    # a failed run's row (speed_page's compiled section: code, model, mode, error) is short
+    rows = [
+        ["e474c36", "conv", "default", "error text"],
+        ["e474c36", "fc", "default", "1 s", "2 s"],
+    ]
+    assert page_values.rows_table(["code", "model", "mode", "epoch", "training"], rows) == (
+        "| code | model | mode | epoch | training |\n|---|---|---|---|---|\n"
+        "| e474c36 | conv | default | error text |  |\n| e474c36 | fc | default | 1 s | 2 s |"
+    )
+
+
 def test_a_stale_page_fails_the_check(tmp_path, monkeypatch):
     page = tmp_path / "page.md"
     page.write_text("old figures\n")
