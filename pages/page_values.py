@@ -424,12 +424,24 @@ def claim(
 ) -> str:
     """``- text: verdict`` on the test accuracies of two experiments' runs (:func:`judge`);
     ``column="test_nll"``: on their test NLLs, lower being better (the difference in nats by
-    which ``better``'s is lower)."""
+    which ``better``'s is lower). Runs whose training accuracy ended at chance
+    (``train_at_chance``: a network that never learned or that diverged) are named after the
+    verdict, which then rests on a side that learned nothing."""
     if column == "test_nll":
         verdict = judge(-better[column], -worse[column], not_below, digits=3, unit="nats")
     else:
         verdict = judge(better[column], worse[column], not_below)
-    return f"- {text}: {verdict}"
+    return (
+        f"- {text}: {verdict}" + _at_chance(better, "the first") + _at_chance(worse, "the second")
+    )
+
+
+def _at_chance(runs: pd.DataFrame, side: str) -> str:
+    """``"; **the second side's seeds 0, 2 ended training at chance**"``, or nothing."""
+    if "train_at_chance" not in runs or not runs["train_at_chance"].any():
+        return ""
+    seeds = runs.loc[runs["train_at_chance"].astype(bool), "seed"]
+    return f"; **{side} side's seeds {', '.join(map(str, seeds))} ended training at chance**"
 
 
 def within(text: str, learned: pd.DataFrame, best: pd.DataFrame, points: float = 1.0) -> str:
@@ -440,7 +452,12 @@ def within(text: str, learned: pd.DataFrame, best: pd.DataFrame, points: float =
     diff = x.mean() - y.mean()
     error = math.sqrt(x.var() / len(x) + y.var() / len(y))
     verdict = "holds" if diff >= -points else "fails"
-    return f"- {text}: {verdict} (difference {diff:+.1f} points, standard error {error:.1f})"
+    figures = f"(difference {diff:+.1f} points, standard error {error:.1f})"
+    return (
+        f"- {text}: {verdict} {figures}"
+        + _at_chance(learned, "the first")
+        + _at_chance(best, "the second")
+    )
 
 
 VERDICT = re.compile(

@@ -67,6 +67,7 @@ def _row(path: Path, result: dict[str, Any]) -> dict[str, Any]:
         "n_train": result.get("n_train"),
         "device_name": result.get("device"),
         "version": result["versions"]["laplace_equivariance"],
+        "train_at_chance": bool(result.get("train_at_chance", False)),
     }
     for number, layer in enumerate(result.get("symmetry", {}).get("layers", []), 1):
         for name, path_report in layer["paths"].items():

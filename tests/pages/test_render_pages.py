@@ -171,6 +171,22 @@ def test_a_claim_is_judged_by_the_seed_spread():
     )
 
 
+def test_a_claim_names_the_runs_that_ended_training_at_chance():
+    # a diverged baseline makes "above it" easy: the verdict line says so
+    learned = pd.DataFrame({"test_acc": [80.0, 82.0, 81.0], "seed": [0, 1, 2]})
+    learned["train_at_chance"] = False
+    baseline = pd.DataFrame({"test_acc": [11.0, 70.0, 12.0], "seed": [0, 1, 2]})
+    baseline["train_at_chance"] = [True, False, True]
+    line = page_values.claim("learned above MAP FC", learned, baseline)
+    assert line.startswith("- learned above MAP FC: reproduced (difference +50.0 points")
+    assert line.endswith("; **the second side's seeds 0, 2 ended training at chance**")
+    assert page_values.VERDICT.match(line)  # still counted by the page's lead
+    assert "chance" not in page_values.claim("c", learned, learned)
+    assert page_values.within("e", learned, baseline).endswith("0, 2 ended training at chance**")
+    assert "chance" not in page_values.claim("d", pd.DataFrame({"test_acc": [1.0, 2.0]}), learned)
+    assert "the first side's seeds 0, 2" in page_values.claim("b", baseline, learned)
+
+
 def test_an_nll_claim_counts_lower_as_better():
     def runs(*nlls):
         return pd.DataFrame({"test_nll": nlls})
