@@ -466,7 +466,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.table:
-        print(f"{tables()}\n\n{rotation_tables()}")
+        frames = [*tables(), rotation_tables()]
+        print("\n\n".join(frame.to_markdown(index=False) for frame in frames))
         return
     if args.out is None:
         parser.error("--out is required to train")

@@ -2,8 +2,9 @@
 
 One JSON per (task, seed) under a folder per setting (:data:`TABLE_ORDER` for the digit and
 Fashion-MNIST tasks, :data:`ROTATION_ORDER` for the rotation tasks); the tables pool the
-seeds of each (setting, task); the page's template calls :func:`tables` and
-:func:`rotation_tables` (``python -m studies.known_truth --table`` prints them).
+seeds of each (setting, task). Each table is a pandas frame of the cells as shown; the page's
+template writes :func:`tables` and :func:`rotation_tables` with ``pages.page_values.table``
+(``python -m studies.known_truth --table`` prints them with ``DataFrame.to_markdown``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import torch
 
 from laplace_equivariance.data.known_truth_tasks import (
@@ -80,8 +82,8 @@ def _folder_task_runs(
                 yield folder, task, runs
 
 
-def table(folders: list[Path]) -> str:
-    """The markdown table of every run folder: one row per (folder, task), seeds pooled.
+def table(folders: list[Path]) -> pd.DataFrame:
+    """The table of every run folder: one row per (folder, task), seeds pooled.
 
     Columns: the setting (the folder's name), the package version that made the runs (before
     0.3.0 a relaxed layer averaged its paths, docs/learned_structure.md), the task, seeds,
@@ -89,25 +91,23 @@ def table(folders: list[Path]) -> str:
     relative effective parameters as the largest value over the seeds (a share is "off"
     below 0.01).
     """
-    lines = [
-        "| setting | version | task | seeds | train images | epochs | test accuracy (%) "
-        "| shift-consistent (%) | FC share per layer, largest over seeds |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    rows = []
     for folder, task, runs in _folder_task_runs(folders, KNOWN_TRUTH_TASKS):
         n_layers = len(runs[0]["layers"])
         shares = [
             f"{max(run['layers'][i]['fc_relative'] for run in runs):.3f}" for i in range(n_layers)
         ]
         versions = ", ".join(sorted({run["package"] for run in runs}))
-        lines.append(
-            f"| {folder.name} | {versions} | {task} | {len(runs)} | {runs[0]['n_train']} "
-            f"| {runs[0]['evaluated_epoch']} "
-            f"| {mean_std([r['test_accuracy'] for r in runs], 100)} "
-            f"| {mean_std([r['shift_consistency'] for r in runs], 100)} "
-            f"| {' / '.join(shares) if shares else '(MAP)'} |"
+        rows.append(
+            [folder.name, versions, task, str(len(runs)), str(runs[0]["n_train"])]
+            + [str(runs[0]["evaluated_epoch"])]
+            + [mean_std([r["test_accuracy"] for r in runs], 100)]
+            + [mean_std([r["shift_consistency"] for r in runs], 100)]
+            + [" / ".join(shares) if shares else "(MAP)"]
         )
-    return "\n".join(lines)
+    header = "setting | version | task | seeds | train images | epochs | test accuracy (%)"
+    header += " | shift-consistent (%) | FC share per layer, largest over seeds"
+    return pd.DataFrame(rows, columns=header.split(" | "))
 
 
 PRECISION_ROWS = (
@@ -122,16 +122,13 @@ PRECISION_ROWS = (
 their JSONs)."""
 
 
-def precision_table(folders: list[Path]) -> str:
+def precision_table(folders: list[Path]) -> pd.DataFrame:
     """Per layer, the median over seeds of the FC and CONV paths' weight precisions.
 
     An F-FC path has two weight tensors, ``theta2`` (input map) and ``theta1`` (output map),
     listed in that order; under ``prior_structure="path"`` they share one precision.
     """
-    lines = [
-        "| setting | task | per layer: FC precision (theta2, theta1) ; CONV precision |",
-        "|---|---|---|",
-    ]
+    rows = []
     for folder in folders:
         if folder.name not in PRECISION_ROWS:
             continue
@@ -147,8 +144,9 @@ def precision_table(folders: list[Path]) -> str:
                 ]
                 conv = statistics.median(r["layers"][i]["conv_prior_precision"][0] for r in runs)
                 cells.append(f"{fc[0]:.2g}, {fc[1]:.2g} ; {conv:.2g}")
-            lines.append(f"| {folder.name} | {task} | {' / '.join(cells)} |")
-    return "\n".join(lines)
+            rows.append([folder.name, task, " / ".join(cells)])
+    header = ["setting", "task", "per layer: FC precision (theta2, theta1) ; CONV precision"]
+    return pd.DataFrame(rows, columns=header)
 
 
 WEIGHT_TENSORS = {"f-fc+conv": 2, "fc+conv": 1}
@@ -156,7 +154,7 @@ WEIGHT_TENSORS = {"f-fc+conv": 2, "fc+conv": 1}
 input and output maps (``theta2``, ``theta1``), FC's one weight; biases follow them."""
 
 
-def weight_precision_table(folders: list[Path], task: str = "shifted-digits") -> str:
+def weight_precision_table(folders: list[Path], task: str = "shifted-digits") -> pd.DataFrame:
     """Per layer and folder, ranges over the seeds of: the FC path's weight precisions (every
     weight tensor's), their squared norms, and the FC relative effective parameters; after
     them each folder's test accuracy. For telling an F-FC path's bounded precisions from an
@@ -171,11 +169,7 @@ def weight_precision_table(folders: list[Path], task: str = "shifted-digits") ->
         low, high = min(values), max(values)
         return f"{low:.1e}" if f"{low:.1e}" == f"{high:.1e}" else f"{low:.1e} - {high:.1e}"
 
-    lines = [
-        "| runs | test accuracy % | layer | FC weight precision | FC weights' squared "
-        "norm | FC relative eff. params |",
-        "|---|---|---|---|---|---|",
-    ]
+    table_rows = []
     for folder in folders:
         runs = task_runs(folder, task)
         if not runs:
@@ -191,11 +185,11 @@ def weight_precision_table(folders: list[Path], task: str = "shifted-digits") ->
             precision = [p for row in rows for p in row["fc_prior_precision"][:weights]]
             norm = [sum(row["fc_squared_norm"][:weights]) for row in rows]
             relative = [row["fc_relative"] for row in rows]
-            lines.append(
-                f"| {label} | {accuracy} | {layer['layer']} | {spread(precision)} "
-                f"| {spread(norm)} | {spread(relative)} |"
+            table_rows.append(
+                [label, accuracy, layer["layer"], spread(precision), spread(norm), spread(relative)]
             )
-    return "\n".join(lines)
+    header = "runs | test accuracy % | layer | FC weight precision | FC weights' squared norm"
+    return pd.DataFrame(table_rows, columns=[*header.split(" | "), "FC relative eff. params"])
 
 
 def precisions_above(
@@ -209,18 +203,15 @@ def precisions_above(
     return sum(p > threshold for p in largest), len(largest)
 
 
-def long_schedule_table() -> str:
+def long_schedule_table() -> pd.DataFrame:
     """:func:`weight_precision_table` of the runs at the paper's schedule, F-FC+CONV first."""
     return weight_precision_table([LONG_SCHEDULE_RESULTS / m for m in WEIGHT_TENSORS])
 
 
-def fixed_weight_table(folders: list[Path]) -> str:
-    """The exact-GGN runs' FC shares at fixed weights under each curvature (largest over seeds)."""
-    lines = [
-        "| weights from | task | seeds | epochs | curvature at fixed weights "
-        "| FC share per layer, largest over seeds |",
-        "|---|---|---|---|---|---|",
-    ]
+def fixed_weight_table(folders: list[Path]) -> pd.DataFrame:
+    """The exact-GGN runs' FC shares at fixed weights under each curvature (largest over seeds);
+    no row where no run compared them."""
+    rows = []
     for folder in folders:
         for task in KNOWN_TRUTH_TASKS:
             runs = task_runs(folder, task)
@@ -230,11 +221,14 @@ def fixed_weight_table(folders: list[Path]) -> str:
             for curvature in runs[0]["fixed_weight_fc_shares"]:
                 shares = zip(*(r["fixed_weight_fc_shares"][curvature] for r in runs), strict=True)
                 cells = " / ".join(f"{max(layer):.3f}" for layer in shares)
-                lines.append(
-                    f"| {folder.name} | {task} | {len(runs)} | {runs[0]['evaluated_epoch']} "
-                    f"| {curvature} | {cells} |"
+                rows.append(
+                    [folder.name, task, str(len(runs)), str(runs[0]["evaluated_epoch"])]
+                    + [curvature, cells]
                 )
-    return "\n".join(lines) if len(lines) > 2 else ""
+    header = "weights from | task | seeds | epochs | curvature at fixed weights"
+    return pd.DataFrame(
+        rows, columns=[*header.split(" | "), "FC share per layer, largest over seeds"]
+    )
 
 
 def _seed_by_seed(runs: list[dict[str, Any]], largest: Any) -> str:
@@ -242,7 +236,7 @@ def _seed_by_seed(runs: list[dict[str, Any]], largest: Any) -> str:
     return " / ".join(f"{largest(run):.3f}" for run in runs)
 
 
-def rotation_table(folders: list[Path]) -> str:
+def rotation_table(folders: list[Path]) -> pd.DataFrame:
     """The rotation tasks' table: one row per (folder, task), seeds pooled.
 
     Columns: the setting (the folder's name), the paths its start kept, the task, seeds, test
@@ -251,12 +245,7 @@ def rotation_table(folders: list[Path]) -> str:
     largest share of a layer's output energy on the test images (relaxed runs); last the
     largest FC relative effective parameters of any layer and seed.
     """
-    lines = [
-        "| setting | start keeps | task | seeds | test accuracy (%) | turn-consistent (%) "
-        "| CONV share, largest over layers, seed by seed | CONV output share, largest over "
-        "layers, seed by seed | FC share, largest |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    rows = []
     for folder, task, runs in _folder_task_runs(folders, KNOWN_TRUTH_ROTATION_TASKS):
         kept = runs[0]["settings"].get("kept_paths")
         conv, output, fc = "(MAP)", "-", "-"
@@ -267,24 +256,27 @@ def rotation_table(folders: list[Path]) -> str:
             output = _seed_by_seed(
                 runs, lambda r: max(x["paths"]["conv"] for x in r["output_shares"])
             )
-        lines.append(
-            f"| {folder.name} | {' + '.join(kept) if kept else '-'} | {task} | {len(runs)} "
-            f"| {mean_std([r['test_accuracy'] for r in runs], 100)} "
-            f"| {mean_std([r['turn_consistency'] for r in runs], 100)} "
-            f"| {conv} | {output} | {fc} |"
+        rows.append(
+            [folder.name, " + ".join(kept) if kept else "-", task, str(len(runs))]
+            + [mean_std([r["test_accuracy"] for r in runs], 100)]
+            + [mean_std([r["turn_consistency"] for r in runs], 100), conv, output, fc]
         )
-    return "\n".join(lines)
+    header = "setting | start keeps | task | seeds | test accuracy (%) | turn-consistent (%)"
+    header += " | CONV share, largest over layers, seed by seed | CONV output share, largest"
+    header += " over layers, seed by seed | FC share, largest"
+    return pd.DataFrame(rows, columns=header.split(" | "))
 
 
-def tables() -> str:
+def tables() -> list[pd.DataFrame]:
     """The tables of the digit and Fashion-MNIST tasks (:data:`TABLE_ORDER`), of their
-    precisions and of the fixed weights, as docs/learned_structure.md shows them."""
+    precisions and of the fixed weights (where any run compared them), as
+    docs/learned_structure.md shows them."""
     folders = [RESULTS / name for name in TABLE_ORDER if (RESULTS / name).is_dir()]
     parts = (table(folders), precision_table(folders), fixed_weight_table([FIXED]))
-    return "\n\n".join(part for part in parts if part)
+    return [part for part in parts if not part.empty]
 
 
-def rotation_tables() -> str:
+def rotation_tables() -> pd.DataFrame:
     """The rotation tasks' table (:data:`ROTATION_ORDER` under :data:`ROTATION_RESULTS`)."""
     return rotation_table(
         [ROTATION_RESULTS / n for n in ROTATION_ORDER if (ROTATION_RESULTS / n).is_dir()]

@@ -4,17 +4,17 @@ import json
 
 import pytest
 
-from pages import render_pages
+from pages import page_values, render_pages
 from studies import known_truth_tables
 
 
 def test_the_page_shows_the_tables_of_the_committed_runs():
     """docs/learned_structure.md renders the known-truth tables of the committed JSONs."""
     page = render_pages.render("learned_structure.md")
-    tables = known_truth_tables.tables()
+    tables = "\n\n".join(page_values.table(frame) for frame in known_truth_tables.tables())
     assert "| balanced-adam |" in tables and tables in page
-    rotation = known_truth_tables.rotation_tables()
-    assert rotation.startswith("|") and rotation in page
+    assert page_values.table(known_truth_tables.rotation_tables()) in page
+    assert page_values.table(known_truth_tables.long_schedule_table()) in page
 
 
 def test_mean_std_pools_seeds_with_the_sample_std():
@@ -43,12 +43,11 @@ def test_the_weight_precision_table_reads_only_the_weight_tensors(tmp_path):
     _run(factored, "f-fc+conv", 0, [150.0, 48.0, 1e9, 1e9], [1e-16, 2e-16, 1.0, 1.0], 1e-7)
     _run(factored, "f-fc+conv", 1, [200.0, 60.0, 1e9, 1e9], [1e-16, 2e-16, 1.0, 1.0], 2e-7)
     _run(plain, "fc+conv", 0, [3e6, 1e9], [1e-8, 1.0], 1e-7)
-    rows = known_truth_tables.weight_precision_table([factored, plain]).splitlines()[2:]
-    assert rows[0].startswith("| factored (f-fc+conv) |")
-    assert rows[0].split(" | ")[3:5] == ["4.8e+01 - 2.0e+02", "3.0e-16"]
-    assert rows[0].endswith("| 1.0e-07 - 2.0e-07 |")
-    assert rows[1].split(" | ")[3:5] == ["3.0e+06", "1.0e-08"]
-    assert rows[1].startswith("| fc+conv | ")
+    rows = known_truth_tables.weight_precision_table([factored, plain]).values.tolist()
+    assert rows[0][0] == "factored (f-fc+conv)"
+    assert rows[0][3:] == ["4.8e+01 - 2.0e+02", "3.0e-16", "1.0e-07 - 2.0e-07"]
+    assert rows[1][3:5] == ["3.0e+06", "1.0e-08"]
+    assert rows[1][0] == "fc+conv"
 
 
 def test_the_weight_precision_table_refuses_a_model_it_cannot_read(tmp_path):
@@ -61,3 +60,13 @@ def test_precisions_above_count_the_pairs_whose_weights_pass(tmp_path):
     _run(tmp_path, "f-fc+conv", 0, [2e6, 48.0, 1e9, 1e9], [1e-16, 2e-16, 1.0, 1.0], 1e-7)
     _run(tmp_path, "f-fc+conv", 1, [150.0, 48.0, 1e9, 1e9], [1e-16, 2e-16, 1.0, 1.0], 1e-7)
     assert known_truth_tables.precisions_above(tmp_path) == (1, 2)
+
+
+def test_the_command_prints_every_table(capsys):
+    from studies import known_truth
+
+    known_truth.main(["--table"])
+    printed = capsys.readouterr().out
+    for frame in [*known_truth_tables.tables(), known_truth_tables.rotation_tables()]:
+        assert frame.columns[-1] in printed  # each table's header
+    assert "| balanced-adam " in printed and "| held-gconv " in printed
