@@ -16,6 +16,9 @@ import torch
 import laplace_equivariance
 from laplace_equivariance.app.experiment import device_name
 
+RESULTS = Path(__file__).resolve().parent / "results"
+"""Where the speed benchmarks' reports are committed."""
+
 
 def benchmark_parser(doc: str) -> argparse.ArgumentParser:
     """The options every timing benchmark takes: ``--device`` and ``--out``.

@@ -1,5 +1,7 @@
-"""The tables of the generated pages that are computed, not picked: one function per page,
-returning the frames its template writes with ``table()`` (see :mod:`pages.render_pages`).
+"""The templates' helpers over the table of runs that are more than a pick: the start the
+evidence keeps (:func:`kept_by_evidence`, :func:`evidence_gap`), turned against upright runs
+(:func:`higher_layers`), the learned structure and its fit-by-fit trace (:func:`structure`,
+:func:`fit_trace`), and the runs an older version made (:func:`older_versions`).
 """
 
 from __future__ import annotations
@@ -8,60 +10,11 @@ import math
 from pathlib import Path
 
 import pandas as pd
-import torch
 
-from laplace_equivariance import models
-from laplace_equivariance.app import config, summary
-from pages import page_values, runs_table
-
-BEYOND_THE_PAPER = (
-    ("table3", "gconv"),
-    ("table3", "gconv-full"),
-    ("table3", "f-fc+conv+gconv-full"),
-)
-"""(table, model) counted at the table's setting though the paper prints no count for it."""
-PATHS_COUNTED = ("f-fc+conv+gconv", "f-fc+conv+gconv-full")
-"""Models whose filter weights per path are listed (how wide each GCONV is beside CONV)."""
-
-
-def _meta_model(table: str, name: str) -> torch.nn.Module:
-    """``name`` built at ``table``'s input, classes and alpha, on the meta device."""
-    in_shape, n_classes, alpha, _ = models.PAPER_INPUTS[table]
-    with torch.device("meta"):
-        return models.build(name, in_shape, n_classes, alpha)
-
-
-def models_page() -> dict[str, pd.DataFrame]:
-    """docs/models.md: every model's parameter count beside the reference code's and the
-    paper's (``counts``), and the filter weights per path at Table 3's setting (``weights``)."""
-    empty = {"reference": None, "paper": "-"}
-    listed = [*models.PAPER_PARAMETER_COUNTS.items(), *((k, empty) for k in BEYOND_THE_PAPER)]
-    counts = pd.DataFrame(
-        [
-            {
-                "table": f"{table} ({models.PAPER_INPUTS[table][3]})",
-                "model": name,
-                "ours": f"{models.count_parameters(_meta_model(table, name)):,}",
-                "reference code": f"{c['reference']:,}" if c["reference"] else "-",
-                "paper": c["paper"],
-            }
-            for (table, name), c in listed
-        ]
-    )
-    weights = []
-    for name in PATHS_COUNTED:
-        row = {"model": name}
-        for layer in _meta_model("table3", name).relaxed_layers:
-            for path in layer.path_names:
-                parameters = layer.path(path).named_parameters()
-                count = sum(p.numel() for n, p in parameters if not n.endswith("bias"))
-                row[path.upper()] = row.get(path.upper(), 0) + count
-        weights.append(row)
-    weights = pd.DataFrame(weights)[["model", "FC", "CONV", "GCONV"]]
-    return {
-        "counts": counts,
-        "weights": weights.map(lambda v: f"{v:,}" if isinstance(v, int) else v),
-    }
+from benchmarks.markdown_table import table
+from laplace_equivariance.app import summary
+from pages import page_values
+from studies import runs_table
 
 
 def kept_by_evidence(folders: list[str], model: str) -> pd.DataFrame:
@@ -141,18 +94,9 @@ FOR_TEMPLATES = (
     "evidence_gap",
     "structure",
     "fit_trace",
-    "shift_errors_section",
-    "factor_balance_section",
-    "exact_blocks_section",
-    "evidence_split_section",
-    "rotation_split",
-    "group_evidence",
-    "invariant_weights",
+    "older_versions",
 )
 """The functions of this module that templates call."""
-
-TABLES = {"models.md": models_page}
-"""Each templated page's computed tables, by page name."""
 
 
 def _results(*folders: str) -> list[Path]:
@@ -249,226 +193,7 @@ def fit_trace(
         }
         rows.append(cells | {"-log marglik": " / ".join(f"{v:.0f}" for v in at["neg_log_marglik"])})
     seeds = " / ".join(str(seed) for seed in runs["seed"])
-    return f"Per seed ({seeds}):\n\n" + page_values.table(pd.DataFrame(rows))
-
-
-def _measured(file: str) -> tuple[dict, str]:
-    """A benchmark's measurements on trained runs, and the sentence naming the runs, the device
-    and the threads (without its full stop)."""
-    measured = runs_table.report(file.removesuffix(".json"))
-    runs, first = measured["runs"], measured["runs"][0]["settings"]
-    seeds = ", ".join(str(r["settings"]["seed"]) for r in runs)
-    return measured, (
-        f"Runs: {first['dataset']}, {first['model']}, {first['epochs']} epochs, seeds {seeds}; "
-        f"measured on {measured['device']}, {measured['threads']} thread(s)"
-    )
-
-
-def shift_errors_section(file: str) -> str:
-    """``studies.shift_errors``'s runs: per layer the FC path's output share and each path's
-    and the layer's distance from equivariance to the quadrant shifts, seed by seed."""
-    measured, text = _measured(file)
-    runs = measured["runs"]
-
-    def per_seed(values: list) -> str:
-        return " / ".join("-" if v is None else f"{v:.3f}" for v in values)
-
-    text += (
-        f"; {runs[0]['test_images']} test images; predicted class unchanged by the diagonal "
-        f"shift, per seed: {per_seed([r['prediction_unchanged'] for r in runs])}."
-    )
-    rows = [
-        {
-            "layer": layer["layer"],
-            "FC output share": per_seed([r["layers"][k]["paths"]["fc"]["share"] for r in runs]),
-            "FC shift error": per_seed(
-                [r["layers"][k]["paths"]["fc"]["shift_error"] for r in runs]
-            ),
-            "CONV shift error": per_seed(
-                [r["layers"][k]["paths"]["conv"]["shift_error"] for r in runs]
-            ),
-            "layer's shift error": per_seed([r["layers"][k]["shift_error"] for r in runs]),
-        }
-        for k, layer in enumerate(runs[0]["layers"])
-    ]
-    return text + "\n\n" + page_values.table(pd.DataFrame(rows))
-
-
-def factor_balance_section(file: str) -> str:
-    """``studies.factor_balance``'s runs: the evidence and each layer's FC terms before and
-    after the F-FC factor pairs are balanced, mean ± std over the seeds."""
-    measured, text = _measured(file)
-    runs = measured["runs"]
-    pm = page_values.pm
-    text += (
-        f". Log marginal likelihood at the learned precisions: before "
-        f"{pm(r['before']['log_marglik'] for r in runs)}, after "
-        f"{pm(r['after']['log_marglik'] for r in runs)}; largest change of a logit by the "
-        f"balancing: {max(r['max_output_change'] for r in runs):.1e}."
-    )
-
-    def cell(when: str, layer: str, path: str, key: str, index: int | None = None) -> str:
-        values = [r[when]["layers"][layer][path][key] for r in runs]
-        return pm(values if index is None else [v[index] for v in values])
-
-    rows = [
-        {
-            "layer": layer,
-            "FC gamma before": cell("before", layer, "fc", "gamma"),
-            "FC gamma after": cell("after", layer, "fc", "gamma"),
-            "FC prior term before": cell("before", layer, "fc", "prior_term"),
-            "FC prior term after": cell("after", layer, "fc", "prior_term"),
-            "d log p / d log delta: input map, output map (after)": (
-                cell("after", layer, "fc", "log_precision_gradient", 0)
-                + "; "
-                + cell("after", layer, "fc", "log_precision_gradient", 1)
-            ),
-            "CONV gamma": cell("before", layer, "conv", "gamma"),
-        }
-        for layer in runs[0]["before"]["layers"]
-    ]
-    return text + "\n\n" + page_values.table(pd.DataFrame(rows))
-
-
-def exact_blocks_section(file: str, runs_folder: str) -> str:
-    """``studies.exact_blocks``'s runs: KFAC against the exact GGN tensor by tensor, then per
-    layer KFAC's effective parameters over the exact ones per path and the FC output shares
-    (the ``path_outputs.json`` of the runs in ``runs_folder``)."""
-    measured, text = _measured(file)
-    runs, pm = measured["runs"], page_values.pm
-    blocks = []
-    for k, block in enumerate(runs[0]["blocks"]):
-        rows = [r["blocks"][k] for r in runs]
-        blocks.append(
-            {
-                "tensor": block["tensor"],
-                "parameters": str(block["parameters"]),
-                "gamma KFAC": pm(row["kfac"]["gamma"] for row in rows),
-                "gamma exact": pm(row["exact"]["gamma"] for row in rows),
-                "Occam term KFAC": pm(row["kfac"]["log_det_term"] for row in rows),
-                "Occam term exact": pm(row["exact"]["log_det_term"] for row in rows),
-                "KFAC / exact (Occam term)": pm(
-                    (row["kfac"]["log_det_term"] / row["exact"]["log_det_term"] for row in rows), 2
-                ),
-            }
-        )
-    shares = [
-        {
-            e["layer"]: e["paths"]["fc"]
-            for e in runs_table.report(f"{runs_folder}/{r['run']}/path_outputs")
-        }
-        for r in runs
-    ]
-
-    def ratio(run: dict, layer: str, path: str) -> float:
-        chosen = [b for b in run["blocks"] if b["tensor"].split(".")[:2] == [layer, path]]
-        return sum(b["kfac"]["gamma"] for b in chosen) / sum(b["exact"]["gamma"] for b in chosen)
-
-    tilt = []
-    for layer in dict.fromkeys(b["tensor"].split(".")[0] for b in runs[0]["blocks"]):
-        fc = [ratio(run, layer, "fc") for run in runs]
-        conv = [ratio(run, layer, "conv") for run in runs]
-        tilt.append(
-            {
-                "layer": layer,
-                "gamma KFAC / exact: FC path": pm(fc, 2),
-                "CONV path": pm(conv, 2),
-                "CONV / FC": pm([c / f for c, f in zip(conv, fc, strict=True)], 2),
-                "FC output share per seed": " / ".join(f"{s[layer]:.3f}" for s in shares),
-            }
-        )
-    tables = (
-        page_values.table(pd.DataFrame(blocks)) + "\n\n" + page_values.table(pd.DataFrame(tilt))
-    )
-    return f"{text}; mean ± std over the seeds.\n\n{tables}"
-
-
-def evidence_split_section(file: str) -> str:
-    """``studies.evidence_split``'s runs: ``-log marglik`` split into the data term and each
-    path type's prior and Occam terms, runs of one training side by side, seed by seed; then
-    per layer each path's terms and effective parameters, mean over the seeds."""
-    measured = runs_table.report(file.removesuffix(".json"))
-    groups: dict[str, list[dict]] = {}
-    for run in measured["runs"]:
-        s = runs_table.migrated(run["settings"])
-        words = [f"learned {s['model'].upper()}"]
-        words += [f"started {s['start']}"] if config.is_relaxed(s["model"]) else []
-        words += ["balanced at every fit"] if s["balance_factors"] else []
-        words += [f"{path.upper()} frozen" for path in run.get("frozen_paths", ())]
-        groups.setdefault(", ".join(words), []).append(run)
-    first = measured["runs"][0]["settings"]
-
-    def cost(run: dict, path: str, layer: str | None = None) -> float:
-        return sum(
-            terms[path]["prior"] + terms[path]["occam"]
-            for name, terms in run["layers"].items()
-            if path in terms and layer in (None, name)
-        )
-
-    def per_seed(runs: list[dict], value) -> str:
-        return " / ".join(f"{value(r):,.0f}" for r in runs)
-
-    seeds = ", ".join(
-        f"{name}: {' / '.join(str(r['settings']['seed']) for r in runs)}"
-        for name, runs in groups.items()
-    )
-    totals = pd.DataFrame(
-        [
-            {
-                "training": name,
-                "-log marglik": per_seed(runs, lambda r: r["neg_log_marglik"]),
-                "data": per_seed(runs, lambda r: r["data"]),
-                "FC paths (prior + Occam)": per_seed(runs, lambda r: cost(r, "fc")),
-                "CONV paths (prior + Occam)": per_seed(runs, lambda r: cost(r, "conv")),
-                "head (prior + Occam)": per_seed(
-                    runs, lambda r: r["outside"]["prior"] + r["outside"]["occam"]
-                ),
-            }
-            for name, runs in groups.items()
-        ]
-    )
-    layers = []
-    for layer in measured["runs"][0]["layers"]:
-        row = {"layer": layer}
-        for name, runs in groups.items():
-            for path in ("fc", "conv"):
-                if path in runs[0]["layers"][layer]:
-                    mean_cost = sum(cost(r, path, layer) for r in runs) / len(runs)
-                    gamma = sum(r["layers"][layer][path]["gamma"] for r in runs) / len(runs)
-                    row[f"{name}: {path.upper()} (gamma)"] = f"{mean_cost:,.0f} ({gamma:,.0f})"
-        layers.append(row)
-    return (
-        f"Runs: {first['dataset']}, {first['epochs']} epochs, measured on {measured['device']}, "
-        f"{measured['threads']} thread(s). Nats, seed by seed (seeds {seeds}).\n\n"
-        + page_values.table(totals)
-        + "\n\nPer layer, prior + Occam terms of each path and its effective parameters, mean "
-        "over the seeds:\n\n" + page_values.table(pd.DataFrame(layers))
-    )
-
-
-def rotation_split(folder: str, model: str = "f-fc+conv+gconv", rivals: tuple = ()) -> str:
-    """GCONV's share per layer on each data set and the rotation target's verdicts
-    (:class:`~pages.rotation_section.RotationSplitSection`)."""
-    from pages.rotation_section import RotationSplitSection
-
-    return RotationSplitSection(folder, model, tuple(rivals)).render()
-
-
-def group_evidence(folder: str, beside: tuple = (), gconv: str | None = None) -> str:
-    """The single-group networks' evidence against each other and the full network's
-    (:class:`~pages.group_evidence_section.GroupEvidenceSection`)."""
-    from pages import group_evidence_section as groups
-
-    gconv = gconv or groups.GCONV_NETWORK
-    return groups.GroupEvidenceSection(folder, tuple(beside), gconv).render()
-
-
-def invariant_weights(folder: str) -> str:
-    """The invariant-weights network's learned rotation and the paper's claims on it
-    (:class:`~pages.invariant_weights_section.InvariantWeightsSection`)."""
-    from pages.invariant_weights_section import InvariantWeightsSection
-
-    return InvariantWeightsSection(folder).render()
+    return f"Per seed ({seeds}):\n\n" + table(pd.DataFrame(rows))
 
 
 def older_versions(*folders: str, learned_only: bool = False) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from laplace_equivariance.app import summary
-from pages import runs_table
+from studies import runs_table
 
 DOCS = runs_table.ROOT / "docs"
 """Where the rendered pages are committed (:func:`headings` reads them)."""
@@ -383,81 +383,10 @@ def experiments(*folders: str, **filters: Any) -> pd.DataFrame:
     return pd.DataFrame(cells, columns=[*columns[0].split(), *columns[1:]])
 
 
-def judge(
-    better: Iterable[float],
-    worse: Iterable[float],
-    not_below: bool = False,
-    digits: int = 1,
-    unit: str = "points",
-) -> str:
-    """The verdict on "``better`` above ``worse``" (``not_below``: "not below it") by the seed
-    spread: reproduced where the mean difference exceeds twice its standard error, not
-    distinguishable (``not_below``: consistent) within it, reversed below it."""
-    x, y = pd.Series(list(better), dtype=float), pd.Series(list(worse), dtype=float)
-    if x.empty or y.empty:
-        return "not run"
-    if len(x) < 2 or len(y) < 2:
-        return "one seed: no verdict"
-    diff = x.mean() - y.mean()
-    error = math.sqrt(x.var() / len(x) + y.var() / len(y))
-    figures = f"difference {diff:+.{digits}f} {unit}, standard error {error:.{digits}f}"
-    if diff > 2 * error:
-        return f"reproduced ({figures})"
-    if diff >= -2 * error:
-        status = "consistent (within two standard errors)" if not_below else "not distinguishable"
-        return f"{status} ({figures})"
-    return f"**not reproduced: reversed** ({figures})"
-
-
 def anchor(title: str) -> str:
     """The link anchor of a Markdown heading: lower case, punctuation dropped, spaces turned
     into hyphens (GitHub's rule, and MkDocs' for headings without runs of separators)."""
     return "".join(c for c in title.lower() if c.isalnum() or c in " -_").replace(" ", "-")
-
-
-def claim(
-    text: str,
-    better: pd.DataFrame,
-    worse: pd.DataFrame,
-    not_below: bool = False,
-    column: str = "test_acc",
-) -> str:
-    """``- text: verdict`` on the test accuracies of two experiments' runs (:func:`judge`);
-    ``column="test_nll"``: on their test NLLs, lower being better (the difference in nats by
-    which ``better``'s is lower). Runs whose training accuracy ended at chance
-    (``train_at_chance``: a network that never learned or that diverged) are named after the
-    verdict, which then rests on a side that learned nothing."""
-    if column == "test_nll":
-        verdict = judge(-better[column], -worse[column], not_below, digits=3, unit="nats")
-    else:
-        verdict = judge(better[column], worse[column], not_below)
-    return (
-        f"- {text}: {verdict}" + _at_chance(better, "the first") + _at_chance(worse, "the second")
-    )
-
-
-def _at_chance(runs: pd.DataFrame, side: str) -> str:
-    """``"; **the second side's seeds 0, 2 ended training at chance**"``, or nothing."""
-    if "train_at_chance" not in runs or not runs["train_at_chance"].any():
-        return ""
-    seeds = runs.loc[runs["train_at_chance"].astype(bool), "seed"]
-    return f"; **{side} side's seeds {', '.join(map(str, seeds))} ended training at chance**"
-
-
-def within(text: str, learned: pd.DataFrame, best: pd.DataFrame, points: float = 1.0) -> str:
-    """``- text: holds`` where ``learned``'s mean test accuracy is at most ``points`` below
-    ``best``'s or above it (the paper's Table 2 claim, on means), ``fails`` otherwise; with the
-    difference of the means and its standard error over the seeds."""
-    x, y = learned["test_acc"], best["test_acc"]
-    diff = x.mean() - y.mean()
-    error = math.sqrt(x.var() / len(x) + y.var() / len(y))
-    verdict = "holds" if diff >= -points else "fails"
-    figures = f"(difference {diff:+.1f} points, standard error {error:.1f})"
-    return (
-        f"- {text}: {verdict} {figures}"
-        + _at_chance(learned, "the first")
-        + _at_chance(best, "the second")
-    )
 
 
 VERDICT = re.compile(
@@ -500,18 +429,3 @@ def headings(name: str) -> tuple[str, list[str]]:
     (rendered before the pages that link to them, :data:`PAGES`)."""
     lines = (DOCS / name).read_text().splitlines()
     return lines[0].removeprefix("# "), [h[3:] for h in lines if h.startswith("## ")]
-
-
-def table(frame: pd.DataFrame) -> str:
-    """``frame`` as a Markdown table: its cells as they are, columns neither aligned nor padded
-    (the rule under the header ``|---|`` per column, so a changed cell changes one line)."""
-    text = frame.to_markdown(index=False, stralign=None, numalign=None, disable_numparse=True)
-    header, _, *rows = text.splitlines()
-    return "\n".join([header, "|" + "---|" * frame.shape[1], *rows])
-
-
-def rows_table(header: list[str], rows: list[list[str]]) -> str:
-    """``rows`` of cells under ``header`` as a Markdown table (:func:`table`); a short row (a
-    failed run's) is padded with empty cells."""
-    padded = [row + [""] * (len(header) - len(row)) for row in rows]
-    return table(pd.DataFrame(padded, columns=header))

@@ -1,7 +1,7 @@
 """The generated documentation pages: Jinja2 templates over pandas tables of the committed runs.
 
 Each page in :data:`PAGES` is a template under ``pages/templates/``: plain Markdown whose
-figures are ``{{ }}`` expressions over :func:`pages.runs_table.runs` (one row per
+figures are ``{{ }}`` expressions over :func:`studies.runs_table.runs` (one row per
 committed run) and the other committed JSON, and whose tables are pandas frames written by
 ``DataFrame.to_markdown`` (:func:`pages.page_values.table`). Measured figures are not
 typed in a template: a figure names the runs it is computed from (``pick``), so when the runs
@@ -16,10 +16,15 @@ neither the runs nor pandas. ``python -m pages.results_tables --check`` (run by
 ``tests/pages/test_results_tables.py`` in ``make test``) renders every page again and
 fails while a committed page differs, so a page cannot go stale silently.
 
-The templates' helpers (``pick``, ``value``, ``experiments``, ``claim``, the filters ``pm``,
-``span``, ``lead`` ...) are :mod:`pages.page_values`'s; the tables a page computes rather
-than picks come from :mod:`pages.page_tables` (its ``FOR_TEMPLATES``),
-:mod:`pages.data_size_page` (as ``size``) and :mod:`pages.speed_page` (as ``speed``).
+The templates' helpers (``pick``, ``value``, ``experiments``, the filters ``pm``, ``span``,
+``lead`` ...) are :mod:`pages.page_values`' and :mod:`pages.page_tables`' (its
+``FOR_TEMPLATES``); the verdicts (``claim``, ``within``) are :mod:`studies.verdicts`'. A study's
+own tables and sections come from the study's side: :mod:`studies.data_size_tables` (as
+``size``), :mod:`studies.measured_tables`, :mod:`studies.parameter_counts`, the Table 3 sections
+(:mod:`studies.rotation_section`, :mod:`studies.group_evidence_section`,
+:mod:`studies.invariant_weights_section`), and the speed benchmarks' tables,
+:mod:`benchmarks.speed_tables` (as ``speed``). So the renderer knows how to write a page, and
+each study how to read its results.
 """
 
 from __future__ import annotations
@@ -29,13 +34,14 @@ from typing import Any
 
 import jinja2
 
+from benchmarks import speed_tables
+from benchmarks.markdown_table import table
 from laplace_equivariance.app import summary
-from pages import data_size_page, page_tables, runs_table, speed_page
+from pages import page_tables
 from pages.page_values import (
     DOCS,
     anchor,
     below,
-    claim,
     counts,
     experiments,
     fit_changes,
@@ -55,12 +61,23 @@ from pages.page_values import (
     select,
     span,
     split,
-    table,
     tensors,
     value,
-    within,
 )
-from studies import known_truth_tables, long_schedule, path_scale, relaxed_resnet_study
+from studies import (
+    data_size_tables,
+    known_truth_tables,
+    long_schedule,
+    measured_tables,
+    parameter_counts,
+    path_scale,
+    relaxed_resnet_study,
+    runs_table,
+)
+from studies.group_evidence_section import group_evidence
+from studies.invariant_weights_section import invariant_weights
+from studies.rotation_section import rotation_split
+from studies.verdicts import claim, within
 
 TEMPLATES = runs_table.ROOT / "pages" / "templates"
 PAGES = (
@@ -105,7 +122,17 @@ def environment() -> jinja2.Environment:
         "sci": sci,
     }
     env.globals |= {name: getattr(page_tables, name) for name in page_tables.FOR_TEMPLATES}
-    env.globals |= {"size": data_size_page, "speed": speed_page}
+    env.globals |= {
+        "shift_errors_section": measured_tables.shift_errors_section,
+        "factor_balance_section": measured_tables.factor_balance_section,
+        "exact_blocks_section": measured_tables.exact_blocks_section,
+        "evidence_split_section": measured_tables.evidence_split_section,
+        "rotation_split": rotation_split,
+        "group_evidence": group_evidence,
+        "invariant_weights": invariant_weights,
+    }
+    env.globals |= {"size": data_size_tables, "speed": speed_tables}
+    env.globals |= {"parameter_counts": parameter_counts}
     env.globals |= {"known_truth_tables": known_truth_tables, "path_scale": path_scale}
     env.globals |= {"long_schedule": long_schedule, "resnet": relaxed_resnet_study}
     env.globals |= {"resnet_folder": runs_table.RESULTS / "relaxed-resnet"}
@@ -118,7 +145,6 @@ def environment() -> jinja2.Environment:
         "select": select,
         "runs": runs_table.runs,
         "experiments": experiments,
-        "older_versions": page_tables.older_versions,
         "claim": claim,
         "within": within,
         "headings": headings,
@@ -133,10 +159,8 @@ def environment() -> jinja2.Environment:
 
 
 def render(name: str, **context: Any) -> str:
-    """The page ``docs/NAME`` rendered from its template, with ``context`` (and the page's own
-    tables, :data:`TABLES`)."""
-    tables = page_tables.TABLES.get(name, lambda: {})()
-    return environment().get_template(name).render(**tables, **context)
+    """The page ``docs/NAME`` rendered from its template, with ``context``."""
+    return environment().get_template(name).render(**context)
 
 
 def documents() -> dict[Path, str]:

@@ -3,8 +3,9 @@
 One JSON per (task, seed) under a folder per setting (:data:`TABLE_ORDER` for the digit and
 Fashion-MNIST tasks, :data:`ROTATION_ORDER` for the rotation tasks); the tables pool the
 seeds of each (setting, task). Each table is a pandas frame of the cells as shown; the page's
-template writes :func:`tables` and :func:`rotation_tables` with ``pages.page_values.table``
-(``python -m studies.known_truth --table`` prints them with ``DataFrame.to_markdown``).
+template writes :func:`tables` and :func:`rotation_tables` with ``table``
+(:mod:`benchmarks.markdown_table`; ``python -m studies.known_truth --table`` prints them with
+``DataFrame.to_markdown``).
 """
 
 from __future__ import annotations

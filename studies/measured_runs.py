@@ -3,7 +3,7 @@ a run's learned precisions and Laplace approximation fitted as the run fitted it
 
 ``factor_balance.py``, ``shift_errors.py`` and ``evidence_split.py`` each take ``--out``
 folders of ``train`` runs and write one JSON file ``{"device", "threads", "runs": [...]}``
-(the form ``pages/page_tables.py`` renders).
+(the form ``studies/measured_tables.py`` renders).
 """
 
 from __future__ import annotations

@@ -69,11 +69,11 @@ def test_compiled_epochs_and_runs_are_timed_and_a_compiler_failure_is_recorded(
 
 
 def test_the_speed_page_renders_compiled_runs_where_a_report_has_them(tmp_path, monkeypatch):
-    from pages import runs_table, speed_page
+    from benchmarks import speed_tables
 
-    monkeypatch.setattr(runs_table, "SPEED_RESULTS", tmp_path)
+    monkeypatch.setattr(speed_tables, "RESULTS", tmp_path)
     (tmp_path / "gpu_speed").mkdir()
-    assert speed_page.compiled_section() == ""
+    assert speed_tables.compiled_section() == ""
     row = {"model": "conv", "compiled": {"mode": "reduce-overhead", "error": "RuntimeError: x"}}
     ok = {
         "model": "f-fc+conv",
@@ -91,7 +91,7 @@ def test_the_speed_page_renders_compiled_runs_where_a_report_has_them(tmp_path, 
     report = {"command": "python -m benchmarks.gpu_speed --device cuda", "package_commit": "abc"}
     report |= {"device": "GPU", "cpu_threads": 16, "torch": "2.11", "rows": [row, ok]}
     (tmp_path / "gpu_speed" / "cuda.json").write_text(json.dumps(report))
-    section = speed_page.compiled_section()
+    section = speed_tables.compiled_section()
     assert "| abc | conv | reduce-overhead | RuntimeError: x |  |" in section
     assert "0.500 s -> 0.250 s, 0.50x (first epoch 30.0 s)" in section
     assert "MAP 4.0 s -> 3.0 s, MC 6.0 s -> 4.5 s (1.50x compiled MAP)" in section

@@ -1,13 +1,14 @@
 """The template renderer of the generated pages (``pages.render_pages``), its runs table
-(``pages.runs_table``) and the staleness check of ``pages.results_tables``."""
+(``studies.runs_table``) and the staleness check of ``pages.results_tables``."""
 
 import json
 
 import jinja2
-import pandas as pd
 import pytest
 
-from pages import page_tables, page_values, render_pages, results_tables, runs_table
+from benchmarks.markdown_table import table
+from pages import page_tables, page_values, render_pages, results_tables
+from studies import runs_table
 
 
 def _run(
@@ -136,14 +137,14 @@ def test_kept_by_evidence_keeps_each_seeds_run_of_the_highest_evidence(fixture_r
 
 
 def test_experiments_is_the_results_table_one_row_per_experiment(fixture_runs):
-    table = page_values.experiments("t")
-    assert list(table.columns[:5]) == ["data", "model", "method", "seeds", "test acc %"]
-    assert table["seeds"].tolist() == ["0, 1, 2", "0, 1"]
-    assert table["test acc %"].tolist() == ["82.0 ± 2.0", "55.0 ± 7.1"]
-    assert table["minutes"].tolist() == ["2.0 ± 1.0", "1.5 ± 0.7"]
-    assert table["method"].tolist() == ["learned, mixed start"] * 2  # the budget tells them
-    assert table["budget"].tolist()[1].endswith(", lr 0.01")
-    assert page_values.table(table).splitlines()[1] == "|---|" + "---|" * 11
+    frame = page_values.experiments("t")
+    assert list(frame.columns[:5]) == ["data", "model", "method", "seeds", "test acc %"]
+    assert frame["seeds"].tolist() == ["0, 1, 2", "0, 1"]
+    assert frame["test acc %"].tolist() == ["82.0 ± 2.0", "55.0 ± 7.1"]
+    assert frame["minutes"].tolist() == ["2.0 ± 1.0", "1.5 ± 0.7"]
+    assert frame["method"].tolist() == ["learned, mixed start"] * 2  # the budget tells them
+    assert frame["budget"].tolist()[1].endswith(", lr 0.01")
+    assert table(frame).splitlines()[1] == "|---|" + "---|" * 11
 
 
 def test_experiments_keeps_the_runs_its_filters_name(fixture_runs):
@@ -151,61 +152,6 @@ def test_experiments_keeps_the_runs_its_filters_name(fixture_runs):
     assert len(page_values.experiments("t", lr=[0.01, 0.003])) == 2
     with pytest.raises(ValueError, match="no run"):
         page_values.experiments("t", lr=0.5)
-
-
-def test_a_claim_is_judged_by_the_seed_spread():
-    def runs(*accuracies):
-        return pd.DataFrame({"test_acc": accuracies})
-
-    claim = page_values.claim
-    assert claim("a above b", runs(90, 91, 92), runs(80, 81, 82)) == (
-        "- a above b: reproduced (difference +10.0 points, standard error 0.8)"
-    )
-    assert "not distinguishable" in claim("c", runs(80, 82), runs(81, 83))
-    assert "consistent" in claim("c", runs(80, 82), runs(81, 83), not_below=True)
-    assert "**not reproduced: reversed**" in claim("d", runs(70, 71), runs(80, 81))
-    assert claim("e", runs(70), runs(80, 81)) == "- e: one seed: no verdict"
-    assert page_values.judge([], [1.0, 2.0]) == "not run"
-    assert page_values.judge([3.0, 4.0], [1.0, 2.0], digits=2, unit="degrees") == (
-        "reproduced (difference +2.00 degrees, standard error 0.71)"
-    )
-
-
-def test_a_claim_names_the_runs_that_ended_training_at_chance():
-    # a diverged baseline makes "above it" easy: the verdict line says so
-    learned = pd.DataFrame({"test_acc": [80.0, 82.0, 81.0], "seed": [0, 1, 2]})
-    learned["train_at_chance"] = False
-    baseline = pd.DataFrame({"test_acc": [11.0, 70.0, 12.0], "seed": [0, 1, 2]})
-    baseline["train_at_chance"] = [True, False, True]
-    line = page_values.claim("learned above MAP FC", learned, baseline)
-    assert line.startswith("- learned above MAP FC: reproduced (difference +50.0 points")
-    assert line.endswith("; **the second side's seeds 0, 2 ended training at chance**")
-    assert page_values.VERDICT.match(line)  # still counted by the page's lead
-    assert "chance" not in page_values.claim("c", learned, learned)
-    assert page_values.within("e", learned, baseline).endswith("0, 2 ended training at chance**")
-    assert "chance" not in page_values.claim("d", pd.DataFrame({"test_acc": [1.0, 2.0]}), learned)
-    assert "the first side's seeds 0, 2" in page_values.claim("b", baseline, learned)
-
-
-def test_an_nll_claim_counts_lower_as_better():
-    def runs(*nlls):
-        return pd.DataFrame({"test_nll": nlls})
-
-    assert page_values.claim("a", runs(0.30, 0.31), runs(0.50, 0.52), column="test_nll") == (
-        "- a: reproduced (difference +0.205 nats, standard error 0.011)"
-    )
-    assert "reversed" in page_values.claim("b", runs(0.5, 0.52), runs(0.3, 0.31), column="test_nll")
-
-
-def test_within_holds_up_to_the_given_points_below_and_fails_beyond():
-    def runs(*accuracies):
-        return pd.DataFrame({"test_acc": accuracies})
-
-    assert page_values.within("a", runs(79.5, 79.7), runs(80.0, 80.4)) == (
-        "- a: holds (difference -0.6 points, standard error 0.2)"
-    )
-    assert page_values.within("b", runs(78.0, 78.2), runs(80.0, 80.4)).startswith("- b: fails")
-    assert page_values.within("c", runs(82.0, 83.0), runs(80.0, 80.4)).startswith("- c: holds")
 
 
 def test_the_lead_counts_each_sections_verdicts_and_links_it():
@@ -309,25 +255,6 @@ def test_value_reads_a_number_of_a_committed_json(tmp_path, monkeypatch):
             page_values.value("gone", "rows")
     finally:
         runs_table.clear_caches()
-
-
-def test_table_writes_the_cells_as_they_are():
-    frame = pd.DataFrame({"model": ["conv", "fc"], "acc": ["82.0 ± 2.0", "1,000"]})
-    assert page_values.table(frame) == (
-        "| model | acc |\n|---|---|\n| conv | 82.0 ± 2.0 |\n| fc | 1,000 |"
-    )
-
-
-def test_rows_table_pads_a_short_row_with_empty_cells():
-    # a failed run's row (speed_page's compiled section: code, model, mode, error) is short
-    rows = [
-        ["e474c36", "conv", "default", "error text"],
-        ["e474c36", "fc", "default", "1 s", "2 s"],
-    ]
-    assert page_values.rows_table(["code", "model", "mode", "epoch", "training"], rows) == (
-        "| code | model | mode | epoch | training |\n|---|---|---|---|---|\n"
-        "| e474c36 | conv | default | error text |  |\n| e474c36 | fc | default | 1 s | 2 s |"
-    )
 
 
 def test_a_stale_page_fails_the_check(tmp_path, monkeypatch):

@@ -7,7 +7,8 @@ import json
 import pandas as pd
 import pytest
 
-from pages import page_tables, page_values, render_pages, results_tables, runs_table
+from pages import page_tables, page_values, render_pages, results_tables
+from studies import runs_table
 
 
 @pytest.mark.parametrize("path", list(results_tables.documents()), ids=lambda path: path.name)
@@ -80,7 +81,7 @@ def test_no_committed_result_records_an_absolute_path():
     path says where one machine kept a scratch copy, not where the figure comes from."""
     import re
 
-    from pages.runs_table import RESULTS
+    from studies.runs_table import RESULTS
 
     absolute = re.compile(r'"(/tmp|/work|/root|/home)/[^"]*"')
     found = [

@@ -7,9 +7,8 @@ import math
 import pytest
 
 from laplace_equivariance.app import config
-from pages import data_size_page, runs_table
-from pages.runs_table import RESULTS
-from studies import data_size
+from studies import data_size, data_size_tables, runs_table
+from studies.runs_table import RESULTS
 
 # sweeps of a few optimiser steps: at chance by design, so their NotLearningWarning says nothing
 pytestmark = pytest.mark.filterwarnings(
@@ -136,11 +135,11 @@ def test_a_tiny_sweep_trains_every_network_and_tabulates_it(tmp_path, capsys):
 
 
 def test_the_ablation_table_states_each_runs_accuracies_without_the_fc_paths():
-    table = data_size_page.ablation().splitlines()
+    table = data_size_tables.ablation().splitlines()
     files = [
         f
         for f in sorted((RESULTS / "path-ablation").glob("*.json"))
-        if f.stem not in data_size_page.ABLATION_OF_SWEEPS
+        if f.stem not in data_size_tables.ABLATION_OF_SWEEPS
     ]
     runs = [(f.stem, r) for f in files for r in json.loads(f.read_text())["runs"]]
     assert len(table) == 2 + len(runs) and len(runs) >= 6
@@ -184,17 +183,17 @@ def test_a_sweeps_ablation_is_summarised_by_task_and_size(tmp_path, monkeypatch)
     (tmp_path / "path-ablation").mkdir()
     (tmp_path / "path-ablation" / "fashion-sweep.json").write_text(json.dumps({"runs": runs}))
     monkeypatch.setattr(runs_table, "RESULTS", tmp_path)
-    table = data_size_page.ablation_by_size("fashion-sweep").splitlines()
+    table = data_size_tables.ablation_by_size("fashion-sweep").splitlines()
     assert len(table) == 3
     assert table[2] == (
         "| quadrant-fashion-item | 500 | 2 | 70.0 ± 14.1 | 40.0 ± 14.1 | 60.0 ± 14.1 | b: 10.0 |"
     )
-    assert data_size_page.ablation().count("\n") == 1  # the sweep's file is not run by run
-    assert data_size_page.ablation_by_size("missing") == ""
+    assert data_size_tables.ablation().count("\n") == 1  # the sweep's file is not run by run
+    assert data_size_tables.ablation_by_size("missing") == ""
 
 
 def test_the_conv_effective_parameters_average_each_networks_seeds():
-    table = data_size_page.conv_effective({"learned CONV": ("data-size", "conv")}).splitlines()
+    table = data_size_tables.conv_effective({"learned CONV": ("data-size", "conv")}).splitlines()
     runs = [
         json.loads(p.read_text())
         for p in sorted(
@@ -265,9 +264,9 @@ def test_the_command_line_hands_the_fit_options_to_the_learned_runs(tmp_path):
 
 
 def test_the_seed_by_seed_table_reads_each_networks_runs_in_seed_order():
-    table = data_size_page.seed_by_seed().splitlines()
-    assert len(table) == 2 + len(data_size_page.SEED_BY_SEED)
-    folder, model, method = data_size_page.SEED_BY_SEED["relaxed, FC paths frozen off"]
+    table = data_size_tables.seed_by_seed().splitlines()
+    assert len(table) == 2 + len(data_size_tables.SEED_BY_SEED)
+    folder, model, method = data_size_tables.SEED_BY_SEED["relaxed, FC paths frozen off"]
     runs = sorted(
         (json.loads(p.read_text()) for p in (RESULTS / folder).glob("*/results.json")),
         key=lambda r: r["settings"]["seed"],
@@ -321,26 +320,26 @@ def test_the_fashion_sweep_is_tabulated_from_its_own_folder(tmp_path, monkeypatc
     _as_fashion_runs(folder, ("f-fc+conv-marglik", "conv-map"))
     monkeypatch.setattr(runs_table, "RESULTS", tmp_path)
     name = "data-size-fashion"
-    assert "| quadrant-fashion | 500 | learned F-FC+CONV | 2 |" in data_size_page.table(name)
-    assert "- quadrant-fashion, N = 500: learned" in data_size_page.verdicts(name)
-    missing = data_size_page.missing(name, data_size.FASHION_TASKS)
+    assert "| quadrant-fashion | 500 | learned F-FC+CONV | 2 |" in data_size_tables.table(name)
+    assert "- quadrant-fashion, N = 500: learned" in data_size_tables.verdicts(name)
+    missing = data_size_tables.missing(name, data_size.FASHION_TASKS)
     assert "- quadrant-fashion-item, N = 500: learned F-FC+CONV (0)" in missing
-    assert data_size_page.structure(name).count("| quadrant-fashion | 500 | 0 |") == 1
-    assert data_size_page.evidence(name).verdicts == "No size has two seeds of both yet."
+    assert data_size_tables.structure(name).count("| quadrant-fashion | 500 | 0 |") == 1
+    assert data_size_tables.evidence(name).verdicts == "No size has two seeds of both yet."
     _as_fashion_runs(folder, ("conv-marglik",))
-    chosen = data_size_page.evidence(name)
+    chosen = data_size_tables.evidence(name)
     assert "| quadrant-fashion | 500 | 2 | " in chosen.table
     assert "- quadrant-fashion, N = 500: chosen" in chosen.verdicts
 
 
 def test_the_evidence_splits_of_the_sweeps_runs_set_learned_conv_beside_the_relaxed_runs():
     """The committed splits at 500 images, each rendered as the page renders it."""
-    from pages import page_tables
+    from studies import measured_tables
 
     files = sorted((RESULTS / "evidence-split").glob("*-500.json"))
     assert len(files) >= 3
     for file in files:
-        text = page_tables.evidence_split_section(f"evidence-split/{file.name}")
+        text = measured_tables.evidence_split_section(f"evidence-split/{file.name}")
         assert text.count("| learned CONV | ") == 1, file.name
         assert text.count("| learned F-FC+CONV, started held | ") == 1, file.name
 

@@ -4,17 +4,18 @@ import json
 
 import pytest
 
-from pages import page_values, render_pages
+from benchmarks.markdown_table import table
+from pages import render_pages
 from studies import known_truth_tables
 
 
 def test_the_page_shows_the_tables_of_the_committed_runs():
     """docs/learned_structure.md renders the known-truth tables of the committed JSONs."""
     page = render_pages.render("learned_structure.md")
-    tables = "\n\n".join(page_values.table(frame) for frame in known_truth_tables.tables())
+    tables = "\n\n".join(table(frame) for frame in known_truth_tables.tables())
     assert "| balanced-adam |" in tables and tables in page
-    assert page_values.table(known_truth_tables.rotation_tables()) in page
-    assert page_values.table(known_truth_tables.long_schedule_table()) in page
+    assert table(known_truth_tables.rotation_tables()) in page
+    assert table(known_truth_tables.long_schedule_table()) in page
 
 
 def test_mean_std_pools_seeds_with_the_sample_std():

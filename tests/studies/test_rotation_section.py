@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from pages import rotation_section, runs_table
-from pages.rotation_section import (
+from studies import rotation_section, runs_table
+from studies.rotation_section import (
     RotationSplitSection,
     fit_shares,
     last_fits_move,

@@ -1,6 +1,6 @@
 """The invariant-weights section's claims over seeds."""
 
-from pages import invariant_weights_section
+from studies import invariant_weights_section
 
 
 def test_invariant_weights_claims_compare_learned_angles_over_seeds():

@@ -14,9 +14,10 @@ from types import SimpleNamespace
 
 import pandas as pd
 
+from benchmarks.markdown_table import rows_table
+from benchmarks.markdown_table import table as markdown
 from laplace_equivariance.app import summary
-from pages import page_values, runs_table
-from studies import data_size, evidence_selection
+from studies import data_size, evidence_selection, runs_table
 
 ABLATION_OF_SWEEPS = ("fashion-sweep",)
 """``path-ablation`` files of a whole sweep's learned runs, summarised by task and size
@@ -180,7 +181,7 @@ def drift(folder: str) -> str:
             )
     header = ["task", "N", "network", "seed", "sweep: median change at the last fit %"]
     header += ["sweep: precisions moving > 5 % (share %)", "variant: median change %"]
-    return page_values.rows_table([*header, "variant: moving > 5 % (share %)"], rows)
+    return rows_table([*header, "variant: moving > 5 % (share %)"], rows)
 
 
 def _train_test(fractions: dict[str, float] | None, digits: int = 1) -> str:
@@ -218,7 +219,7 @@ def ablation() -> str:
     header = ["file", "N", "training", "seed", "train / test acc %", "FC removed everywhere"]
     header += ["control: noise of the FC terms' size added everywhere"]
     header += ["FC removed from the layer that costs most test accuracy"]
-    return page_values.rows_table([*header, "largest FC output share %, train / test images"], rows)
+    return rows_table([*header, "largest FC output share %, train / test images"], rows)
 
 
 def ablation_by_size(name: str) -> str:
@@ -253,9 +254,7 @@ def ablation_by_size(name: str) -> str:
         )
     header = ["task", "N", "seeds", "test acc %", "FC removed everywhere"]
     header += ["control: noise of the FC terms' size added everywhere"]
-    return page_values.rows_table(
-        [*header, "the layer whose FC term costs most: points lost"], rows
-    )
+    return rows_table([*header, "the layer whose FC term costs most: points lost"], rows)
 
 
 def _values(run: pd.Series, family: str) -> list[float]:
@@ -287,7 +286,7 @@ def structure(folder: str) -> str:
         )
     header = ["task", "N", "seed", "test acc %", "train acc %", "-log marglik / N"]
     header += ["FC share of effective parameters, per relaxed layer", "FC off"]
-    return page_values.rows_table([*header, "largest FC output share"], rows)
+    return rows_table([*header, "largest FC output share"], rows)
 
 
 def _at_500(folder: str, model: str, method: str) -> pd.DataFrame:
@@ -307,9 +306,7 @@ def conv_effective(networks: dict[str, tuple[str, str]]) -> str:
         per_run = [_values(run, "conv.effective") for _, run in runs.iterrows()]
         means = pd.DataFrame(per_run).mean()
         rows.append([label, str(len(runs)), " ".join(f"{mean:.0f}" for mean in means)])
-    return page_values.rows_table(
-        ["network", "seeds", "CONV effective parameters, layers 1-8"], rows
-    )
+    return rows_table(["network", "seeds", "CONV effective parameters, layers 1-8"], rows)
 
 
 SEED_BY_SEED = {
@@ -333,7 +330,7 @@ def seed_by_seed() -> str:
         runs = _at_500(folder, model, method)
         pairs = zip(runs["seed"], runs["test_acc"], runs["train_acc"], strict=True)
         cells[label] = {f"seed {seed}": f"{test:.1f} / {train:.1f}" for seed, test, train in pairs}
-    table = pd.DataFrame.from_dict(cells, orient="index").fillna("-")
-    table = table[sorted(table.columns, key=lambda c: int(c.split()[1]))]
-    table = table.rename(columns={"seed 0": "seed 0: test / train acc %"})
-    return page_values.table(table.rename_axis("network").reset_index())
+    frame = pd.DataFrame.from_dict(cells, orient="index").fillna("-")
+    frame = frame[sorted(frame.columns, key=lambda c: int(c.split()[1]))]
+    frame = frame.rename(columns={"seed 0": "seed 0: test / train acc %"})
+    return markdown(frame.rename_axis("network").reset_index())

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from pages import runs_table
-from pages.group_evidence_section import (
+from studies import runs_table
+from studies.group_evidence_section import (
     GroupEvidenceSection,
     network,
     per_example_evidence,

@@ -1,8 +1,8 @@
-"""Sections rendered from benchmarks' measurements on trained runs (``pages.page_tables``)."""
+"""Sections rendered from the measurements on trained runs (``studies.measured_tables``)."""
 
 import json
 
-from pages import page_tables, runs_table
+from studies import measured_tables, runs_table
 
 
 def test_evidence_split_groups_runs_by_training_and_sums_each_paths_terms(tmp_path, monkeypatch):
@@ -33,7 +33,7 @@ def test_evidence_split_groups_runs_by_training_and_sums_each_paths_terms(tmp_pa
     monkeypatch.setattr(runs_table, "RESULTS", tmp_path)
     runs_table.clear_caches()
     try:
-        text = page_tables.evidence_split_section("split.json")
+        text = measured_tables.evidence_split_section("split.json")
     finally:
         runs_table.clear_caches()
     assert (

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from benchmarks.markdown_table import rows_table
 from laplace_equivariance.app import summary
-from pages import runs_table
-from pages.page_values import judge, rows_table
+from studies import runs_table
+from studies.verdicts import judge
 
 INVARIANT_WEIGHTS_DATA = {
     "rotated-mnist": "fully rotated (±180°)",
@@ -100,3 +101,9 @@ class InvariantWeightsSection:
                 + judge(angles(dataset, "elbo"), angles(dataset, "likelihood"), unit="degrees")
             )
         return lines
+
+
+def invariant_weights(folder: str) -> str:
+    """The invariant-weights network's learned rotation and the paper's claims on it
+    (:class:`~studies.invariant_weights_section.InvariantWeightsSection`)."""
+    return InvariantWeightsSection(folder).render()

@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.markdown_table import rows_table
 from laplace_equivariance.app import summary
-from pages import page_values, runs_table
-from pages.rotation_section import DATASETS, TURNED, UPRIGHT
+from studies import runs_table
+from studies.rotation_section import DATASETS, TURNED, UPRIGHT
 
 NETWORKS = {("conv", "fc"): "GCONV network", ("fc", "gconv"): "CONV network"}
 """A run's frozen paths -> the single-group network it trained."""
@@ -132,7 +133,7 @@ class GroupEvidenceSection:
             f"test accuracy, seed by seed; Delta is the {self.gconv}'s log p(D)/N less the CONV "
             "network's (positive: the evidence prefers the quarter turns):",
             "",
-            page_values.rows_table(header, rows),
+            rows_table(header, rows),
         ]
 
     def _verdicts(self, runs, turned: str) -> list[str]:
@@ -185,3 +186,10 @@ def _delta(by_network: dict[str, dict[int, dict[str, Any]]], seed: int, gconv: s
     if gconv_run is None or conv_run is None:
         return None
     return per_example_evidence(gconv_run) - per_example_evidence(conv_run)
+
+
+def group_evidence(folder: str, beside: tuple = (), gconv: str | None = None) -> str:
+    """The single-group networks' evidence against each other and the full network's
+    (:class:`~studies.group_evidence_section.GroupEvidenceSection`)."""
+    gconv = gconv or GCONV_NETWORK
+    return GroupEvidenceSection(folder, tuple(beside), gconv).render()

@@ -34,10 +34,11 @@ from typing import Any
 
 import torch
 
+from benchmarks.markdown_table import rows_table
 from laplace_equivariance.app import summary
 from laplace_equivariance.data.datasets import training_labels
 from laplace_equivariance.marglik.chance import at_chance, chance_bound, class_counts
-from pages import page_values, runs_table
+from studies import runs_table
 
 UPRIGHT, TRANSLATED, ROTATED, PARTIAL, QUARTER = (
     "mnist",
@@ -267,7 +268,7 @@ class RotationSplitSection:
             "The start each data set and seed keeps: the run of the lowest last -log p(D)/N "
             "(highest evidence) among the starts; the shares below are the kept runs':",
             "",
-            page_values.rows_table(header, rows),
+            rows_table(header, rows),
         ]
 
     @staticmethod
@@ -286,7 +287,7 @@ class RotationSplitSection:
         return [
             f"GCONV's share of each layer's {measure}, % (seed by seed):",
             "",
-            page_values.rows_table(header, rows),
+            rows_table(header, rows),
         ]
 
     @staticmethod
@@ -372,7 +373,7 @@ class RotationSplitSection:
             "effective parameters rises only where its effective parameters grow more than the "
             "other paths':",
             "",
-            page_values.rows_table(["layer", *paths], rows),
+            rows_table(["layer", *paths], rows),
         ]
 
     @staticmethod
@@ -398,7 +399,7 @@ class RotationSplitSection:
             f"(settled: at most {SETTLED_POINTS:.0f} points), and over all the fits of the "
             "run's second half:",
             "",
-            page_values.rows_table(header, rows),
+            rows_table(header, rows),
         ]
         annealed = [
             r["settings"].get("lr_min", 0.0) == 0.0 for d in datasets for r in runs[d].values()
@@ -412,3 +413,9 @@ class RotationSplitSection:
                 "The second half's move, and a run twice as long, do.",
             ]
         return lines
+
+
+def rotation_split(folder: str, model: str = "f-fc+conv+gconv", rivals: tuple = ()) -> str:
+    """GCONV's share per layer on each data set and the rotation target's verdicts
+    (:class:`~studies.rotation_section.RotationSplitSection`)."""
+    return RotationSplitSection(folder, model, tuple(rivals)).render()

@@ -11,20 +11,18 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from pages import page_values, runs_table
+from benchmarks.markdown_table import rows_table
+from benchmarks.report import RESULTS
 
 
 def load_json(name: str) -> dict:
     """A timing report under benchmarks/results/."""
-    return json.loads((runs_table.SPEED_RESULTS / name).read_text())
+    return json.loads((RESULTS / name).read_text())
 
 
 def reports_in(folder: str) -> list[dict]:
     """Every timing report under benchmarks/results/FOLDER/, in file-name order."""
-    return [
-        json.loads(p.read_text())
-        for p in sorted((runs_table.SPEED_RESULTS / folder).glob("*.json"))
-    ]
+    return [json.loads(p.read_text()) for p in sorted((RESULTS / folder).glob("*.json"))]
 
 
 def formatted(records: list[dict], columns: dict[str, str]) -> str:
@@ -33,7 +31,7 @@ def formatted(records: list[dict], columns: dict[str, str]) -> str:
     string filled from each row (``"{exact__fit_s:.2f} s"``)."""
     frame = pd.json_normalize(records, sep="__").rename(columns=lambda c: c.replace(".", "_"))
     rows = [[f.format_map(row) for f in columns.values()] for row in frame.to_dict("records")]
-    return page_values.rows_table([h.strip() for h in columns], rows)
+    return rows_table([h.strip() for h in columns], rows)
 
 
 def machine(report: dict) -> str:
@@ -66,7 +64,7 @@ def before_after_section(name: str = "fit_over_epoch-before-after") -> SimpleNam
     """The fits before and after a change, from alternating runs in one session (the
     ``before-*.json`` and ``after-*.json`` of ``benchmarks/results/NAME``): ``runs`` (the
     sentence the paragraph ends with) and ``text``."""
-    folder = runs_table.SPEED_RESULTS / name
+    folder = RESULTS / name
     runs = sorted(
         folder.glob("*.json"), key=lambda p: (p.stem.split("-")[1], not p.stem.startswith("before"))
     )
@@ -99,7 +97,7 @@ def before_after_section(name: str = "fit_over_epoch-before-after") -> SimpleNam
         runs=sentence,
         text=speed_section(
             [first],
-            table=page_values.rows_table(
+            table=rows_table(
                 ["run", "code", "model", "epoch", "exact GGN fit", "MC Fisher fit", "eigenvalues"],
                 [
                     [
@@ -159,7 +157,7 @@ def kfac_section() -> str:
     conv, decomposition = r["conv"], r["f-fc+conv"]["decomposition"]
     return speed_section(
         [r],
-        page_values.rows_table(
+        rows_table(
             ["measurement", "value", "target", "met"],
             [
                 [
@@ -219,7 +217,7 @@ def class_passes_section() -> str:
     graphs |= {"activations only (EquivariantKFAC)": "activations_only_s"}
     graphs |= {"one pass batched over the classes": "batched_over_classes_s"}
     rows = [[graph, f"{r[key] * 1e3:.0f} ms"] for graph, key in graphs.items()]
-    return speed_section([r], page_values.rows_table(["graph", "time"], rows))
+    return speed_section([r], rows_table(["graph", "time"], rows))
 
 
 def conv_a_factor_section() -> str:
@@ -246,7 +244,7 @@ def lengthscale_section() -> str:
 
 def distributed_section() -> str:
     """One process against two, where measured ("" otherwise)."""
-    if not (runs_table.SPEED_RESULTS / "distributed_speed-cpu.json").exists():
+    if not (RESULTS / "distributed_speed-cpu.json").exists():
         return ""
     r = load_json("distributed_speed-cpu.json")
     one, two = r["world_size_1"], r["world_size_2"]
@@ -258,7 +256,7 @@ def distributed_section() -> str:
         )
     ]
     header = ["", "one process", "two processes", "speed-up"]
-    return speed_section([r], page_values.rows_table(header, rows))
+    return speed_section([r], rows_table(header, rows))
 
 
 def _fit_cell(fit: dict | None) -> str:
@@ -301,7 +299,7 @@ def stock_cnn_section() -> str:
     reports = [r for r in reports_in("gpu_speed") if not _on_gpu(r)]
     return speed_section(
         reports,
-        page_values.rows_table(
+        rows_table(
             (
                 "code | model | epoch, x stock | exact fit, x epoch | MC fit, x epoch | exact "
                 "fit, class passes apart (GPU) | MC training / MAP | exact training / MAP | "
@@ -402,7 +400,7 @@ def gpu_section() -> str:
     reports = [r for r in reports_in("gpu_speed") if _on_gpu(r)]
     return speed_section(
         reports,
-        page_values.rows_table(
+        rows_table(
             (
                 "code | model | epoch, x stock | exact fit, x epoch (batch by batch) | MC fit, x "
                 "epoch (batch by batch) | small N: exact / MC fit, x epoch | MC / exact training, "
@@ -445,7 +443,7 @@ def compiled_section() -> str:
             rows.append([report["package_commit"], row["model"], run["mode"], *cells])
     return speed_section(
         reports,
-        page_values.rows_table(
+        rows_table(
             ["code", "model", "mode", "epoch: eager -> compiled", "training: eager -> compiled"],
             rows,
         ),
@@ -479,7 +477,7 @@ def scale_section() -> SimpleNamespace:
         loaders=_loaders(reports) + ".",
         text=speed_section(
             reports,
-            table=page_values.rows_table(
+            table=rows_table(
                 (
                     "code | model | MAP steps | classes | training | epoch | fit | 100 epochs | "
                     "1,000 epochs"

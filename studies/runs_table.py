@@ -26,14 +26,13 @@ from typing import Any
 
 import pandas as pd
 
+from benchmarks.report import RESULTS as SPEED_RESULTS
 from laplace_equivariance.app import summary
 from laplace_equivariance.app.runs import migrated
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "studies" / "results"
 """The studies' results: every training run, and the files of the scripts that measure them."""
-SPEED_RESULTS = ROOT / "benchmarks" / "results"
-"""The speed benchmarks' reports."""
 
 
 @functools.cache
