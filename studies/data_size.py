@@ -34,6 +34,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+from benchmarks.markdown_table import table as markdown
 from laplace_equivariance.app import config, experiment, summary
 
 TASKS = ("quadrant-mnist-digit", "quadrant-mnist")
@@ -284,19 +287,24 @@ def verdicts(entries: list[dict[str, Any]], candidate: str = LEARNED) -> list[di
     return out
 
 
-def table(entries: list[dict[str, Any]]) -> str:
-    """Markdown: one row per (task, size, network), mean ± std over seeds."""
-    lines = [
-        "| task | N | network | seeds | test acc % | test NLL | steps (epochs) |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for e in entries:
-        lines.append(
-            f"| {e['task']} | {e['n']:,} | {e['network']} | {len(e['seeds'])} | "
-            f"{summary.mean_std(e['accuracy'])} | {summary.mean_std(e['nll'], digits=2)} | "
-            f"{e['steps'] or '-'} ({e['epochs']}) |"
-        )
-    return "\n".join(lines)
+def table(entries: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per (task, size, network): its seeds, the mean ± std over them of the test
+    accuracy and NLL, and the steps (epochs) it trained."""
+    return pd.DataFrame(
+        [
+            {
+                "task": e["task"],
+                "N": f"{e['n']:,}",
+                "network": e["network"],
+                "seeds": str(len(e["seeds"])),
+                "test acc %": summary.mean_std(e["accuracy"]),
+                "test NLL": summary.mean_std(e["nll"], digits=2),
+                "steps (epochs)": f"{e['steps'] or '-'} ({e['epochs']})",
+            }
+            for e in entries
+        ],
+        columns=["task", "N", "network", "seeds", "test acc %", "test NLL", "steps (epochs)"],
+    )
 
 
 def network_colours(entries: list[dict[str, Any]]) -> dict[str, str]:
@@ -409,7 +417,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             experiment.train(settings, folder)
             print(f"{folder.name}: {time.perf_counter() - start:.0f} s", flush=True)
     entries = sweep_rows([f for f, _ in planned if (f / "results.json").exists()])
-    print(table(entries))
+    print(markdown(table(entries)))
     for v in verdicts(entries):
         print(
             f"{v['task']} N={v['n']}: accuracy {'holds' if v['accuracy_holds'] else 'FAILS'} "

@@ -55,7 +55,7 @@ def circumstances(folder: str) -> str:
 
 def table(folder: str) -> str:
     """The sweep table of ``folder``'s runs (:func:`studies.data_size.table`)."""
-    return data_size.table(data_size.sweep_rows(_runs(folder)))
+    return markdown(data_size.table(data_size.sweep_rows(_runs(folder))))
 
 
 def verdicts(folder: str, against: tuple[str, ...] = (), none: str = "") -> str:
@@ -96,7 +96,7 @@ def evidence(folder: str) -> SimpleNamespace:
     entries = _map_rows(folder) + evidence_selection.selected_rows(paired)
     sentences = _verdict_sentences(entries, evidence_selection.SELECTED, "chosen")
     return SimpleNamespace(
-        table=evidence_selection.evidence_table(paired),
+        table=markdown(evidence_selection.evidence_table(paired)),
         verdicts="\n".join(sentences) or "No size has two seeds of both yet.",
     )
 

@@ -23,6 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+from benchmarks.markdown_table import table as markdown
 from laplace_equivariance.app import summary
 from studies import data_size
 
@@ -121,30 +124,25 @@ def selected_rows(paired: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def evidence_table(paired: list[dict[str, Any]]) -> str:
-    """Markdown: per (task, size), each candidate's ``-log p(D) / N`` (mean ± std over the
-    seeds), in how many seeds each was chosen, and the chosen runs' test accuracy."""
-    lines = [
-        "| task | N | seeds | -log p(D) / N, learned CONV | -log p(D) / N, learned F-FC+CONV "
-        "| chosen (seeds) | chosen runs' test acc % |",
-        "|---|---|---|---|---|---|---|",
-    ]
+def evidence_table(paired: list[dict[str, Any]]) -> pd.DataFrame:
+    """Per (task, size), each candidate's ``-log p(D) / N`` (mean ± std over the seeds), in how
+    many seeds each was chosen, and the chosen runs' test accuracy."""
+    rows = []
     for row in selected_rows(paired):
         group = [e for e in paired if (e["task"], e["n"]) == (row["task"], row["n"])]
-        cells = [
-            summary.mean_std([e["evidence"][label] for e in group], digits=2)
-            for label in CANDIDATES
-        ]
-        counts = ", ".join(
+        cells = {"task": row["task"], "N": f"{row['n']:,}", "seeds": str(len(group))}
+        for label in CANDIDATES:
+            evidence = [e["evidence"][label] for e in group]
+            cells[f"-log p(D) / N, {label}"] = summary.mean_std(evidence, digits=2)
+        cells["chosen (seeds)"] = ", ".join(
             f"{label} {row['chosen'].count(label)}"
             for label in CANDIDATES
             if label in row["chosen"]
         )
-        lines.append(
-            f"| {row['task']} | {row['n']:,} | {len(group)} | {cells[0]} | {cells[1]} | "
-            f"{counts} | {summary.mean_std(row['accuracy'])} |"
-        )
-    return "\n".join(lines)
+        cells["chosen runs' test acc %"] = summary.mean_std(row["accuracy"])
+        rows.append(cells)
+    columns = ["task", "N", "seeds", *(f"-log p(D) / N, {label}" for label in CANDIDATES)]
+    return pd.DataFrame(rows, columns=[*columns, "chosen (seeds)", "chosen runs' test acc %"])
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -153,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("folder", type=Path, help="the data-size sweep's --out folder")
     args = parser.parse_args(argv)
     runs = sorted(p.parent for p in args.folder.glob("*/results.json"))
-    print(evidence_table(pairs(runs)))
+    print(markdown(evidence_table(pairs(runs))))
 
 
 if __name__ == "__main__":

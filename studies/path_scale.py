@@ -31,9 +31,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from benchmarks.markdown_table import table as markdown
 from laplace_equivariance import __version__, models
 from laplace_equivariance.data.datasets import load_dataset
 from laplace_equivariance.layers import RelaxedLayer
@@ -122,30 +124,32 @@ def scale_ratios(folder: Path, combination: str) -> list[float]:
     return [r["init_layer_std"][-1] / r["init_layer_std"][0] for r in runs]
 
 
-def table(folder: Path) -> str:
+def table(folder: Path) -> pd.DataFrame:
     """One row per combination: seeds, the initial scale ratio, then per seed (0 / 1 / 2) the
     training accuracy at epoch 10 and at the last epoch, the loss and ``||theta||^2`` there."""
-    lines = [
-        "| paths combined by | version | seeds | last / first relaxed layer's output std at "
-        "initialisation | training accuracy at epoch 10, per seed | at the last epoch | "
-        "last epoch | loss there | squared norm of the weights there |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    rows = []
     for combination in COMBINATIONS:
         runs = [json.loads(p.read_text()) for p in sorted(folder.glob(f"{combination}-seed*.json"))]
         if not runs:
             continue
         ratios = torch.tensor(scale_ratios(folder, combination))
         spread = ratios.std().item() if len(runs) > 1 else 0.0
-
-        lines.append(
-            f"| {combination} | {', '.join(sorted({r['package'] for r in runs}))} | {len(runs)} "
-            f"| {ratios.mean().item():.3f} ± {spread:.3f} "
-            f"| {_per_seed(runs, 9, 'accuracy', '.3f')} "
-            f"| {_per_seed(runs, -1, 'accuracy', '.3f')} | {runs[0]['epochs'][-1]['epoch']} "
-            f"| {_per_seed(runs, -1, 'loss', '.3f')} | {_per_seed(runs, -1, 'norm2', '.0f')} |"
+        rows.append(
+            {
+                "paths combined by": combination,
+                "version": ", ".join(sorted({r["package"] for r in runs})),
+                "seeds": str(len(runs)),
+                "last / first relaxed layer's output std at initialisation": (
+                    f"{ratios.mean().item():.3f} ± {spread:.3f}"
+                ),
+                "training accuracy at epoch 10, per seed": _per_seed(runs, 9, "accuracy", ".3f"),
+                "at the last epoch": _per_seed(runs, -1, "accuracy", ".3f"),
+                "last epoch": str(runs[0]["epochs"][-1]["epoch"]),
+                "loss there": _per_seed(runs, -1, "loss", ".3f"),
+                "squared norm of the weights there": _per_seed(runs, -1, "norm2", ".0f"),
+            }
         )
-    return "\n".join(lines)
+    return pd.DataFrame(rows)
 
 
 def main() -> None:
@@ -164,7 +168,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.table:
-        print(table(args.out))
+        print(markdown(table(args.out)))
         return
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)

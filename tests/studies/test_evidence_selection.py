@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from benchmarks.markdown_table import table as markdown
 from studies import data_size, evidence_selection
 
 
@@ -44,7 +45,7 @@ def test_each_seed_chooses_the_run_of_lower_negative_log_evidence(tmp_path):
     assert row["network"] == evidence_selection.SELECTED and row["seeds"] == [0, 1]
     assert row["accuracy"] == pytest.approx([80.0, 90.0])
     assert row["chosen"] == ["learned CONV", data_size.LEARNED]
-    table = evidence_selection.evidence_table(paired).splitlines()
+    table = markdown(evidence_selection.evidence_table(paired)).splitlines()
     assert table[2] == (
         "| quadrant-mnist-digit | 500 | 2 | 3.50 ± 0.71 | 3.50 ± 2.12 | "
         "learned CONV 1, learned F-FC+CONV 1 | 85.0 ± 7.1 |"

@@ -22,8 +22,9 @@ def test_a_run_records_the_initial_scales_and_every_epoch():
 
 
 def test_the_page_shows_the_table_of_the_committed_runs():
+    from benchmarks.markdown_table import table as markdown
     from pages import render_pages
 
-    table = path_scale.table(path_scale.RESULTS)
+    table = markdown(path_scale.table(path_scale.RESULTS))
     assert "| scaled-sum |" in table and "| mean |" in table
     assert table in render_pages.render("learned_structure.md")
