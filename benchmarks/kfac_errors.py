@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import torch
 
+from benchmarks.markdown_table import rows_table
 from tests.curvature.test_exactness import GENERAL_CASES, general_case_errors
 
 
 def main() -> None:
-    print("| case | block | measured | pinned | with B doubled |")
-    print("|---|---|---|---|---|")
+    """Print the table: one row per (case, block)."""
+    rows = []
     cpu = torch.device("cpu")
     for case, (_, _, pinned) in GENERAL_CASES.items():
         torch.manual_seed(0)
@@ -26,7 +27,8 @@ def main() -> None:
         for block, expected in pinned.items():
             torch.manual_seed(0)
             doubled = general_case_errors(case, cpu, doubled=block)[block]
-            print(f"| {case} | {block} | {errors[block]:.4f} | {expected:.4f} | {doubled:.4f} |")
+            rows.append([case, block, *(f"{v:.4f}" for v in (errors[block], expected, doubled))])
+    print(rows_table(["case", "block", "measured", "pinned", "with B doubled"], rows))
 
 
 if __name__ == "__main__":
