@@ -66,6 +66,7 @@ from pages.page_values import (
 )
 from studies import (
     data_size_tables,
+    known_truth,
     known_truth_tables,
     long_schedule,
     measured_tables,
@@ -133,7 +134,8 @@ def environment() -> jinja2.Environment:
     }
     env.globals |= {"size": data_size_tables, "speed": speed_tables}
     env.globals |= {"parameter_counts": parameter_counts}
-    env.globals |= {"known_truth_tables": known_truth_tables, "path_scale": path_scale}
+    env.globals |= {"known_truth": known_truth, "known_truth_tables": known_truth_tables}
+    env.globals |= {"path_scale": path_scale}
     env.globals |= {"long_schedule": long_schedule, "resnet": relaxed_resnet_study}
     env.globals |= {"resnet_folder": runs_table.RESULTS / "relaxed-resnet"}
     env.globals |= {

@@ -52,6 +52,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance import EquivariantKFAC, __version__, marglik_training, models
 from laplace_equivariance.data.known_truth_tasks import (
+    KNOWN_TRUTH_SIDE,
     KNOWN_TRUTH_TASKS,
     known_truth_task,
 )
@@ -227,18 +228,36 @@ def turn_consistency(model: torch.nn.Module, x: torch.Tensor) -> float:
     return float(same) / (3 * len(x))
 
 
+def network(model: str, in_shape: tuple[int, int, int], n_classes: int, alpha: int):
+    """The suite's four-layer network ``model`` (:data:`WIDTHS`, :data:`SUBSAMPLING`)."""
+    return models.build(
+        model, in_shape, n_classes, alpha=alpha, widths=WIDTHS, subsampling=SUBSAMPLING
+    )
+
+
+def parameters(folder: Path, task: str) -> int:
+    """How many parameters the network of the committed runs of ``task`` under ``folder`` has
+    (the model and ``alpha`` of its first run's settings), built on the meta device.
+
+    Raises:
+        ValueError: If there is no such run.
+    """
+    runs = task_runs(folder, task)
+    if not runs:
+        raise ValueError(f"no run of {task} under {folder}")
+    settings, side = runs[0]["settings"], KNOWN_TRUTH_SIDE
+    with torch.device("meta"):
+        built = network(
+            settings["model"], (1, side, side), KNOWN_TRUTH_TASKS[task][0], settings["alpha"]
+        )
+    return models.count_parameters(built)
+
+
 def run(args: argparse.Namespace, task: str, seed: int) -> dict[str, Any]:
     """Train one model on one task with one seed; return its results."""
     torch.manual_seed(seed)
     data = known_truth_task(task, n_train=args.n_train, seed=seed)
-    model = models.build(
-        args.model,
-        data.in_shape,
-        data.n_classes,
-        alpha=args.alpha,
-        widths=WIDTHS,
-        subsampling=SUBSAMPLING,
-    )
+    model = network(args.model, data.in_shape, data.n_classes, args.alpha)
     if args.f_fc_init == "unbalanced":
         unbalance_(model)
     kept_paths = None

@@ -239,3 +239,19 @@ def test_kept_paths_without_a_silenced_start_is_refused(tmp_path, capsys):
         known_truth.main(["--kept-paths", "gconv", "--out", str(tmp_path)])
     assert "--start mixed silences no path" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_parameters_counts_the_network_a_committed_run_trained():
+    """The count the docs render: the relaxed layers' paths as the run recorded them, plus the
+    head; a narrower network (alpha 1) has fewer; a missing run fails loudly."""
+    folder = known_truth_tables.RESULTS / "balanced-adam"
+    (run, *_) = known_truth_tables.task_runs(folder, "shifted-digits")
+    counted = known_truth.parameters(folder, "shifted-digits")
+    recorded = sum(
+        v for layer in run["layers"] for k, v in layer.items() if k.endswith("_parameters")
+    )
+    assert recorded < counted < 2 * recorded
+    narrow = known_truth.parameters(known_truth_tables.RESULTS / "alpha1-kfac", "shifted-digits")
+    assert narrow < counted
+    with pytest.raises(ValueError, match="no run of shifted-digits"):
+        known_truth.parameters(folder / "missing", "shifted-digits")
