@@ -87,10 +87,42 @@ def higher_in_most(turned: pd.DataFrame, upright: pd.DataFrame, family: str) -> 
     return sum(n > layers / 2 for n in higher_layers(turned, upright, family))
 
 
+def growth(
+    turned: pd.DataFrame, upright: pd.DataFrame, path: str, which: str | None = None
+) -> list[float]:
+    """Per seed and layer (row by row, the layers ``which`` chooses), ``path``'s effective
+    parameters (App. D) in ``turned``'s run over ``upright``'s (the runs of one seed paired)."""
+    after = page_values.layers(turned, f"{path}.effective", which)
+    before = page_values.layers(upright, f"{path}.effective", which)
+    return [a / b for a, b in zip(after, before, strict=True)]
+
+
+def grown(turned: pd.DataFrame, upright: pd.DataFrame) -> str:
+    """``"N of the M"``: of every (path, seed, layer), how many have more effective parameters in
+    ``turned``'s run than in ``upright``'s (:func:`growth` above 1)."""
+    ratios = [r for path in ("fc", "conv", "gconv") for r in growth(turned, upright, path)]
+    return f"{sum(r > 1 for r in ratios)} of the {len(ratios)}"
+
+
+def conv_faster(turned: pd.DataFrame, upright: pd.DataFrame, which: str | None = None) -> list[int]:
+    """Per seed, in how many of the layers ``which`` chooses CONV's :func:`growth` is above
+    GCONV's: where turning the digits adds more to the CONV paths than to the GCONV paths."""
+    conv, gconv = (growth(turned, upright, path, which) for path in ("conv", "gconv"))
+    per_seed = len(conv) // len(turned)
+    pairs = list(zip(conv, gconv, strict=True))
+    return [
+        sum(c > g for c, g in pairs[first : first + per_seed])
+        for first in range(0, len(pairs), per_seed)
+    ]
+
+
 FOR_TEMPLATES = (
     "kept_by_evidence",
     "higher_layers",
     "higher_in_most",
+    "growth",
+    "grown",
+    "conv_faster",
     "evidence_gap",
     "structure",
     "fit_trace",

@@ -4,6 +4,7 @@
 import json
 
 import jinja2
+import pandas as pd
 import pytest
 
 from benchmarks.markdown_table import table
@@ -228,6 +229,24 @@ def test_higher_layers_pair_two_sets_of_runs_seed_by_seed(fixture_runs):
     everything = page_values.pick("t", "f-fc+conv", "marglik", lr=0.003)
     with pytest.raises(ValueError, match="seeds differ"):
         page_tables.higher_layers(turned, everything, "fc.relative")
+
+
+def test_growth_pairs_each_paths_effective_parameters_seed_and_layer():
+    def runs(fc, conv, gconv):
+        """Two seeds of a two-layer run: each path's effective parameters per (seed, layer)."""
+        frame = {}
+        for name, values in (("fc", fc), ("conv", conv), ("gconv", gconv)):
+            for layer in (1, 2):
+                frame[f"{name}.effective.{layer}"] = [values[0][layer - 1], values[1][layer - 1]]
+        return pd.DataFrame(frame | {"seed": [0, 1]})
+
+    upright = runs([[1, 1], [1, 1]], [[1, 1], [1, 1]], [[1, 1], [1, 1]])
+    turned = runs([[2, 0.5], [3, 1]], [[4, 2], [1, 3]], [[2, 3], [2, 2]])
+    assert page_tables.growth(turned, upright, "fc") == [2, 0.5, 3, 1]
+    assert page_tables.growth(turned, upright, "conv", "2") == [2, 3]
+    assert page_tables.grown(turned, upright) == "9 of the 12"  # 0.5 and two 1s do not grow
+    assert page_tables.conv_faster(turned, upright) == [1, 1]  # seed 0: layer 1, seed 1: layer 2
+    assert page_tables.conv_faster(turned, upright, "1") == [1, 0]
 
 
 def test_a_template_naming_a_missing_value_fails_loudly(fixture_runs):
