@@ -60,6 +60,28 @@ def evidence_gap(folders: list[str], model: str, dataset: str, seed: int) -> flo
     return abs(evidence.iloc[0] - evidence.iloc[1])
 
 
+def evidence_picks(folder: str, task: str, sizes: list[int], network: str = "conv") -> str:
+    """``"N of M"``: over the seeds of the sizes ``sizes`` of ``folder``'s sweep on ``task``, in
+    how many the evidence (the lower last ``-log p(D)/N``) picks learned ``network`` (``"conv"``
+    or ``"f-fc+conv"``) over the other of the two.
+
+    Raises:
+        ValueError: For another ``network``.
+    """
+    if network not in ("conv", "f-fc+conv"):
+        raise ValueError(f"network={network!r}: conv or f-fc+conv")
+    won = total = 0
+    for n in sizes:
+        conv, relaxed = (
+            page_values.pick(folder, model, "marglik", dataset=task, subset=n)
+            for model in ("conv", "f-fc+conv")
+        )
+        gaps = page_values.minus(conv, relaxed, "marglik_per_example")
+        won += sum(gap < 0 if network == "conv" else gap > 0 for gap in gaps)
+        total += len(gaps)
+    return f"{won} of {total}"
+
+
 def higher_layers(turned: pd.DataFrame, upright: pd.DataFrame, family: str) -> list[int]:
     """Per seed, in how many layers ``family`` (``"gconv.relative"``, ``"gconv.output"``) is
     higher in ``turned``'s run than in ``upright``'s (the runs of one seed paired).
@@ -120,6 +142,7 @@ FOR_TEMPLATES = (
     "kept_by_evidence",
     "higher_layers",
     "higher_in_most",
+    "evidence_picks",
     "growth",
     "grown",
     "conv_faster",

@@ -288,3 +288,22 @@ def test_a_stale_page_fails_the_check(tmp_path, monkeypatch):
     assert page.read_text() == "new figures\n"
     assert results_tables.main(["--check"]) == 0
     assert results_tables.stale({tmp_path / "missing.md": lambda: ""}) == [tmp_path / "missing.md"]
+
+
+def test_evidence_picks_counts_the_seeds_as_the_evidence_selection_study_does():
+    from studies import evidence_selection
+
+    folder = runs_table.RESULTS / "data-size"
+    paired = evidence_selection.pairs(sorted(p.parent for p in folder.glob("*/results.json")))
+    (row,) = [
+        r
+        for r in evidence_selection.selected_rows(paired)
+        if (r["task"], r["n"]) == ("quadrant-mnist", 2000)
+    ]
+    conv = row["chosen"].count("learned CONV")
+    picked = page_tables.evidence_picks("data-size", "quadrant-mnist", [2000])
+    assert picked == f"{conv} of {len(row['chosen'])}"
+    relaxed = page_tables.evidence_picks("data-size", "quadrant-mnist", [2000], "f-fc+conv")
+    assert relaxed == f"{len(row['chosen']) - conv} of {len(row['chosen'])}"
+    with pytest.raises(ValueError, match="conv or f-fc\\+conv"):
+        page_tables.evidence_picks("data-size", "quadrant-mnist", [2000], "fc")
