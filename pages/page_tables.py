@@ -1,7 +1,8 @@
 """The templates' helpers over the table of runs that are more than a pick: the start the
 evidence keeps (:func:`kept_by_evidence`, :func:`evidence_gap`), turned against upright runs
 (:func:`higher_layers`), the learned structure and its fit-by-fit trace (:func:`structure`,
-:func:`fit_trace`), and the runs an older version made (:func:`older_versions`).
+:func:`fit_trace`), the runs an older version made (:func:`older_versions`), and the evidence's
+gradients in the log precisions (:func:`precision_gradients`).
 """
 
 from __future__ import annotations
@@ -138,6 +139,24 @@ def conv_faster(turned: pd.DataFrame, upright: pd.DataFrame, which: str | None =
     ]
 
 
+def precision_gradients(file: str, when: str, path: str = "fc") -> list[float]:
+    """Over the seeds and layers of the :mod:`studies.factor_balance` measurement ``file``
+    (``factor-balance/NAME``, no ``.json``), the evidence's gradients in the log precisions of
+    ``path``'s tensors, ``when`` ``"before"`` (as trained) or ``"after"`` (factors balanced).
+
+    Raises:
+        ValueError: For another ``when``.
+    """
+    if when not in ("before", "after"):
+        raise ValueError(f"when={when!r}: before or after")
+    return [
+        float(gradient)
+        for run in runs_table.report(file)["runs"]
+        for layer in run[when]["layers"].values()
+        for gradient in layer[path]["log_precision_gradient"]
+    ]
+
+
 FOR_TEMPLATES = (
     "kept_by_evidence",
     "higher_layers",
@@ -150,6 +169,7 @@ FOR_TEMPLATES = (
     "structure",
     "fit_trace",
     "older_versions",
+    "precision_gradients",
 )
 """The functions of this module that templates call."""
 

@@ -127,6 +127,7 @@ def environment() -> jinja2.Environment:
         "shift_errors_section": measured_tables.shift_errors_section,
         "factor_balance_section": measured_tables.factor_balance_section,
         "exact_blocks_section": measured_tables.exact_blocks_section,
+        "overstated": measured_tables.overstated,
         "evidence_split_section": measured_tables.evidence_split_section,
         "rotation_split": rotation_split,
         "group_evidence": group_evidence,

@@ -257,6 +257,27 @@ def ablation_by_size(name: str) -> str:
     return rows_table([*header, "the layer whose FC term costs most: points lost"], rows)
 
 
+def ablation_runs(name: str) -> pd.DataFrame:
+    """The runs of ``path-ablation/NAME.json``, one row each in the file's order: ``dataset``,
+    ``subset``, ``method``, ``seed`` and, in percent, the accuracies as trained (``train``,
+    ``test``), with the FC terms removed everywhere (``removed_train``, ``removed_test``) and
+    with noise of their size added instead (``control_train``, ``control_test``; NaN where the
+    file has no control), so that a page computes what removal and control cost.
+
+    Raises:
+        FileNotFoundError: If there is no such file.
+    """
+    rows = []
+    for run in runs_table.report(f"path-ablation/{name}")["runs"]:
+        row = {key: run["settings"][key] for key in ("dataset", "subset", "method", "seed")}
+        for prefix, key in (("", "accuracy"), ("removed_", "removed_everywhere")):
+            row |= {f"{prefix}{split}": 100 * run[key][split] for split in ("train", "test")}
+        control = run.get("noise_of_path_size_everywhere") or {}
+        row |= {f"control_{s}": 100 * control.get(s, math.nan) for s in ("train", "test")}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def _values(run: pd.Series, family: str) -> list[float]:
     """A run's ``family`` (``fc.relative``, ...) per relaxed layer, first to last."""
     layers = sorted(

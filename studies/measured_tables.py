@@ -152,6 +152,17 @@ def exact_blocks_section(file: str, runs_folder: str) -> str:
     return f"{text}; mean ± std over the seeds.\n\n{tables}"
 
 
+def overstated(file: str) -> tuple[list[int], int]:
+    """Per seed of ``studies.exact_blocks``' runs in ``file``, how many tensors' Occam terms KFAC
+    puts above the exact GGN's (their curvature overstated), and how many tensors there are."""
+    runs = runs_table.report(file.removesuffix(".json"))["runs"]
+    counts = [
+        sum(b["kfac"]["log_det_term"] > b["exact"]["log_det_term"] for b in run["blocks"])
+        for run in runs
+    ]
+    return counts, len(runs[0]["blocks"])
+
+
 def evidence_split_section(file: str) -> str:
     """``studies.evidence_split``'s runs: ``-log marglik`` split into the data term and each
     path type's prior and Occam terms, runs of one training side by side, seed by seed; then

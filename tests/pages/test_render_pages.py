@@ -276,6 +276,21 @@ def test_value_reads_a_number_of_a_committed_json(tmp_path, monkeypatch):
         runs_table.clear_caches()
 
 
+def test_precision_gradients_reads_a_factor_balance_measurement(tmp_path, monkeypatch):
+    def layer(*fc: float) -> dict:
+        return {"fc": {"log_precision_gradient": list(fc)}, "conv": {"log_precision_gradient": [9]}}
+
+    run = {"before": {"layers": {"layer1": layer(0.5, -1.0)}}}
+    run["after"] = {"layers": {"layer1": layer(40.0, -2.0), "layer2": layer(3.0, 1.0)}}
+    (tmp_path / "fb.json").write_text(json.dumps({"runs": [run, run]}))
+    monkeypatch.setattr(runs_table, "RESULTS", tmp_path)
+    assert page_tables.precision_gradients("fb", "before") == [0.5, -1.0, 0.5, -1.0]
+    assert max(page_tables.precision_gradients("fb", "after"), key=abs) == 40.0
+    assert page_tables.precision_gradients("fb", "after", "conv") == [9.0] * 4
+    with pytest.raises(ValueError, match="before or after"):
+        page_tables.precision_gradients("fb", "during")
+
+
 def test_a_stale_page_fails_the_check(tmp_path, monkeypatch):
     page = tmp_path / "page.md"
     page.write_text("old figures\n")

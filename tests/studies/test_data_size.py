@@ -192,6 +192,18 @@ def test_a_sweeps_ablation_is_summarised_by_task_and_size(tmp_path, monkeypatch)
     assert data_size_tables.ablation_by_size("missing") == ""
 
 
+def test_the_ablation_runs_are_one_row_each_in_percent_with_nan_where_no_control():
+    held10 = data_size_tables.ablation_runs("digit-n500-held10")
+    run = json.loads((RESULTS / "path-ablation" / "digit-n500-held10.json").read_text())["runs"][0]
+    first = held10.iloc[0]
+    assert first["seed"] == run["settings"]["seed"] and first["subset"] == 500
+    assert first["removed_train"] == pytest.approx(100 * run["removed_everywhere"]["train"])
+    control = run["noise_of_path_size_everywhere"]["test"]
+    assert first["control_test"] == pytest.approx(100 * control)
+    held50 = data_size_tables.ablation_runs("digit-n500-held50")
+    assert len(held50) == 3 and held50["control_train"].isna().all()
+
+
 def test_the_conv_effective_parameters_average_each_networks_seeds():
     table = data_size_tables.conv_effective({"learned CONV": ("data-size", "conv")}).splitlines()
     runs = [

@@ -43,3 +43,20 @@ def test_evidence_split_groups_runs_by_training_and_sums_each_paths_terms(tmp_pa
     assert "| learned CONV | 154 | 10 | 0 | 140 | 4 |" in text
     assert "| learned F-FC+CONV, started equivariant, FC frozen | 194 | 10 | 0 | 180 | 4 |" in text
     assert "| layer1 | 12 (2) | 220 (1) | 140 (1) |" in text  # means over the two seeds
+
+
+def test_overstated_counts_per_seed_the_tensors_whose_kfac_occam_term_is_above_the_exact(
+    tmp_path, monkeypatch
+):
+    def block(kfac, exact):
+        return {"kfac": {"log_det_term": kfac}, "exact": {"log_det_term": exact}}
+
+    runs = [{"blocks": [block(2.0, 1.0), block(1.0, 1.0), block(0.5, 1.0)]}]
+    runs.append({"blocks": [block(3.0, 1.0), block(1.5, 1.0), block(0.5, 1.0)]})
+    (tmp_path / "blocks.json").write_text(json.dumps({"runs": runs}))
+    monkeypatch.setattr(runs_table, "RESULTS", tmp_path)
+    runs_table.clear_caches()
+    try:
+        assert measured_tables.overstated("blocks.json") == ([1, 2], 3)  # equal is not above
+    finally:
+        runs_table.clear_caches()
