@@ -51,6 +51,7 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance import EquivariantKFAC, __version__, marglik_training, models
+from laplace_equivariance.app.summary import mean_std
 from laplace_equivariance.data.known_truth_tasks import (
     KNOWN_TRUTH_SIDE,
     KNOWN_TRUTH_TASKS,
@@ -62,7 +63,6 @@ from laplace_equivariance.layers.init import he_uniform_, unit_uniform_
 from laplace_equivariance.marglik.priors import PriorGroups, parameter_paths
 from laplace_equivariance.models import EQUIVARIANT_PATHS
 from studies.known_truth_tables import (
-    mean_std,
     rotation_tables,
     tables,
     task_runs,

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import torch
 
+from laplace_equivariance.app.summary import mean_std
 from laplace_equivariance.data.known_truth_tasks import (
     KNOWN_TRUTH_ROTATION_TASKS,
     KNOWN_TRUTH_TASKS,
@@ -59,13 +59,6 @@ TABLE_ORDER = (
     "alpha1-exact",
 )
 """Result folders, in the table's order (settings in each run's JSON)."""
-
-
-def mean_std(values: list[float], scale: float = 1.0, digits: int = 1) -> str:
-    """``mean ± std`` (sample std over seeds) of ``values * scale``."""
-    tensor = torch.tensor(values, dtype=torch.float64) * scale
-    std = tensor.std().item() if len(values) > 1 else 0.0
-    return f"{tensor.mean().item():.{digits}f} ± {std:.{digits}f}"
 
 
 def task_runs(folder: Path, task: str) -> list[dict[str, Any]]:

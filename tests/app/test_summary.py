@@ -33,6 +33,14 @@ def write_run(folder, seed, accuracy, method="marglik", epochs=20, threads=2, **
     return folder
 
 
+def test_mean_std_is_the_mean_and_sample_std_and_marks_a_single_seed():
+    """Three seeds: mean and sample (n - 1) std, scaled; one seed has no spread; none is "-"."""
+    assert summary.mean_std([0.5, 0.6, 0.7], scale=100) == "60.0 ± 10.0"
+    assert summary.mean_std([0.25, 0.5], digits=3) == "0.375 ± 0.177"
+    assert summary.mean_std([0.3]) == "0.3 ± -"
+    assert summary.mean_std([]) == "-"
+
+
 def test_seeds_of_one_experiment_form_one_row_with_mean_and_sample_std(tmp_path):
     accuracies = [0.80, 0.84, 0.90]
     runs = [write_run(tmp_path / f"s{i}", i, a) for i, a in enumerate(accuracies)]

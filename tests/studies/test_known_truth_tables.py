@@ -18,12 +18,6 @@ def test_the_page_shows_the_tables_of_the_committed_runs():
     assert table(known_truth_tables.long_schedule_table()) in page
 
 
-def test_mean_std_pools_seeds_with_the_sample_std():
-    """Three seeds: the mean and the sample (n - 1) standard deviation; one seed: std 0."""
-    assert known_truth_tables.mean_std([0.5, 0.6, 0.7], scale=100) == "60.0 ± 10.0"
-    assert known_truth_tables.mean_std([0.3]) == "0.3 ± 0.0"
-
-
 def _run(folder, model, seed, precisions, norms, relative):
     """One known-truth run of one layer under ``folder``."""
     layer = {
