@@ -128,6 +128,7 @@ def environment() -> jinja2.Environment:
         "factor_balance_section": measured_tables.factor_balance_section,
         "exact_blocks_section": measured_tables.exact_blocks_section,
         "overstated": measured_tables.overstated,
+        "conv_over_fc": measured_tables.conv_over_fc,
         "evidence_split_section": measured_tables.evidence_split_section,
         "rotation_split": rotation_split,
         "group_evidence": group_evidence,

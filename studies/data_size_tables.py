@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -153,10 +154,9 @@ def _not_compared(entries: list[dict], task: str, n: int) -> str:
     return f"; not compared: {', '.join(absent)} (not run)" if absent else ""
 
 
-def drift(folder: str) -> str:
-    """How far the priors still moved at the last fit (:func:`studies.data_size.prior_drift`):
-    each learned run of ``folder`` (a variant: F-FC+CONV or CONV) beside the sweeps' run of the
-    same task, size, network and seed."""
+def _drifts(folder: str) -> list[tuple[tuple, dict | None, dict]]:
+    """``(task, N, network, seed), sweep's drift or None, variant's drift`` for each learned run
+    of ``folder`` (:func:`studies.data_size.prior_drift`), in the sweep's order of tasks."""
 
     def key(r: dict) -> tuple:
         s = r["settings"]
@@ -165,23 +165,61 @@ def drift(folder: str) -> str:
     learned = [summary.load_run(run) for run in _runs(folder)]
     learned = [r for r in learned if r["settings"]["method"] == "marglik"]
     sweep = {key(r): r for r in map(summary.load_run, _runs() + _runs("data-size-fashion"))}
+    ordered = sorted(learned, key=lambda r: (data_size.ALL_TASKS.index(key(r)[0]), *key(r)[1:]))
+    return [
+        (
+            key(r),
+            None if key(r) not in sweep else data_size.prior_drift(sweep[key(r)]),
+            data_size.prior_drift(r),
+        )
+        for r in ordered
+    ]
+
+
+def _percent(log_change: float) -> float:
+    """A change of a logarithm as a change in percent."""
+    return 100 * (math.exp(log_change) - 1)
+
+
+def drift(folder: str) -> str:
+    """How far the priors still moved at the last fit (:func:`studies.data_size.prior_drift`):
+    each learned run of ``folder`` (a variant: F-FC+CONV or CONV) beside the sweeps' run of the
+    same task, size, network and seed."""
     rows = []
-    for r in sorted(learned, key=lambda r: (data_size.ALL_TASKS.index(key(r)[0]), *key(r)[1:])):
-        task, n, network, seed = key(r)
+    for (task, n, network, seed), *moves in _drifts(folder):
         rows.append([task, f"{n:,}", network, str(seed)])
-        for result in (sweep.get(key(r)), r):
-            moved = None if result is None else data_size.prior_drift(result)
+        for moved in moves:
             rows[-1] += (
                 ["-", "-"]
                 if moved is None
-                else [
-                    f"{100 * (math.exp(moved['median']) - 1):.1f}",
-                    f"{100 * moved['moving']:.0f}",
-                ]
+                else [f"{_percent(moved['median']):.1f}", f"{100 * moved['moving']:.0f}"]
             )
     header = ["task", "N", "network", "seed", "sweep: median change at the last fit %"]
     header += ["sweep: precisions moving > 5 % (share %)", "variant: median change %"]
     return rows_table([*header, "variant: moving > 5 % (share %)"], rows)
+
+
+def drift_changes(
+    folder: str,
+    network: str,
+    side: str,
+    task: str = "quadrant-mnist-digit",
+    n: int = 500,
+    seeds: Sequence[int] | None = None,
+) -> list[float]:
+    """Per seed, the median change of the prior precisions at the last fit in percent (the
+    :func:`drift` table's column), of ``folder``'s learned runs of ``network`` (its label, as
+    ``"learned F-FC+CONV"``) on ``task`` at ``n`` examples, of ``seeds`` (None: all); ``side``
+    ``"variant"`` (the runs of ``folder``) or ``"sweep"`` (the sweep's runs of the same seeds,
+    where it has them)."""
+    column = {"sweep": 1, "variant": 2}[side]
+    return [
+        _percent(row[column]["median"])
+        for row in _drifts(folder)
+        if row[0][:3] == (task, n, network)
+        and (seeds is None or row[0][3] in seeds)
+        and row[column] is not None
+    ]
 
 
 def _train_test(fractions: dict[str, float] | None, digits: int = 1) -> str:

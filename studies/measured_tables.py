@@ -131,14 +131,10 @@ def exact_blocks_section(file: str, runs_folder: str) -> str:
         for r in runs
     ]
 
-    def ratio(run: dict, layer: str, path: str) -> float:
-        chosen = [b for b in run["blocks"] if b["tensor"].split(".")[:2] == [layer, path]]
-        return sum(b["kfac"]["gamma"] for b in chosen) / sum(b["exact"]["gamma"] for b in chosen)
-
     tilt = []
-    for layer in dict.fromkeys(b["tensor"].split(".")[0] for b in runs[0]["blocks"]):
-        fc = [ratio(run, layer, "fc") for run in runs]
-        conv = [ratio(run, layer, "conv") for run in runs]
+    for layer in dict.fromkeys(_layer(block) for block in runs[0]["blocks"]):
+        fc = [_overstatement(run, layer, "fc") for run in runs]
+        conv = [_overstatement(run, layer, "conv") for run in runs]
         tilt.append(
             {
                 "layer": layer,
@@ -152,15 +148,45 @@ def exact_blocks_section(file: str, runs_folder: str) -> str:
     return f"{text}; mean ± std over the seeds.\n\n{tables}"
 
 
-def overstated(file: str) -> tuple[list[int], int]:
+def _layer(block: dict) -> str:
+    """The layer of an exact-blocks tensor (``"layer4"`` of ``"layer4.fc.input_map.weight"``)."""
+    return block["tensor"].split(".")[0]
+
+
+def _overstatement(run: dict, layer: str, path: str) -> float:
+    """KFAC's ``gamma`` over the exact GGN's, summed over ``path``'s tensors in ``layer``."""
+    chosen = [b for b in run["blocks"] if b["tensor"].split(".")[:2] == [layer, path]]
+    return sum(b["kfac"]["gamma"] for b in chosen) / sum(b["exact"]["gamma"] for b in chosen)
+
+
+def overstated(file: str, from_layer: int = 1) -> tuple[list[int], int]:
     """Per seed of ``studies.exact_blocks``' runs in ``file``, how many tensors' Occam terms KFAC
-    puts above the exact GGN's (their curvature overstated), and how many tensors there are."""
+    puts above the exact GGN's (their curvature overstated), and how many tensors there are;
+    only the tensors of layers ``from_layer`` on (``layerK``, ``K >= from_layer``)."""
     runs = runs_table.report(file.removesuffix(".json"))["runs"]
+
+    def kept(block: dict) -> bool:
+        return int(_layer(block).removeprefix("layer")) >= from_layer
+
     counts = [
-        sum(b["kfac"]["log_det_term"] > b["exact"]["log_det_term"] for b in run["blocks"])
+        sum(
+            b["kfac"]["log_det_term"] > b["exact"]["log_det_term"] for b in run["blocks"] if kept(b)
+        )
         for run in runs
     ]
-    return counts, len(runs[0]["blocks"])
+    return counts, sum(map(kept, runs[0]["blocks"]))
+
+
+def conv_over_fc(file: str) -> dict[str, list[float]]:
+    """Per layer, seed by seed, how much more KFAC overstates the CONV path's ``gamma`` than the
+    FC path's: ``(gamma_KFAC / gamma_exact)_CONV / (gamma_KFAC / gamma_exact)_FC`` over
+    ``studies.exact_blocks``' runs in ``file`` (below one: KFAC strengthens the FC prior more,
+    as the learned precision is ``gamma / ||theta||^2``)."""
+    runs = runs_table.report(file.removesuffix(".json"))["runs"]
+    return {
+        layer: [_overstatement(r, layer, "conv") / _overstatement(r, layer, "fc") for r in runs]
+        for layer in dict.fromkeys(_layer(block) for block in runs[0]["blocks"])
+    }
 
 
 def evidence_split_section(file: str) -> str:

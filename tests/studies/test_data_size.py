@@ -422,3 +422,22 @@ def test_the_figure_draws_a_network_in_one_colour_in_every_panel(tmp_path, monke
     monkeypatch.undo()  # the real close, so the figure does not stay open in pyplot
     plt.close(drawn[0])
     assert all(len(c) == 1 for c in colours.values()), colours
+
+
+def test_drift_changes_are_the_drift_tables_columns_of_the_chosen_rows():
+    folder = "data-size-hypersteps100"
+    rows = [
+        [cell.strip() for cell in line.split("|")[1:-1]]
+        for line in data_size_tables.drift(folder).splitlines()
+        if line.startswith("| quadrant-mnist-digit | 500 | learned F-FC+CONV |")
+    ]
+    assert len(rows) == 10  # seeds 0-9 of the committed variant
+
+    def changes(side, seeds=None):
+        values = data_size_tables.drift_changes(folder, "learned F-FC+CONV", side, seeds=seeds)
+        return [f"{value:.1f}" for value in values]
+
+    assert changes("sweep") == [row[4] for row in rows]
+    assert changes("variant") == [row[6] for row in rows]
+    assert changes("variant", seeds=[1, 2]) == [row[6] for row in rows if row[3] in "12"]
+    assert data_size_tables.drift_changes(folder, "learned CONV", "sweep", n=1000) == []

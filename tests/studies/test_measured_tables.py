@@ -49,7 +49,11 @@ def test_overstated_counts_per_seed_the_tensors_whose_kfac_occam_term_is_above_t
     tmp_path, monkeypatch
 ):
     def block(kfac, exact):
-        return {"kfac": {"log_det_term": kfac}, "exact": {"log_det_term": exact}}
+        return {
+            "tensor": "layer1.conv.weight",
+            "kfac": {"log_det_term": kfac},
+            "exact": {"log_det_term": exact},
+        }
 
     runs = [{"blocks": [block(2.0, 1.0), block(1.0, 1.0), block(0.5, 1.0)]}]
     runs.append({"blocks": [block(3.0, 1.0), block(1.5, 1.0), block(0.5, 1.0)]})
@@ -58,5 +62,46 @@ def test_overstated_counts_per_seed_the_tensors_whose_kfac_occam_term_is_above_t
     runs_table.clear_caches()
     try:
         assert measured_tables.overstated("blocks.json") == ([1, 2], 3)  # equal is not above
+    finally:
+        runs_table.clear_caches()
+
+
+def test_overstated_from_a_layer_on_counts_only_that_layer_and_deeper(tmp_path, monkeypatch):
+    def block(layer, kfac):
+        return {
+            "tensor": f"layer{layer}.fc.weight",
+            "kfac": {"log_det_term": kfac},
+            "exact": {"log_det_term": 1.0},
+        }
+
+    runs = [{"blocks": [block(1, 2.0), block(2, 0.5), block(10, 2.0)]}]
+    (tmp_path / "blocks.json").write_text(json.dumps({"runs": runs}))
+    monkeypatch.setattr(runs_table, "RESULTS", tmp_path)
+    runs_table.clear_caches()
+    try:
+        assert measured_tables.overstated("blocks.json", from_layer=2) == ([1], 2)
+        assert measured_tables.overstated("blocks.json") == ([2], 3)
+    finally:
+        runs_table.clear_caches()
+
+
+def test_conv_over_fc_divides_the_paths_gamma_overstatements_seed_by_seed(tmp_path, monkeypatch):
+    def block(tensor, kfac, exact):
+        return {"tensor": tensor, "kfac": {"gamma": kfac}, "exact": {"gamma": exact}}
+
+    def run(conv_kfac):
+        return {
+            "blocks": [
+                block("layer1.fc.input_map.weight", 3.0, 2.0),
+                block("layer1.fc.output_map.weight", 1.0, 2.0),  # FC: 4 / 4 = 1
+                block("layer1.conv.weight", conv_kfac, 2.0),
+            ]
+        }
+
+    (tmp_path / "blocks.json").write_text(json.dumps({"runs": [run(1.0), run(4.0)]}))
+    monkeypatch.setattr(runs_table, "RESULTS", tmp_path)
+    runs_table.clear_caches()
+    try:
+        assert measured_tables.conv_over_fc("blocks.json") == {"layer1": [0.5, 2.0]}
     finally:
         runs_table.clear_caches()
