@@ -504,3 +504,96 @@ def _loaders(reports: list[dict]) -> str:
                 f"{report['loader_pass_s']:.2f} s"
             )
     return "; ".join(parts)
+
+
+# --- the figures the paragraphs cite ---------------------------------------------------------
+
+
+def move(values: list[float]) -> float:
+    """How far ``values`` (one timing in several runs) spread, in percent of the largest:
+    ``100 * (max - min) / max``.
+
+    Raises:
+        ValueError: For no value.
+    """
+    if not values:
+        raise ValueError("the move of no value")
+    return 100 * (max(values) - min(values)) / max(values)
+
+
+def sides(values: list[float], target: float) -> str:
+    """Where ``values`` lie against an upper ``target``: ``"on either side of the target"``,
+    or both (all) ``"at or below the target"`` or ``"above the target"``."""
+    below = [v <= target for v in values]
+    if any(below) and not all(below):
+        return "on either side of the target"
+    every = "both" if len(values) == 2 else "all"
+    return f"{every} {'at or below' if all(below) else 'above'} the target"
+
+
+def _measures(row: dict, stock: dict | None) -> dict[tuple[str, str], float]:
+    """A report row's timings as (measure, kind) -> value: the seconds of its epoch and fits,
+    and its ratios (the fits to its epoch, its epoch to the stock CNN's, its training runs to
+    MAP training), where the report has them."""
+    found = {("epoch", "seconds"): row["epoch_s"]}
+    for kind in ("exact", "mc"):
+        found[(f"{kind} fit", "seconds")] = row[kind]["fit_s"]
+        found[(f"{kind} fit", "ratio")] = row[kind]["fit_over_epoch"]
+    if stock is not None and row["model"] != stock["model"]:
+        found[("epoch", "ratio")] = row["epoch_s"] / stock["epoch_s"]
+    for kind in ("mc", "exact"):
+        if row.get("training"):
+            found[(f"{kind} training", "ratio")] = row["training"][f"{kind}_over_map"]
+    return found
+
+
+def run_moves(*folders: str) -> pd.DataFrame:
+    """How far the timings moved between runs of one code on one machine: the reports of each
+    folder under benchmarks/results/ grouped by package commit and device (groups of two or
+    more), one row per group, model and timing (``measure``: ``"epoch"``, ``"exact fit"``,
+    ``"mc fit"``, ``"mc training"``, ``"exact training"``; ``kind``: ``"seconds"`` or
+    ``"ratio"``) with the ``runs`` and the ``move`` (:func:`move`, in percent)."""
+    rows = []
+    for folder in folders:
+        groups: dict[tuple[str, str], list[dict]] = {}
+        for report in reports_in(folder):
+            groups.setdefault((report["package_commit"], report["device"]), []).append(report)
+        for (commit, device), reports in groups.items():
+            if len(reports) < 2:
+                continue
+            measured = []
+            for report in reports:
+                stock = next((r for r in report["rows"] if r["model"] == "stock-cnn"), None)
+                measured.append({row["model"]: _measures(row, stock) for row in report["rows"]})
+            for model in measured[0]:
+                for (measure, kind), _ in measured[0][model].items():
+                    values = [m[model][(measure, kind)] for m in measured]
+                    rows.append(
+                        {
+                            "folder": folder,
+                            "commit": commit,
+                            "device": device,
+                            "runs": len(reports),
+                            "model": model,
+                            "measure": measure,
+                            "kind": kind,
+                            "move": move(values),
+                        }
+                    )
+    columns = ["folder", "commit", "device", "runs", "model", "measure", "kind", "move"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def step_kernel_shares() -> list[float]:
+    """Per model of every CUDA ``gpu_speed`` report, the kernels' device time of its profiled
+    training step over the step's wall-clock (an upper bound where the report over-counted the
+    kernels' time, :func:`_kernel_time`)."""
+    shares = []
+    for report in reports_in("gpu_speed"):
+        if not _on_gpu(report):
+            continue
+        for row in report["rows"]:
+            step = row["operators"]["training_step"]
+            kernels = step.get("kernel_ms", step.get("device_ms_overcounted"))
+            shares.append(kernels / step["wall_ms"])
+    return shares

@@ -61,3 +61,26 @@ def weights() -> pd.DataFrame:
         rows.append(row)
     frame = pd.DataFrame(rows)[["model", "FC", "CONV", "GCONV"]]
     return frame.map(lambda v: f"{v:,}" if isinstance(v, int) else v)
+
+
+def rotated_copies(table: str = "table3", name: str = "f-fc+conv+gconv", copies: int = 4) -> dict:
+    """What the reference code's ``copies`` rotated copies of the image (``copies`` times the
+    input channels of the first relaxed layer's planar paths, FC and CONV) add to ``name``'s
+    count at ``table``'s setting: ``weights``, those paths' filter weights in our model (biases
+    left out; each is linear in the input channels), ``extra``, the weights the other copies
+    add, and ``gap``, the reference code's count less ours."""
+    model = _meta_model(table, name)
+    first = model.relaxed_layers[0]
+    weights = sum(
+        p.numel()
+        for path in ("fc", "conv")
+        if path in first.path_names
+        for n, p in first.path(path).named_parameters()
+        if not n.endswith("bias")
+    )
+    reference = models.PAPER_PARAMETER_COUNTS[(table, name)]["reference"]
+    return {
+        "weights": weights,
+        "extra": (copies - 1) * weights,
+        "gap": reference - models.count_parameters(model),
+    }

@@ -349,6 +349,7 @@ def load_results(out: Path) -> pd.DataFrame:
                 "seed": r["seed"],
                 "accuracy": 100 * r["test"]["accuracy"],
                 "nll": r["test"]["nll"],
+                "train_accuracy": 100 * r["epochs"][-1]["accuracy"] if r["epochs"] else math.nan,
                 "evaluated_epoch": r["evaluated_epoch"],
                 "minutes": r["train_seconds"] / 60,
                 "parameters": r["parameters"]["trained"],
@@ -477,6 +478,39 @@ def shares_table(frame: pd.DataFrame) -> pd.DataFrame:
     wide = long.pivot_table("share", "layer", "column", aggfunc=cell, sort=False)
     order = [f"{t}, {a}" for t in TASKS for a in ARMS if f"{t}, {a}" in wide.columns]
     return wide[order].reset_index().rename_axis(columns=None)
+
+
+def accuracy_spreads(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per task, the test accuracy's spreads against its differences: the widest seed spread
+    (sample std) of an arm (``spread``), the largest difference between two arms' means
+    (``gap``), the learned arm's mean (``learned``), the better MAP arm (``better``, by mean)
+    with its mean and std, whether the learned arm meets :func:`targets`' accuracy target
+    (``met``: at or above the better MAP arm's mean less its std) and whether it stays inside
+    that arm's spread (``inside``: below its mean plus its std)."""
+    rows = []
+    for task, runs in frame.groupby("task", observed=True):
+        by_arm = runs.groupby("arm", observed=True)["accuracy"]
+        means, stds = by_arm.mean(), by_arm.std()
+        maps = means.drop("learned-relaxed", errors="ignore")
+        if maps.empty:
+            continue
+        better = maps.idxmax()
+        learned = means.get("learned-relaxed", math.nan)
+        std = 0.0 if math.isnan(stds[better]) else stds[better]
+        rows.append(
+            {
+                "task": task,
+                "spread": stds.max(),
+                "gap": means.max() - means.min(),
+                "learned": learned,
+                "better": better,
+                "better_mean": maps[better],
+                "better_std": stds[better],
+                "met": bool(learned >= maps[better] - std),
+                "inside": bool(learned < maps[better] + std),
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def budget_line(frame: pd.DataFrame) -> str:

@@ -115,3 +115,50 @@ def test_the_page_reads_its_figures_from_the_frames(study_folder):
     assert len(study.precisions(learned, "fc")) == len(result["symmetry_report"]["layers"])
     assert study.precisions(study.runs_of(frame, "item-quadrant", "map-original"), "conv") == []
     assert study.millions([11_188_200.0, float("nan"), 19_577_336.0]) == "11.19-19.58"
+
+
+def _results_file(folder, task, arm, seed, accuracy, train_accuracies):
+    """A results.json with what :func:`study.load_results` reads (no training)."""
+    run = folder / f"{task}-{arm}-seed{seed}"
+    run.mkdir(parents=True)
+    result = {
+        "task": task,
+        "arm": arm,
+        "seed": seed,
+        "test": {"accuracy": accuracy, "nll": 1.0},
+        "evaluated_epoch": len(train_accuracies),
+        "train_seconds": 60.0,
+        "parameters": {"original": 10, "trained": 10},
+        "budget": {},
+        "epochs": [{"epoch": i + 1, "accuracy": a} for i, a in enumerate(train_accuracies)],
+    }
+    (run / "results.json").write_text(json.dumps(result))
+
+
+def test_the_frame_has_the_last_epochs_training_accuracy(tmp_path):
+    _results_file(tmp_path, "item", "map-original", 0, 0.3, [0.1, 0.25])
+    _results_file(tmp_path, "item", "map-relaxed", 0, 0.3, [])
+    frame = study.load_results(tmp_path)
+    assert frame["train_accuracy"].iloc[0] == pytest.approx(25.0)
+    assert frame["train_accuracy"].isna().iloc[1]
+
+
+def test_accuracy_spreads_set_the_arms_differences_against_their_spreads(tmp_path):
+    accuracies = {
+        ("item", "map-original"): (0.20, 0.30),  # mean 25, std 7.07
+        ("item", "map-relaxed"): (0.28, 0.30),  # mean 29, the better MAP arm, std 1.41
+        ("item", "learned-relaxed"): (0.29, 0.31),  # mean 30: met, inside
+        ("item-quadrant", "map-original"): (0.10, 0.12),  # mean 11, std 1.41
+        ("item-quadrant", "learned-relaxed"): (0.30, 0.30),  # mean 30: above the spread
+    }
+    for (task, arm), values in accuracies.items():
+        for seed, accuracy in enumerate(values):
+            _results_file(tmp_path, task, arm, seed, accuracy, [accuracy])
+    spreads = study.accuracy_spreads(study.load_results(tmp_path)).set_index("task")
+    item, quadrant = spreads.loc["item"], spreads.loc["item-quadrant"]
+    assert item["spread"] == pytest.approx(100 * 0.1 / 2**0.5)
+    assert item["gap"] == pytest.approx(5.0) and item["better"] == "map-relaxed"
+    assert item["better_mean"] == pytest.approx(29.0) and item["learned"] == pytest.approx(30.0)
+    assert item["met"] and item["inside"]
+    assert quadrant["gap"] == pytest.approx(19.0) and quadrant["better"] == "map-original"
+    assert quadrant["met"] and not quadrant["inside"]
