@@ -68,8 +68,9 @@ def _at_chance(runs: pd.DataFrame, side: str) -> str:
     """``"; **the second side's seeds 0, 2 ended training at chance**"``, or nothing."""
     if "train_at_chance" not in runs or not runs["train_at_chance"].any():
         return ""
-    seeds = runs.loc[runs["train_at_chance"].astype(bool), "seed"]
-    return f"; **{side} side's seeds {', '.join(map(str, seeds))} ended training at chance**"
+    seeds = list(runs.loc[runs["train_at_chance"].astype(bool), "seed"])
+    named = f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+    return f"; **{side} side's {named} ended training at chance**"
 
 
 def within(text: str, learned: pd.DataFrame, best: pd.DataFrame, points: float = 1.0) -> str:

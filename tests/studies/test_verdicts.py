@@ -38,6 +38,10 @@ def test_a_claim_names_the_runs_that_ended_training_at_chance():
     assert verdicts.within("e", learned, baseline).endswith("0, 2 ended training at chance**")
     assert "chance" not in verdicts.claim("d", pd.DataFrame({"test_acc": [1.0, 2.0]}), learned)
     assert "the first side's seeds 0, 2" in verdicts.claim("b", baseline, learned)
+    baseline["train_at_chance"] = [False, True, False]
+    assert verdicts.claim("f", learned, baseline).endswith(
+        "side's seed 1 ended training at chance**"
+    )
 
 
 def test_an_nll_claim_counts_lower_as_better():
