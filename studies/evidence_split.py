@@ -44,27 +44,36 @@ def split(
 
     Returns:
         ``{"neg_log_marglik", "data", "layers": {layer: {path: {"prior", "occam", "gamma",
-        "parameters"}}}, "outside": {"prior", "occam", "gamma", "parameters"}, "seconds"}``;
-        ``data`` plus every ``prior`` and ``occam`` equals ``neg_log_marglik``.
+        "parameters", "weight_gamma", "weight_parameters"}}}, "outside": {the same},
+        "seconds"}``; ``data`` plus every ``prior`` and ``occam`` equals ``neg_log_marglik``;
+        ``weight_gamma`` and ``weight_parameters`` count the tensors named ``*weight`` alone
+        (biases left out).
     """
     start = time.perf_counter()
     la = fitted_laplace(model, loader, precisions, temperature)
     gammas, occams = effective_parameters(la), occam_terms(la)
     layers: dict[str, dict[str, dict[str, float]]] = {}
-    outside = {"prior": 0.0, "occam": 0.0, "gamma": 0.0, "parameters": 0}
+
+    def empty() -> dict[str, float]:
+        terms = {"prior": 0.0, "occam": 0.0, "gamma": 0.0, "weight_gamma": 0.0}
+        return terms | {"parameters": 0, "weight_parameters": 0}
+
+    outside = empty()
     trainable = [p for p in model.parameters() if p.requires_grad]
-    for k, (where, p) in enumerate(zip(parameter_paths(model).values(), trainable, strict=True)):
+    places = parameter_paths(model).items()
+    for k, ((name, where), p) in enumerate(zip(places, trainable, strict=True)):
         entry = (
             outside
             if where is None
-            else layers.setdefault(where[0], {}).setdefault(
-                where[1], {"prior": 0.0, "occam": 0.0, "gamma": 0.0, "parameters": 0}
-            )
+            else layers.setdefault(where[0], {}).setdefault(where[1], empty())
         )
         entry["prior"] += 0.5 * precisions[k].item() * p.detach().square().sum().item()
         entry["occam"] += occams[k]
         entry["gamma"] += gammas[k]
         entry["parameters"] += p.numel()
+        if name.endswith("weight"):  # the path's weights, its biases left out
+            entry["weight_gamma"] += gammas[k]
+            entry["weight_parameters"] += p.numel()
     return {
         "neg_log_marglik": -la.log_marginal_likelihood().item(),
         "data": -la.log_likelihood.item(),

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -188,6 +189,153 @@ def target_lines(task: str) -> str:
         f"- {name}, FC relative effective parameters below 1e-4 there: "
         f"{'holds' if low == len(layers) else 'fails'} ({low} of {len(layers)})"
     )
+
+
+FITTED = ROOT / "studies" / "results" / "evidence-split" / "table1-1000-1000ep.json"
+"""``studies.evidence_split`` of the learned runs: MacKay's ``gamma`` of every tensor from the
+KFAC Laplace approximation fitted at the last fit's precisions and the final weights."""
+
+
+def fitted_relative(task: str) -> pd.DataFrame:
+    """Per seed and layer, the FC relative effective parameters at the end of the learned runs
+    of ``task`` from the fitted approximation (:data:`FITTED`): ``all``, over every tensor of
+    the paths (as :func:`fit_trace`, which estimates ``gamma`` by ``delta ||theta||^2``), and
+    ``weights``, over the tensors named ``*weight`` alone (F-FC's channel and position biases
+    and CONV's bias left out). Indexed by ``(seed, layer)``.
+
+    Raises:
+        FileNotFoundError: If :data:`FITTED` holds no run of ``task``.
+    """
+    runs = [r for r in json.loads(FITTED.read_text())["runs"] if r["settings"]["dataset"] == task]
+    if not runs:
+        raise FileNotFoundError(f"no run of {task} in {FITTED}: run studies.evidence_split")
+    rows = []
+    for run in runs:
+        for name, paths in run["layers"].items():
+            if not {"fc", "conv"} <= set(paths):
+                continue
+            row = {"seed": run["settings"]["seed"], "layer": int(name.removeprefix("layer"))}
+            for kind, gamma, count in (
+                ("all", "gamma", "parameters"),
+                ("weights", "weight_gamma", "weight_parameters"),
+            ):
+                fc, conv = (paths[p][gamma] / paths[p][count] for p in ("fc", "conv"))
+                row[kind] = fc / (fc + conv)
+            rows.append(row)
+    return pd.DataFrame(rows).set_index(["seed", "layer"]).sort_index()
+
+
+def bias_parameters(task: str, layer: int) -> int:
+    """How many of the FC path's parameters in ``layer`` (1-based) are biases, not weights, in
+    the first run of ``task`` in :data:`FITTED`."""
+    run = next(
+        r for r in json.loads(FITTED.read_text())["runs"] if r["settings"]["dataset"] == task
+    )
+    fc = run["layers"][f"layer{layer}"]["fc"]
+    return fc["parameters"] - fc["weight_parameters"]
+
+
+def fitted_table(task: str) -> pd.DataFrame:
+    """Per layer, over the seeds (ranges ``low - high``): the FC relative effective parameters
+    at the last fit estimated by ``delta ||theta||^2`` (:func:`last_fit_table`'s column) and
+    from the fitted approximation, all tensors and weights alone (:func:`fitted_relative`)."""
+    estimated = _last_and_before(task, 0)[0]["fc_relative"]
+    fitted = fitted_relative(task)
+
+    def spread(values: pd.Series) -> str:
+        low, high = values.min(), values.max()
+        return f"{low:.1e}" if low == high else f"{low:.1e} - {high:.1e}"
+
+    return pd.DataFrame(
+        [
+            {
+                "layer": layer,
+                "estimated (delta ||theta||^2)": spread(estimated.xs(layer, level="layer")),
+                "fitted: all tensors": spread(group["all"]),
+                "fitted: weights alone": spread(group["weights"]),
+            }
+            for layer, group in fitted.groupby(level="layer")
+        ]
+    )
+
+
+def fitted_target_lines(task: str) -> str:
+    """App. D's second target (FC relative effective parameters below 1e-4 in the layers whose
+    FC path is off at the last fit in every seed, as :func:`target_lines` picks them) by the
+    fitted approximation, with all tensors and with the weights alone: verdict lines."""
+    layers, name = _converted_layers(task), TASKS[task]
+    if not layers:
+        return f"- {name}: no layer's FC path is off in every seed: fails"
+    chosen = fitted_relative(task).loc[(slice(None), layers), :]
+    highest = chosen.groupby(level="layer").max()
+    lines = []
+    for kind, words in (("all", "all tensors"), ("weights", "weights alone")):
+        low = int((highest[kind] < RELATIVE_TARGET).sum())
+        pairs = int((chosen[kind] < RELATIVE_TARGET).sum())
+        verdict = "holds" if low == len(layers) else "fails"
+        lines.append(
+            f"- {name}, FC relative effective parameters below 1e-4 in layers "
+            f"{', '.join(map(str, layers))}, fitted, {words}: {verdict} ({low} of {len(layers)}; "
+            f"{pairs} of the {len(chosen)} (seed, layer) pairs)"
+        )
+    return "\n".join(lines)
+
+
+def _converted_layers(task: str) -> list[int]:
+    """The layers whose FC path is off (estimated relative effective parameters under
+    :data:`OFF`) at the last fit in every seed: those App. D's targets concern."""
+    last = _last_and_before(task, 0)[0].reset_index()
+    off = last.groupby("layer")["fc_relative"].max() < OFF
+    return [int(n) for n in off.index[off]]
+
+
+def missing_layers(task: str, kind: str) -> list[int]:
+    """Of :func:`_converted_layers`, those where some seed's FC relative effective parameters
+    are not under :data:`RELATIVE_TARGET`: ``kind`` ``"estimated"`` (``delta ||theta||^2``,
+    :func:`fit_trace`), ``"all"`` or ``"weights"`` (fitted, :func:`fitted_relative`)."""
+    layers = _converted_layers(task)
+    if kind == "estimated":
+        values = _last_and_before(task, 0)[0]["fc_relative"]
+    else:
+        values = fitted_relative(task)[kind]
+    highest = values.groupby(level="layer").max()
+    return [n for n in layers if highest[n] >= RELATIVE_TARGET]
+
+
+def missing_pairs(task: str, earlier: int = 100) -> dict[str, Any]:
+    """The (seed, layer) pairs of :func:`_converted_layers` whose fitted FC relative effective
+    parameters of the weights alone are not under :data:`RELATIVE_TARGET`: ``pairs`` (how
+    many), the range of their FC weights' squared norms at the last fit (``norm``), the range of
+    the factor by which their (estimated) relative effective parameters changed over the last
+    ``earlier`` epochs (``change``), and how many of them fell by more than :data:`STALLED`
+    there (``falling``)."""
+    last, before = _last_and_before(task, earlier)
+    fitted = fitted_relative(task)
+    layers = _converted_layers(task)
+    missed = [
+        pair
+        for pair in fitted.index
+        if pair[1] in layers and fitted.loc[pair, "weights"] >= RELATIVE_TARGET
+    ]
+    change = (last["fc_relative"] / before["fc_relative"]).loc[missed]
+    norm = last["fc_norm"].loc[missed]
+    return {
+        "pairs": len(missed),
+        "norm": (norm.min(), norm.max()),
+        "change": (change.min(), change.max()),
+        "falling": int((change < 1 - STALLED).sum()),
+    }
+
+
+def collapsed_fitted(task: str, norm: float = 1e-6) -> dict[str, int]:
+    """Of the (seed, layer) pairs whose FC weights (both maps) have a squared norm under ``norm``
+    at the last fit (:func:`collapsed_pairs`), how many have fitted FC relative effective
+    parameters (:func:`fitted_relative`) under :data:`RELATIVE_TARGET`, counting ``all`` tensors
+    or the ``weights`` alone; ``pairs``: how many there are."""
+    last = _last_and_before(task, 0)[0]
+    collapsed = fitted_relative(task).loc[last.index[last["fc_norm"] < norm]]
+    below = {kind: int((collapsed[kind] < RELATIVE_TARGET).sum()) for kind in ("all", "weights")}
+    return below | {"pairs": len(collapsed)}
 
 
 def figure(out: Path) -> None:

@@ -28,6 +28,13 @@ def test_terms_add_up_to_the_evidence_and_every_tensor_is_counted_once():
     assert total == pytest.approx(split["neg_log_marglik"], rel=1e-10)
     assert sum(t["parameters"] for t in [*paths, split["outside"]]) == sum(sizes)
     assert all(0 <= t["gamma"] <= t["parameters"] for t in paths)
+    weights = [p.numel() for n, p in model.named_parameters() if n.endswith("weight")]
+    assert sum(t["weight_parameters"] for t in [*paths, split["outside"]]) == sum(weights)
+    fc = split["layers"]["layer1"]["fc"]  # its input and output maps, not its two biases
+    assert fc["weight_parameters"] == model.layer1.fc.input_map.weight.numel() + (
+        model.layer1.fc.output_map.weight.numel()
+    )
+    assert all(0 <= t["weight_gamma"] <= min(t["gamma"], t["weight_parameters"]) for t in paths)
 
 
 def test_a_run_is_split_on_the_examples_its_evidence_was_fitted_on(tmp_path):

@@ -97,3 +97,69 @@ def test_precisions_that_no_longer_move_are_told_from_moving_ones(results):
 def test_collapsed_pairs_count_those_whose_share_is_under_the_target(results):
     results(record(0, 150.0, 1e-16), record(1, 1e9, 1e-7), record(2, 1.0, 1.0))
     assert long_schedule.collapsed_pairs("quadrant-mnist-digit") == (1, 2)
+
+
+def split_run(seed: int, fc: tuple[float, float], conv: tuple[float, float]) -> dict:
+    """An ``evidence_split`` run of one relaxed layer: FC 100 parameters (80 of them weights),
+    CONV 10 (9 weights); ``fc`` and ``conv`` are (gamma of all tensors, gamma of the weights)."""
+
+    def path(gammas, parameters, weights):
+        return {
+            "gamma": gammas[0],
+            "parameters": parameters,
+            "weight_gamma": gammas[1],
+            "weight_parameters": weights,
+        }
+
+    return {
+        "settings": {"dataset": "quadrant-mnist-digit", "seed": seed},
+        "layers": {"layer1": {"fc": path(fc, 100, 80), "conv": path(conv, 10, 9)}},
+    }
+
+
+def test_the_fitted_shares_leave_the_biases_out_of_the_weights_alone(
+    results, tmp_path, monkeypatch
+):
+    results(record(0, 2e6, 1e-9), record(1, 3e6, 1e-9))
+    fitted = tmp_path / "split.json"
+    fitted.write_text(
+        json.dumps(
+            {"runs": [split_run(0, (1.0, 1e-6), (5.0, 4.5)), split_run(1, (1.0, 0.0), (5.0, 4.5))]}
+        )
+    )
+    monkeypatch.setattr(long_schedule, "FITTED", fitted)
+    shares = long_schedule.fitted_relative("quadrant-mnist-digit")
+    fc_all, conv_all = 1.0 / 100, 5.0 / 10
+    assert shares.loc[(0, 1), "all"] == pytest.approx(fc_all / (fc_all + conv_all))
+    fc_weights, conv_weights = 1e-6 / 80, 4.5 / 9
+    assert shares.loc[(0, 1), "weights"] == pytest.approx(fc_weights / (fc_weights + conv_weights))
+    lines = long_schedule.fitted_target_lines("quadrant-mnist-digit").splitlines()
+    assert (
+        "all tensors: fails (0 of 1; 0 of the 2 (seed, layer) pairs)" in lines[0]
+    )  # 0.0196: the biases keep the FC path's gamma
+    assert "weights alone: holds (1 of 1; 2 of the 2" in lines[1]
+    assert long_schedule.collapsed_fitted("quadrant-mnist-digit") == {
+        "all": 0,
+        "weights": 2,
+        "pairs": 2,
+    }
+    table = long_schedule.fitted_table("quadrant-mnist-digit")
+    assert table.loc[0, "fitted: all tensors"] == "2.0e-02"
+    assert long_schedule.bias_parameters("quadrant-mnist-digit", 1) == 20
+
+
+def test_the_pairs_that_miss_the_target_fitted_are_named_with_their_trend(
+    results, tmp_path, monkeypatch
+):
+    """Seed 1's FC weights keep a fitted share above 1e-4 (its estimate is below): layer 1
+    misses the target fitted, not estimated; its relative share fell tenfold in 100 epochs."""
+    results(record(0, 2e6, 1e-9), record(1, 3e6, 1e-9))
+    fitted = tmp_path / "split.json"
+    runs = [split_run(0, (1.0, 1e-6), (5.0, 4.5)), split_run(1, (1.0, 0.5), (5.0, 4.5))]
+    fitted.write_text(json.dumps({"runs": runs}))
+    monkeypatch.setattr(long_schedule, "FITTED", fitted)
+    assert long_schedule.missing_layers("quadrant-mnist-digit", "estimated") == []
+    assert long_schedule.missing_layers("quadrant-mnist-digit", "weights") == [1]
+    missed = long_schedule.missing_pairs("quadrant-mnist-digit")
+    assert missed["pairs"] == 1 and missed["norm"] == (1e-9, 1e-9)
+    assert missed["change"][0] == pytest.approx(0.1, rel=1e-3) and missed["falling"] == 1
