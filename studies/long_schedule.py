@@ -109,16 +109,18 @@ def _last_and_before(task: str, earlier: int) -> tuple[pd.DataFrame, pd.DataFram
     return last, frame[frame["epoch"] == final - earlier].set_index(["seed", "layer"])
 
 
+def _spread(values: pd.Series) -> str:
+    """``"low - high"`` of ``values`` in scientific notation (one value where they agree)."""
+    low, high = values.min(), values.max()
+    return f"{low:.1e}" if low == high else f"{low:.1e} - {high:.1e}"
+
+
 def last_fit_table(task: str, earlier: int = 100) -> pd.DataFrame:
     """Per layer at the last fit, over the seeds (ranges ``low - high``): the FC and CONV
     precisions, the FC weights' squared norm and relative effective parameters, and the factors
     of change of the FC precision and relative effective parameters over the last ``earlier``
     epochs (1: no longer moving)."""
     last, before = _last_and_before(task, earlier)
-
-    def spread(values: pd.Series) -> str:
-        low, high = values.min(), values.max()
-        return f"{low:.1e}" if low == high else f"{low:.1e} - {high:.1e}"
 
     precision_change = last["fc_precision"] / before["fc_precision"]
     relative_change = last["fc_relative"] / before["fc_relative"]
@@ -127,14 +129,14 @@ def last_fit_table(task: str, earlier: int = 100) -> pd.DataFrame:
         rows.append(
             {
                 "layer": layer,
-                "FC precision": spread(group["fc_precision"]),
-                f"FC precision: last / {earlier} epochs earlier": spread(
+                "FC precision": _spread(group["fc_precision"]),
+                f"FC precision: last / {earlier} epochs earlier": _spread(
                     precision_change.xs(layer, level="layer")
                 ),
-                "CONV precision": spread(group["conv_precision"]),
-                "FC weights' squared norm": spread(group["fc_norm"]),
-                "FC relative eff. params": spread(group["fc_relative"]),
-                f"FC relative: last / {earlier} epochs earlier": spread(
+                "CONV precision": _spread(group["conv_precision"]),
+                "FC weights' squared norm": _spread(group["fc_norm"]),
+                "FC relative eff. params": _spread(group["fc_relative"]),
+                f"FC relative: last / {earlier} epochs earlier": _spread(
                     relative_change.xs(layer, level="layer")
                 ),
             }
@@ -174,8 +176,7 @@ def target_lines(task: str) -> str:
     """App. D's two targets as verdict lines, in the layers whose FC path is off at the last fit
     (relative effective parameters under :data:`OFF`) in every seed."""
     last = _last_and_before(task, 0)[0].reset_index()
-    off = last.groupby("layer")["fc_relative"].max() < OFF
-    layers = [int(n) for n in off.index[off]]
+    layers = _converted_layers(task)
     name, seeds = TASKS[task], last["seed"].nunique()
     if not layers:
         return f"- {name}: no layer's FC path is off in every seed ({seeds}): fails"
@@ -242,17 +243,13 @@ def fitted_table(task: str) -> pd.DataFrame:
     estimated = _last_and_before(task, 0)[0]["fc_relative"]
     fitted = fitted_relative(task)
 
-    def spread(values: pd.Series) -> str:
-        low, high = values.min(), values.max()
-        return f"{low:.1e}" if low == high else f"{low:.1e} - {high:.1e}"
-
     return pd.DataFrame(
         [
             {
                 "layer": layer,
-                "estimated (delta ||theta||^2)": spread(estimated.xs(layer, level="layer")),
-                "fitted: all tensors": spread(group["all"]),
-                "fitted: weights alone": spread(group["weights"]),
+                "estimated (delta ||theta||^2)": _spread(estimated.xs(layer, level="layer")),
+                "fitted: all tensors": _spread(group["all"]),
+                "fitted: weights alone": _spread(group["weights"]),
             }
             for layer, group in fitted.groupby(level="layer")
         ]
