@@ -9,11 +9,18 @@ the data) at the paper's width (alpha=10 unless ``--alpha`` says otherwise), in 
    one-time allocations), then the median of ``--repeats`` fits; the decomposition inside the
    last (eigenvalues only) timed apart, then the eigenvectors, which ``fit`` leaves to the
    first use that needs them (the predictive, not the marginal likelihood), timed on their own;
+   and, within each fit, the seconds of the factors' statistics (ASDL's operations in the
+   forward and backward hooks: ``A``, ``B``, the exact bias blocks and their accumulation);
 3. the same with the Monte-Carlo Fisher (one sample);
 4. the floor of each fit (issue 20): the forward pass over the N examples and the fit's
    backward passes (classes - 1 for the exact GGN, one for the Monte-Carlo Fisher) through the
    graph the fit records (activations only, from the logits to the first layer's output), with
    no curvature computed: the median of ``--repeats`` after a warm-up.
+
+Where a fit's time goes: its floor (4), its statistics (2) and its eigenvalues (2), each over
+an epoch; what is left (``rest_over_epoch``) is the rest of the fit (the model's hooks, the
+factors' sums over batches, the checks): the most that work other than the passes, the
+statistics' arithmetic and the eigenvalues could still save.
 
 Targets: exact-GGN fit <= 5 epochs, Monte-Carlo Fisher fit <= 2 epochs, at N=512 already.
 
@@ -27,8 +34,11 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
+from asdl.operations.operation import OperationContext
 
 from benchmarks.kfac_speed import epoch_seconds, fit_seconds, loader, synchronise
 from benchmarks.report import benchmark_parser, environment, write
@@ -70,13 +80,47 @@ def median_floor(model, data, device: str, repeats: int, passes: int) -> float:
     return statistics.median(floor_seconds(model, data, device, passes) for _ in range(repeats))
 
 
+@contextmanager
+def timed_statistics(device: str) -> Iterator[list[float]]:
+    """Sum the seconds of ASDL's operations while open, in the one entry of the list it yields.
+
+    The operations are what the fit's forward and backward hooks run per module (the factors'
+    statistics ``A`` and ``B``, the exact bias blocks, their accumulation over passes); each
+    call is timed between device synchronisations.
+    """
+    total = [0.0]
+    names = ("call_operations_in_forward", "call_operations_in_backward")
+    originals = {name: getattr(OperationContext, name) for name in names}
+
+    def timed(original):
+        def call(self, *args):
+            synchronise(device)
+            start = time.perf_counter()
+            original(self, *args)
+            synchronise(device)
+            total[0] += time.perf_counter() - start
+
+        return call
+
+    for name, original in originals.items():
+        setattr(OperationContext, name, timed(original))
+    try:
+        yield total
+    finally:
+        for name, original in originals.items():
+            setattr(OperationContext, name, original)
+
+
 def median_fit(model, data, device: str, repeats: int, **backend_kwargs) -> dict:
-    """Median seconds of ``repeats`` fits after a warm-up fit; the last fit's decomposition
-    (eigenvalues) and the eigenvectors that it leaves for later, timed apart."""
+    """Median seconds of ``repeats`` fits after a warm-up fit, with their statistics' seconds;
+    the last fit's decomposition (eigenvalues) and the eigenvectors that it leaves for later,
+    timed apart."""
     fit_seconds(model, data, EquivariantKFAC, device, **backend_kwargs)
-    runs = [
-        fit_seconds(model, data, EquivariantKFAC, device, **backend_kwargs) for _ in range(repeats)
-    ]
+    runs, statistics_seconds = [], []
+    for _ in range(repeats):
+        with timed_statistics(device) as seconds:
+            runs.append(fit_seconds(model, data, EquivariantKFAC, device, **backend_kwargs))
+        statistics_seconds.append(seconds[0])
     la = runs[-1][1]
     synchronise(device)
     start = time.perf_counter()
@@ -90,6 +134,7 @@ def median_fit(model, data, device: str, repeats: int, **backend_kwargs) -> dict
     return {
         "fit_s": statistics.median(seconds for seconds, _ in runs),
         "fit_runs_s": [seconds for seconds, _ in runs],
+        "statistics_s": statistics.median(statistics_seconds),
         "eigenvalues_s": decomposition,
         "eigenvectors_s": time.perf_counter() - start,
     }
@@ -121,11 +166,15 @@ def main() -> None:
             for curvature, kwargs, passes in curvatures:
                 fit = median_fit(model, data, args.device, args.repeats, **kwargs)
                 floor = median_floor(model, data, args.device, args.repeats, passes)
+                parts = floor + fit["statistics_s"] + fit["eigenvalues_s"]
                 row[curvature] = fit | {
                     "fit_over_epoch": fit["fit_s"] / epoch,
                     "backward_passes": passes,
                     "floor_s": floor,
                     "floor_over_epoch": floor / epoch,
+                    "statistics_over_epoch": fit["statistics_s"] / epoch,
+                    "eigenvalues_over_epoch": fit["eigenvalues_s"] / epoch,
+                    "rest_over_epoch": (fit["fit_s"] - parts) / epoch,
                 }
             report["rows"].append(row)
             exact, mc = row["exact"], row["mc"]
