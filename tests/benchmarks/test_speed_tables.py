@@ -93,3 +93,27 @@ def test_the_committed_reports_give_the_pages_figures():
     assert ((moves["move"] >= 0) & (moves["move"] < 100)).all()
     shares = speed_tables.step_kernel_shares()
     assert shares and all(0 < s < 1 for s in shares)
+
+
+def test_fit_parts_sum_the_floor_statistics_and_eigenvalues_against_the_target():
+    def fit(total, floor, statistics, eigenvalues):
+        rest = total - floor - statistics - eigenvalues
+        return {
+            "fit_over_epoch": total,
+            "floor_over_epoch": floor,
+            "statistics_over_epoch": statistics,
+            "eigenvalues_over_epoch": eigenvalues,
+            "rest_over_epoch": rest,
+        }
+
+    report = {
+        "targets": {"exact": 5.0, "mc": 2.0},
+        "rows": [
+            {"model": "m", "n": 8, "exact": fit(6.0, 3.0, 2.0, 0.5), "mc": fit(1.5, 0.5, 0.4, 0.4)}
+        ],
+    }
+    parts = speed_tables.fit_parts(report).set_index("curvature")
+    assert parts.loc["exact", "without_rest"] == pytest.approx(5.5)
+    assert parts.loc["exact", "rest"] == pytest.approx(0.5)
+    assert parts.loc["exact", "target"] == 5.0 and parts.loc["mc", "target"] == 2.0
+    assert parts.loc["mc", "without_rest"] == pytest.approx(1.3)
