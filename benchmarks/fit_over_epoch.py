@@ -40,8 +40,9 @@ from contextlib import contextmanager
 import torch
 from asdl.operations.operation import OperationContext
 
-from benchmarks.kfac_speed import epoch_seconds, fit_seconds, loader, synchronise
+from benchmarks.kfac_speed import epoch_seconds, fit_seconds
 from benchmarks.report import benchmark_parser, environment, write
+from benchmarks.timing import loader, synchronise
 from laplace_equivariance import EquivariantKFAC, models
 from laplace_equivariance.curvature.activation_graph import activation_graph_only
 

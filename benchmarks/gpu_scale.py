@@ -41,8 +41,9 @@ import time
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from benchmarks.gpu_speed import STOCK, stock_cnn, synchronise
+from benchmarks.gpu_speed import STOCK, stock_cnn
 from benchmarks.report import benchmark_parser, environment, write
+from benchmarks.timing import synchronise
 from laplace_equivariance import marglik_training, models
 from laplace_equivariance.data.tensor_batches import BatchedTensorDataset, batch_loader
 from laplace_equivariance.marglik.schedule import marglik_step_epochs, paper_schedule

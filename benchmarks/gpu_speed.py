@@ -67,9 +67,10 @@ from laplace.curvature import AsdlGGN
 from torch import nn
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader
 
 from benchmarks.report import benchmark_parser, environment, write
+from benchmarks.timing import loader, seconds, synchronise
 from laplace_equivariance import EquivariantKFAC, marglik_training, models
 from laplace_equivariance.layers import PolyphaseSubsample2d
 from laplace_equivariance.models import SUBSAMPLING_LAYERS, WIDTH_MULTIPLIERS
@@ -134,29 +135,6 @@ def build(name: str, alpha: int) -> nn.Module:
     if name == STOCK:
         return stock_cnn(3, N_CLASSES, alpha)
     return models.build(name, (3, 32, 32), N_CLASSES, alpha=alpha)
-
-
-def loader(n: int, batch: int, device: str) -> DataLoader:
-    """``n`` random inputs and labels, held on ``device``, in batches of ``batch``."""
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(n, 3, 32, 32, generator=g).to(device)
-    y = torch.randint(0, N_CLASSES, (n,), generator=g).to(device)
-    return DataLoader(TensorDataset(x, y), batch_size=batch)
-
-
-def synchronise(device: str) -> None:
-    """Wait for the GPU's queued work (nothing on the CPU)."""
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def seconds(run: Callable[[], object], device: str) -> float:
-    """Wall-clock seconds of ``run()``, the device's queued work included."""
-    synchronise(device)
-    start = time.perf_counter()
-    run()
-    synchronise(device)
-    return time.perf_counter() - start
 
 
 def peak_mib(run: Callable[[], object], device: str) -> float | None:

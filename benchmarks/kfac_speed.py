@@ -27,9 +27,10 @@ import time
 import torch
 from laplace import Laplace
 from laplace.curvature import AsdlGGN
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader
 
 from benchmarks.report import benchmark_parser, environment, write
+from benchmarks.timing import loader, synchronise
 from laplace_equivariance import EquivariantKFAC, models
 from laplace_equivariance.curvature.kron import densify
 from laplace_equivariance.models import SUBSAMPLING_LAYERS, WIDTH_MULTIPLIERS
@@ -51,18 +52,6 @@ def stock_conv_network(in_channels: int, n_classes: int, alpha: int) -> torch.nn
         torch.nn.ReLU(),
         torch.nn.Linear(4 * c_in, n_classes),
     )
-
-
-def synchronise(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
-def loader(n: int, batch: int, device: str) -> DataLoader:
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(n, 3, 32, 32, generator=g).to(device)
-    y = torch.randint(0, 10, (n,), generator=g).to(device)
-    return DataLoader(TensorDataset(x, y), batch_size=batch)
 
 
 def epoch_seconds(model, data: DataLoader, device: str) -> float:

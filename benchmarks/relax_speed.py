@@ -22,7 +22,7 @@ import torchvision
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from benchmarks import gpu_speed
+from benchmarks import gpu_speed, timing
 from benchmarks.report import benchmark_parser, environment
 from laplace_equivariance import count_parameters, relax
 
@@ -44,7 +44,7 @@ def medians(runs: dict, repeats: int, device: str) -> dict[str, float]:
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
-            times[name].append(gpu_speed.seconds(run, device))
+            times[name].append(timing.seconds(run, device))
     return {name: statistics.median(values) for name, values in times.items()}
 
 

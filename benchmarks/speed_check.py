@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import gpu_speed
+from benchmarks import gpu_speed, timing
 from benchmarks.report import benchmark_parser, environment
 
 REFERENCE = Path("benchmarks/results/gpu_speed/cpu.json")
@@ -48,7 +48,7 @@ def interleaved_seconds(runs: dict[str, Callable[[], object]], repeats: int) -> 
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
-            times[name].append(gpu_speed.seconds(run, "cpu"))
+            times[name].append(timing.seconds(run, "cpu"))
     return times
 
 
@@ -63,7 +63,7 @@ def measure(reference: dict, repeats: int) -> dict[str, tuple[float, float]]:
     """The headline ratios now, each with its noise, at the reference's settings."""
     rows = {row["model"]: row for row in reference["rows"]}
     n, batch = reference["n"], reference["batch"]
-    data = gpu_speed.loader(n, batch, "cpu")
+    data = timing.loader(n, batch, "cpu")
     models = {
         name: gpu_speed.build(name, rows[name]["alpha"])
         for name in (gpu_speed.STOCK, "conv", BLOCK_DIAGONAL)
@@ -81,7 +81,7 @@ def measure(reference: dict, repeats: int) -> dict[str, tuple[float, float]]:
         ),
         "mc_fit_over_epoch": ratio_with_noise(times["mc fit"], times[f"{BLOCK_DIAGONAL} epoch"]),
     }
-    profile_batch = gpu_speed.loader(32, 32, "cpu")
+    profile_batch = timing.loader(32, 32, "cpu")
     x, y = next(iter(profile_batch))
     steps = {}
     for name in (gpu_speed.STOCK, "conv"):

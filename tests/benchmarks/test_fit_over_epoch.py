@@ -6,7 +6,7 @@ import torch
 from asdl.operations.operation import OperationContext
 
 from benchmarks import fit_over_epoch
-from benchmarks.kfac_speed import loader
+from benchmarks.timing import loader
 from laplace_equivariance import models
 
 

@@ -5,7 +5,7 @@ import json
 
 import torch
 
-from benchmarks import gpu_speed
+from benchmarks import gpu_speed, timing
 from laplace_equivariance import models
 
 
@@ -55,7 +55,7 @@ def test_compiled_epochs_and_runs_are_timed_and_a_compiler_failure_is_recorded(
     monkeypatch, eager_compile
 ):
     args = argparse.Namespace(repeats=1, train_epochs=1, compile_mode="reduce-overhead")
-    data = gpu_speed.loader(8, 4, "cpu")
+    data = timing.loader(8, 4, "cpu")
     run = gpu_speed.compiled("conv", 1, data, args, "cpu")
     assert eager_compile == [{"mode": "reduce-overhead"}] * 3  # the epoch, MAP and MC training
     assert run["epoch_over_eager"] == run["epoch_s"] / run["eager_epoch_s"]
