@@ -9,18 +9,18 @@ the data) at the paper's width (alpha=10 unless ``--alpha`` says otherwise), in 
    one-time allocations), then the median of ``--repeats`` fits; the decomposition inside the
    last (eigenvalues only) timed apart, then the eigenvectors, which ``fit`` leaves to the
    first use that needs them (the predictive, not the marginal likelihood), timed on their own;
-   and, within each fit, the seconds of the factors' statistics (ASDL's operations in the
-   forward and backward hooks: ``A``, ``B``, the exact bias blocks and their accumulation);
+   and the parts of the median fit, each timed within it (:func:`timed_fit_parts`): its
+   forward and backward passes, the factors' statistics (ASDL's operations in the hooks: ``A``,
+   ``B``, the exact bias blocks, their accumulation), the eigenvalues and the rest;
 3. the same with the Monte-Carlo Fisher (one sample);
 4. the floor of each fit (issue 20): the forward pass over the N examples and the fit's
    backward passes (classes - 1 for the exact GGN, one for the Monte-Carlo Fisher) through the
    graph the fit records (activations only, from the logits to the first layer's output), with
    no curvature computed: the median of ``--repeats`` after a warm-up.
 
-Where a fit's time goes: its floor (4), its statistics (2) and its eigenvalues (2), each over
-an epoch; what is left (``rest_over_epoch``) is the rest of the fit (the model's hooks, the
-factors' sums over batches, the checks): the most that work other than the passes, the
-statistics' arithmetic and the eigenvalues could still save.
+Where a fit's time goes (``in_fit_over_epoch``): its passes, statistics, eigenvalues and rest
+(the factors' sums over batches, the checks, laplace-torch's own work), each over an epoch and
+measured within the same fit, beside the floor (4), what its passes cost without the hooks.
 
 Targets: exact-GGN fit <= 5 epochs, Monte-Carlo Fisher fit <= 2 epochs, at N=512 already.
 
@@ -45,6 +45,8 @@ from benchmarks.report import benchmark_parser, environment, write
 from benchmarks.timing import loader, synchronise
 from laplace_equivariance import EquivariantKFAC, models
 from laplace_equivariance.curvature.activation_graph import activation_graph_only
+from laplace_equivariance.curvature.kron import BlockDiagonalKron
+from laplace_equivariance.curvature.kron_fisher import KronFisherMaker
 
 N_CLASSES = 10
 """Classes of the random labels (the paper's data sets have 10)."""
@@ -81,47 +83,64 @@ def median_floor(model, data, device: str, repeats: int, passes: int) -> float:
     return statistics.median(floor_seconds(model, data, device, passes) for _ in range(repeats))
 
 
+PARTS = {
+    "statistics": [
+        (OperationContext, "call_operations_in_forward"),
+        (OperationContext, "call_operations_in_backward"),
+    ],
+    "passes_and_statistics": [(KronFisherMaker, "forward_and_backward")],
+    "eigenvalues": [(BlockDiagonalKron, "decompose")],
+}
+"""The methods a fit's parts run in, per part: ASDL's operations (the factors' statistics ``A``
+and ``B``, the exact bias blocks, their accumulation over passes, run by the model's hooks), the
+forward and backward passes with those statistics, the factors' eigendecomposition."""
+
+
 @contextmanager
-def timed_statistics(device: str) -> Iterator[list[float]]:
-    """Sum the seconds of ASDL's operations while open, in the one entry of the list it yields.
+def timed_fit_parts(device: str) -> Iterator[dict[str, float]]:
+    """Sum, while open, the seconds spent in each part's methods (:data:`PARTS`).
 
-    The operations are what the fit's forward and backward hooks run per module (the factors'
-    statistics ``A`` and ``B``, the exact bias blocks, their accumulation over passes); each
-    call is timed between device synchronisations.
+    Yields a dict, part to seconds, filled as the methods run; each call is timed between
+    device synchronisations. The methods are restored on leaving.
     """
-    total = [0.0]
-    names = ("call_operations_in_forward", "call_operations_in_backward")
-    originals = {name: getattr(OperationContext, name) for name in names}
+    seconds = dict.fromkeys(PARTS, 0.0)
+    originals = [
+        (owner, name, getattr(owner, name)) for methods in PARTS.values() for owner, name in methods
+    ]
 
-    def timed(original):
-        def call(self, *args):
+    def timed(part: str, original):
+        def call(*args, **kwargs):
             synchronise(device)
             start = time.perf_counter()
-            original(self, *args)
+            result = original(*args, **kwargs)
             synchronise(device)
-            total[0] += time.perf_counter() - start
+            seconds[part] += time.perf_counter() - start
+            return result
 
         return call
 
-    for name, original in originals.items():
-        setattr(OperationContext, name, timed(original))
+    for part, methods in PARTS.items():
+        for owner, name in methods:
+            setattr(owner, name, timed(part, getattr(owner, name)))
     try:
-        yield total
+        yield seconds
     finally:
-        for name, original in originals.items():
-            setattr(OperationContext, name, original)
+        for owner, name, original in originals:
+            setattr(owner, name, original)
 
 
 def median_fit(model, data, device: str, repeats: int, **backend_kwargs) -> dict:
-    """Median seconds of ``repeats`` fits after a warm-up fit, with their statistics' seconds;
-    the last fit's decomposition (eigenvalues) and the eigenvectors that it leaves for later,
-    timed apart."""
+    """Median seconds of ``repeats`` fits after a warm-up fit, and the parts of the median fit
+    (:func:`timed_fit_parts`: its passes, statistics, eigenvalues and the rest); the last fit's
+    decomposition (eigenvalues) and the eigenvectors that it leaves for later, timed apart."""
     fit_seconds(model, data, EquivariantKFAC, device, **backend_kwargs)
-    runs, statistics_seconds = [], []
+    runs, parts = [], []
     for _ in range(repeats):
-        with timed_statistics(device) as seconds:
+        with timed_fit_parts(device) as seconds:
             runs.append(fit_seconds(model, data, EquivariantKFAC, device, **backend_kwargs))
-        statistics_seconds.append(seconds[0])
+        parts.append(seconds)
+    median = sorted(range(repeats), key=lambda i: runs[i][0])[(repeats - 1) // 2]
+    fit, part = runs[median][0], parts[median]
     la = runs[-1][1]
     synchronise(device)
     start = time.perf_counter()
@@ -133,9 +152,14 @@ def median_fit(model, data, device: str, repeats: int, **backend_kwargs) -> dict
         decomposed.eigenvectors[group]
     synchronise(device)
     return {
-        "fit_s": statistics.median(seconds for seconds, _ in runs),
+        "fit_s": fit,
         "fit_runs_s": [seconds for seconds, _ in runs],
-        "statistics_s": statistics.median(statistics_seconds),
+        "in_fit_s": {
+            "passes": part["passes_and_statistics"] - part["statistics"],
+            "statistics": part["statistics"],
+            "eigenvalues": part["eigenvalues"],
+            "rest": fit - part["passes_and_statistics"] - part["eigenvalues"],
+        },
         "eigenvalues_s": decomposition,
         "eigenvectors_s": time.perf_counter() - start,
     }
@@ -167,15 +191,12 @@ def main() -> None:
             for curvature, kwargs, passes in curvatures:
                 fit = median_fit(model, data, args.device, args.repeats, **kwargs)
                 floor = median_floor(model, data, args.device, args.repeats, passes)
-                parts = floor + fit["statistics_s"] + fit["eigenvalues_s"]
                 row[curvature] = fit | {
                     "fit_over_epoch": fit["fit_s"] / epoch,
+                    "in_fit_over_epoch": {k: v / epoch for k, v in fit["in_fit_s"].items()},
                     "backward_passes": passes,
                     "floor_s": floor,
                     "floor_over_epoch": floor / epoch,
-                    "statistics_over_epoch": fit["statistics_s"] / epoch,
-                    "eigenvalues_over_epoch": fit["eigenvalues_s"] / epoch,
-                    "rest_over_epoch": (fit["fit_s"] - parts) / epoch,
                 }
             report["rows"].append(row)
             exact, mc = row["exact"], row["mc"]

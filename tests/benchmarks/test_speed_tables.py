@@ -96,24 +96,29 @@ def test_the_committed_reports_give_the_pages_figures():
 
 
 def test_fit_parts_sum_the_floor_statistics_and_eigenvalues_against_the_target():
-    def fit(total, floor, statistics, eigenvalues):
-        rest = total - floor - statistics - eigenvalues
+    def fit(total, floor, passes, statistics, eigenvalues):
+        rest = total - passes - statistics - eigenvalues
+        parts = {"passes": passes, "statistics": statistics, "eigenvalues": eigenvalues}
         return {
             "fit_over_epoch": total,
             "floor_over_epoch": floor,
-            "statistics_over_epoch": statistics,
-            "eigenvalues_over_epoch": eigenvalues,
-            "rest_over_epoch": rest,
+            "in_fit_over_epoch": parts | {"rest": rest},
         }
 
     report = {
         "targets": {"exact": 5.0, "mc": 2.0},
         "rows": [
-            {"model": "m", "n": 8, "exact": fit(6.0, 3.0, 2.0, 0.5), "mc": fit(1.5, 0.5, 0.4, 0.4)}
+            {
+                "model": "m",
+                "n": 8,
+                "exact": fit(6.0, 2.8, 3.0, 2.0, 0.5),
+                "mc": fit(1.5, 0.5, 0.6, 0.4, 0.4),
+            }
         ],
     }
     parts = speed_tables.fit_parts(report).set_index("curvature")
-    assert parts.loc["exact", "without_rest"] == pytest.approx(5.5)
+    assert parts.loc["exact", "without_rest"] == pytest.approx(2.8 + 2.0 + 0.5)
     assert parts.loc["exact", "rest"] == pytest.approx(0.5)
+    assert parts.loc["exact", "passes"] == 3.0 and parts.loc["exact", "floor"] == 2.8
     assert parts.loc["exact", "target"] == 5.0 and parts.loc["mc", "target"] == 2.0
     assert parts.loc["mc", "without_rest"] == pytest.approx(1.3)
