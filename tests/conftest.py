@@ -1,6 +1,8 @@
-"""Shared fixtures: devices (CPU always, CUDA when present) and fixed seeds."""
+"""Shared fixtures: devices (CPU always, CUDA when present), fixed seeds, the thread count."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -18,6 +20,16 @@ def device(request) -> torch.device:
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _threads() -> Iterator[None]:
+    """Each test leaves torch's intra-op thread count as it found it: ``train(threads=...)``,
+    the examples and the studies set it for the whole process, and a test that did so ran every
+    later test on its count."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture
