@@ -284,7 +284,8 @@ def train(
     writer per folder), prepare it (:func:`prepare_out`: resume only the same run), build the
     model, train, evaluate, write the files, unlock. Under ``torchrun --nproc-per-node W`` the
     ranks train one model together (:mod:`laplace_equivariance.distributed`) and rank 0
-    locks and writes.
+    locks and writes. ``threads`` sets torch's CPU threads for the run only: the caller's
+    count is restored when it ends, also when it raises.
 
     Args:
         settings: The run's :class:`~laplace_equivariance.app.run_config.RunConfig`, or its dict
@@ -312,36 +313,40 @@ def train(
     config, world = _join_process_group(config)
     if world > 1 and config.invariant:
         raise SystemExit(f"--model {INVARIANT_WEIGHTS} trains in one process, not under torchrun.")
+    threads = torch.get_num_threads()  # the caller's, restored after the run
     if config.threads:
         torch.set_num_threads(config.threads)
-    torch.manual_seed(config.seed)
-    data = load_dataset(
-        config.dataset,
-        config.data_dir,
-        config.download,
-        config.subset,
-        config.test_subset,
-        config.seed,
-    )
-    n_train = len(data.x_train)
-    # a run records the data size it asked for: one larger than the data would label the run
-    # with a size it never had
-    for name, kind, available in (
-        ("subset", "training", n_train),
-        ("test_subset", "test", len(data.x_test)),
-        ("marglik_subset", "training", n_train),
-    ):
-        asked = getattr(config, name)
-        if asked is not None and asked > available:
-            raise SettingError.of_field(
-                name,
-                f"{asked} is more than the {available} {kind} examples of {config.dataset}: "
-                f"give at most {available}, or leave it out to use all of them.",
-            )
-    # one writer per folder: rank 0 writes the run's files
-    lock = run_lock(out) if distributed.rank() == 0 else contextlib.nullcontext()
-    with lock:
-        return _train_in(config, data, out, overwrite, world)
+    try:
+        torch.manual_seed(config.seed)
+        data = load_dataset(
+            config.dataset,
+            config.data_dir,
+            config.download,
+            config.subset,
+            config.test_subset,
+            config.seed,
+        )
+        n_train = len(data.x_train)
+        # a run records the data size it asked for: one larger than the data would label the run
+        # with a size it never had
+        for name, kind, available in (
+            ("subset", "training", n_train),
+            ("test_subset", "test", len(data.x_test)),
+            ("marglik_subset", "training", n_train),
+        ):
+            asked = getattr(config, name)
+            if asked is not None and asked > available:
+                raise SettingError.of_field(
+                    name,
+                    f"{asked} is more than the {available} {kind} examples of {config.dataset}: "
+                    f"give at most {available}, or leave it out to use all of them.",
+                )
+        # one writer per folder: rank 0 writes the run's files
+        lock = run_lock(out) if distributed.rank() == 0 else contextlib.nullcontext()
+        with lock:
+            return _train_in(config, data, out, overwrite, world)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _train_in(

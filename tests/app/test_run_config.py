@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 from laplace_equivariance.app import cli, run_config
 from laplace_equivariance.app.experiment import train
@@ -42,6 +43,7 @@ def test_a_value_outside_its_choices_or_an_unknown_key_is_refused_by_name():
 
 
 def test_train_takes_a_run_config_and_records_its_dict_form(tmp_path):
+    torch.set_num_threads(2)  # the caller's count; the run's is 1
     config = RunConfig(
         dataset="quadrant-mnist",
         model="conv",
@@ -54,6 +56,7 @@ def test_train_takes_a_run_config_and_records_its_dict_form(tmp_path):
         device="cpu",
     )
     results = train(config, tmp_path / "run")
+    assert results["threads"] == 1 and torch.get_num_threads() == 2  # the caller's, restored
     assert results["settings"]["method"] == "map" and results["settings"]["start"] == "mixed"
     assert (
         json.loads((tmp_path / "run" / "results.json").read_text())["settings"]["model"] == "conv"
@@ -196,3 +199,11 @@ def test_fit_batch_size_reaches_the_fits_and_is_a_circumstance(tmp_path, monkeyp
         )
     with pytest.raises(run_config.SettingError, match="^fit_batch_size must be at least 1"):
         RunConfig(fit_batch_size=0)
+
+
+def test_train_restores_the_callers_thread_count_when_it_refuses_a_run(tmp_path):
+    torch.set_num_threads(2)
+    settings = RunConfig(dataset="quadrant-mnist-digit", model="conv", subset=10**6, threads=1)
+    with pytest.raises(ValueError, match="subset"):
+        train(settings, tmp_path / "run")
+    assert torch.get_num_threads() == 2
