@@ -63,7 +63,7 @@ def test_relax_resnet_relaxes_trains_reports_and_folds(capsys, monkeypatch):
     """A torchvision ResNet-18 (CIFAR stem) relaxed, trained by marglik_training, reported and
     folded: the two relaxed layers' shares and priors, a fold that keeps the parameter count
     between the original's and the relaxed one's."""
-    argv = ["--n-train", "32", "--n-test", "16", "--epochs", "2"]
+    argv = ["--n-train", "32", "--n-test", "16", "--epochs", "2", "--threads", "2"]
     result = _example("relax_resnet", monkeypatch).main(argv)
     assert [row["layer"] for row in result["shares"]] == ["layer3.1.conv2", "layer4.1.conv2"]
     assert [row["layer"] for row in result["report"]["layers"]] == [
