@@ -228,7 +228,12 @@ def fit_parts(report: dict | None = None) -> pd.DataFrame:
 def fit_parts_section() -> str:
     """Each fit's passes, statistics, eigenvalues and rest, in epochs, beside its floor."""
     r = load_json("fit_over_epoch-cpu.json")
-    columns = {"model": "{model}", "N": "{n}", "fit": "{curvature}", "in all": "{fit:.2f}"}
+    columns = {
+        "model": "{model}",
+        "N": "{n}",
+        "fit": "{curvature}",
+        "timed fits (median)": "{fit:.2f}",
+    }
     columns |= {"passes": "{passes:.2f}", "statistics": "{statistics:.2f}"}
     columns |= {"eigenvalues": "{eigenvalues:.2f}", "rest": "{rest:.2f}"}
     columns |= {"floor (passes, no hooks)": "{floor:.2f}"}
