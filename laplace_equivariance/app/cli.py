@@ -7,9 +7,9 @@ path`` shares one between a path's tensors), and writes to ``--out``: ``results.
 (configuration, versions, device, test and training accuracy and NLL, marginal likelihood,
 learned precisions, effective parameters, timings), ``model.pt``, ``training.png`` and, for
 marginal-likelihood runs, ``symmetry.png``; ``run.json`` records the settings and version,
-``checkpoint.pt`` is saved every epoch, and the same command again resumes from it (another
-run in the same ``--out`` is refused, naming the settings that differ, unless
-``--overwrite``). Settings that cannot give a valid run (a count below one, a
+``checkpoint.pt`` is saved every epoch (or every ``--checkpoint-every``), and the same command
+again resumes from it (another run in the same ``--out`` is refused, naming the settings that
+differ, unless ``--overwrite``). Settings that cannot give a valid run (a count below one, a
 marginal-likelihood run too short for any marginal-likelihood step, a device this machine
 lacks, an ``--out`` that cannot be written) stop with one line before anything is created;
 Ctrl-C prints the epoch the checkpoint holds. ``evaluate RUN [--split train]`` rebuilds

@@ -233,6 +233,12 @@ def check_run(settings: RunConfig | Mapping[str, Any]) -> RunConfig:
             f"compiles marglik_training's MAP steps; the {INVARIANT_WEIGHTS} model trains with "
             "train_invariant_weights, which it does not reach: leave it out.",
         )
+    if config.invariant and config.checkpoint_every != 1:
+        raise SettingError.of_field(
+            "checkpoint_every",
+            f"spaces marglik_training's checkpoints; the {INVARIANT_WEIGHTS} model keeps no "
+            "checkpoint (train_invariant_weights): leave it out.",
+        )
     if config.invariant and config.lr_min:
         raise SettingError.of_field(
             "lr_min",

@@ -234,6 +234,7 @@ def _train_relaxed(
             n_mc_samples=config.mc_samples,
             kfac_approx=config.kfac_approx.value,
             checkpoint=out / "checkpoint.pt",
+            checkpoint_every=config.checkpoint_every,
             final_laplace=learns,
             lengthscale_derivative=config.lengthscale_derivative,
             restore_best=config.restore_best,

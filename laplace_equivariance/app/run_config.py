@@ -146,6 +146,7 @@ COUNTS = (
     "batch_size",
     "marglik_frequency",
     "hypersteps",
+    "checkpoint_every",
     "mc_samples",
     "width",
     "samples",
@@ -383,6 +384,14 @@ class RunConfig:
         shown="eager",
         choices=["default", "reduce-overhead", "max-autotune-no-cudagraphs"],
         older_runs=None,
+        circumstance=True,
+    )
+    checkpoint_every: int = _setting(
+        1,
+        "write checkpoint.pt after every this many epochs, every fit and the last epoch (a "
+        "large network's checkpoint can take as long as a short epoch to write); a resume "
+        "repeats the epochs since the last one written, with the same result",
+        older_runs=1,
         circumstance=True,
     )
     timeout: float = _setting(

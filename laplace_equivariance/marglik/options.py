@@ -85,6 +85,7 @@ class MarglikOptions:
     kfac_approx: str
     callback: Callable[[int, dict[str, Any]], None] | None
     checkpoint: str | os.PathLike | None
+    checkpoint_every: int
     final_laplace: bool
     lengthscale_derivative: str
     restore_best: bool
@@ -114,6 +115,12 @@ class MarglikOptions:
                 "hessian_structure='kron': laplace-torch's Kronecker approximation takes one "
                 "precision per network or per tensor. Use prior_structure='layerwise', "
                 "'scalar' or 'path', or hessian_structure='diag' or 'full'."
+            )
+        every = self.checkpoint_every
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ValueError(
+                f"checkpoint_every must be a whole number of epochs, at least 1, got {every!r} "
+                "(to train without a checkpoint, leave checkpoint=None)."
             )
         if self.n_hypersteps < 1 or self.marglik_frequency < 1:
             raise ValueError(

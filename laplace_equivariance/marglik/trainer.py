@@ -130,6 +130,8 @@ class Trainer:
         self.held_names = sorted(n for n, p in model.named_parameters() if id(p) in held_ids)
         self.progress = Progress()
         self.path = Path(options.checkpoint) if options.checkpoint is not None else None
+        self.saved_epoch = 0
+        """The epoch the checkpoint file holds (0: none written or resumed yet)."""
         # in a process group the weights train through DDP (gradients averaged over ranks);
         # the Laplace fits use the model itself on each rank's shard and sum over the ranks
         self.network: Callable[..., Any] = (
@@ -237,7 +239,7 @@ class Trainer:
         if not math.isfinite(total_loss):
             raise FloatingPointError(
                 f"Non-finite training loss in epoch {epoch}; the checkpoint (if any) holds "
-                f"epoch {self.progress.epoch}."
+                f"epoch {self.saved_epoch}."
             )
         self.progress.losses.append(total_loss / self.n_data)
         return performance / self.n_data
@@ -384,15 +386,24 @@ class Trainer:
             "best_epoch": best.get("epoch") if self.options.restore_best and best else None,
         }
 
-    def save(self) -> None:
-        """Write the whole training state to the checkpoint file (if any), from rank 0."""
+    def save(self, marglik_step: bool) -> None:
+        """Write the whole training state to the checkpoint file (if any), from rank 0, if due.
+
+        Due after every ``checkpoint_every``-th epoch, an epoch with a marginal-likelihood step
+        (``marglik_step``) and the last epoch.
+        """
+        epoch, options = self.progress.epoch, self.options
+        if epoch % options.checkpoint_every and not marglik_step and epoch != options.n_epochs:
+            return
         checkpoint.save(self)
+        self.saved_epoch = epoch
 
     def resume(self) -> None:
         """Load the checkpoint file, if it exists (:func:`.checkpoint.resume`)."""
         progress = checkpoint.resume(self)
         if progress is not None:
             self.progress = progress
+            self.saved_epoch = progress.epoch
 
     def finish(self) -> BaseLaplace | None:
         """Restore the best epoch (if tracked) and fit the returned Laplace approximation."""

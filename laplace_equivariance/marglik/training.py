@@ -81,6 +81,7 @@ def marglik_training(
     kfac_approx: str = "expand",
     callback: Callable[[int, dict[str, Any]], None] | None = None,
     checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int = 1,
     final_laplace: bool = True,
     lengthscale_derivative: str = "total",
     restore_best: bool = True,
@@ -153,15 +154,23 @@ def marglik_training(
             them (:class:`~laplace_equivariance.EquivariantKFAC`'s option).
         kfac_approx: ``"expand"`` or ``"reduce"`` for the weights shared over positions
             (:class:`~laplace_equivariance.EquivariantKFAC`'s option, docs/curvature.md).
-        callback: Called after every epoch (after its checkpoint is written) as
+        callback: Called after every epoch (after the checkpoint, if that epoch writes one) as
             ``callback(epoch, info)`` with the epoch's ``loss``, ``accuracy`` (for regression
             the mean squared error), ``neg_log_marglik`` (None in epochs without a step),
             ``prior_precision`` (group name -> value; per tensor, mean, for ``"diag"``),
             ``sigma_noise``, ``lengthscale`` (basis name -> omega), ``seconds`` (wall time of
             all epochs, including those before a resume) and ``best_epoch`` (the epoch that
             would be restored; None before the first step or with ``restore_best=False``).
-        checkpoint: File to save the whole training state to after every epoch, and to
-            resume from if it exists (bit for bit on CPU with the same seeds).
+        checkpoint: File to save the whole training state to after every epoch (or every
+            ``checkpoint_every``), and to resume from if it exists (bit for bit on CPU with the
+            same seeds).
+        checkpoint_every: Write the checkpoint after every ``checkpoint_every``-th epoch, after
+            every epoch with a marginal-likelihood fit and after the last epoch (default 1:
+            after every epoch). A checkpoint holds the model and the optimiser's state (three
+            times the parameters with Adam), so for a large network whose epochs are short
+            writing it can take as long as the epoch; a resume then repeats the epochs since
+            the last one written, with the same result. Not a setting of the run: a resume
+            may use another value.
         final_laplace: Fit the returned Laplace approximation (False returns ``la=None``).
         lengthscale_derivative: ``"total"`` (exact GGN only) or ``"partial"``, see
             :mod:`laplace_equivariance.curvature.lengthscales`.
@@ -223,15 +232,15 @@ def marglik_training(
             ``n_mc_samples`` not a positive integer, or other than one without
             ``stochastic=True`` and ``EquivariantKFAC``, ``backend_kwargs`` naming an option the
             backend does not take or one of
-            those own arguments or a subset of the weights, or ``held_until_fit`` naming a
+            those own arguments or a subset of the weights, ``held_until_fit`` naming a
             tensor that is not a trainable parameter of the model, or given to a schedule
-            without a fit.
+            without a fit, or ``checkpoint_every`` not a positive integer.
         CheckpointError: (a ``ValueError``) Before training, for a checkpoint that cannot be
             read or does not fit the run.
         FloatingPointError: If the training loss, the curvature, the marginal likelihood or a
             hyperparameter's gradient becomes non-finite; the message names the epoch (and
-            the parameter, prior group, noise or basis); the last checkpoint is the last good
-            epoch.
+            the parameter, prior group, noise or basis); the last checkpoint written holds a
+            good epoch.
     """
     held_until_fit = tuple(held_until_fit)
     options = MarglikOptions(
@@ -269,7 +278,7 @@ def marglik_training(
         # between fits the last fit's value (a resumed run's too), none before the first fit
         last = {"marglik": f"{m[-1]:.1f}"} if (m := trainer.progress.margliks) else {}
         epochs.set_postfix(loss=f"{info['loss']:.3f}", acc=f"{info['accuracy']:.3f}", **last)
-        trainer.save()
+        trainer.save(marglik_step)
         if callback is not None:
             callback(epoch, info)
     la = trainer.finish()

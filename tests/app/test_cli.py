@@ -1141,6 +1141,38 @@ def test_compile_mode_is_refused_for_invariant_weights(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_checkpoint_every_reaches_the_trainer_and_the_record_and_may_change_on_resume(
+    tmp_path, monkeypatch, capsys
+):
+    out = tmp_path / "run"
+    args = ["train", "--model", "conv", "--method", "map", "--out", str(out), *TINY]
+    spaced = [*args, "--checkpoint-every", "2"]
+    assert options_reaching_the_trainer(monkeypatch, spaced, "checkpoint_every") == [
+        {"checkpoint_every": 2}
+    ]
+    assert json.loads((out / "results.json").read_text())["settings"]["checkpoint_every"] == 2
+    capsys.readouterr()
+    assert main(args) == 0  # a circumstance, not a setting: the same run, not another
+    assert "finished" in capsys.readouterr().out
+
+
+def test_checkpoint_every_is_refused_for_invariant_weights(tmp_path):
+    with pytest.raises(SystemExit, match="--checkpoint-every spaces marglik_training's"):
+        main(
+            [
+                "train",
+                "--model",
+                "invariant-weights",
+                "--checkpoint-every",
+                "5",
+                "--out",
+                str(tmp_path / "run"),
+                *TINY,
+            ]
+        )
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_map_run_takes_the_held_start_of_the_learned_run(tmp_path):
     """--method map --start held (issue 69.1): MAP from where the learned run starts, its FC
     paths held until the epoch of the learned schedule's first fit; the start is recorded."""

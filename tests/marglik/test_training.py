@@ -10,6 +10,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from laplace_equivariance import EquivariantKFAC, NotLearningWarning, models
 from laplace_equivariance.layers import FactoredLinear2d
+from laplace_equivariance.marglik import checkpoint as marglik_checkpoint
 from laplace_equivariance.marglik import trainer as marglik_trainer
 from laplace_equivariance.marglik.training import (
     CheckpointError,
@@ -104,6 +105,84 @@ def test_resumed_run_ends_bit_identical(tmp_path, name, build):
         straight.state_dict().items(), resumed.state_dict().values(), strict=True
     ):
         assert torch.equal(a, b), name
+
+
+SPACED = dict(
+    n_epochs=7, n_epochs_burnin=4, marglik_frequency=2, n_hypersteps=1, checkpoint_every=3
+)
+"""Fits after epochs 4 and 6; a checkpoint due after epochs 3, 4 (a fit), 6 and 7 (the last)."""
+
+
+def _written_epochs(monkeypatch) -> list[int]:
+    """The epochs of the checkpoints written from now on (the file writes counted)."""
+    written = []
+    original = marglik_checkpoint.save_atomically
+
+    def counting(state, path):
+        written.append(state["state"]["epoch"])
+        original(state, path)
+
+    monkeypatch.setattr(marglik_checkpoint, "save_atomically", counting)
+    return written
+
+
+def test_checkpoint_every_writes_every_kth_epoch_each_fit_and_the_last(tmp_path, monkeypatch):
+    written = _written_epochs(monkeypatch)
+    model, loader = setup()
+    marglik_training(model, loader, checkpoint=tmp_path / "run.pt", **SPACED)
+    assert written == [3, 4, 6, 7]
+    written.clear()
+    model, loader = setup()
+    marglik_training(
+        model, loader, checkpoint=tmp_path / "every.pt", **SPACED | {"checkpoint_every": 1}
+    )
+    assert written == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_a_run_resumed_from_a_spaced_checkpoint_repeats_the_epochs_since_and_ends_identical(
+    tmp_path, monkeypatch
+):
+    model, loader = setup()
+    _, straight, straight_margliks, straight_losses = marglik_training(model, loader, **SPACED)
+    written = _written_epochs(monkeypatch)
+    model, loader = setup()
+    checkpoint = tmp_path / "run.pt"
+    with pytest.raises(_Stop):
+        marglik_training(model, loader, checkpoint=checkpoint, callback=_stop_after(5), **SPACED)
+    assert written == [3, 4]  # epoch 5 ran but is not in the file
+    model, loader = setup(seed=123)
+    _, resumed, margliks, losses = marglik_training(model, loader, checkpoint=checkpoint, **SPACED)
+    assert written == [3, 4, 6, 7]
+    assert margliks == straight_margliks and losses == straight_losses
+    for (name, a), b in zip(
+        straight.state_dict().items(), resumed.state_dict().values(), strict=True
+    ):
+        assert torch.equal(a, b), name
+
+
+def test_a_non_finite_loss_names_the_epoch_the_spaced_checkpoint_holds(tmp_path):
+    model, loader = setup()
+
+    def poison_after_epoch_five(epoch, info):
+        if epoch == 5:
+            with torch.no_grad():
+                model.layer1.fc.input_map.weight.fill_(float("nan"))
+
+    with pytest.raises(FloatingPointError, match="epoch 6; the checkpoint .* holds epoch 4"):
+        marglik_training(
+            model,
+            loader,
+            checkpoint=tmp_path / "run.pt",
+            callback=poison_after_epoch_five,
+            **SPACED,
+        )
+
+
+@pytest.mark.parametrize("every", [0, -2, 2.5, True, "3"])
+def test_checkpoint_every_not_a_positive_whole_number_is_refused_before_training(every):
+    model, loader = setup()
+    with pytest.raises(ValueError, match="checkpoint_every must be a whole number of epochs"):
+        marglik_training(model, loader, checkpoint_every=every, **SCHEDULE)
 
 
 def spoil_after_epoch_three(model: torch.nn.Module, epoch: int) -> None:
