@@ -122,6 +122,11 @@ class MarglikOptions:
                 f"checkpoint_every must be a whole number of epochs, at least 1, got {every!r} "
                 "(to train without a checkpoint, leave checkpoint=None)."
             )
+        if every != 1 and self.checkpoint is None:
+            raise ValueError(
+                f"checkpoint_every={every} spaces the writes of the checkpoint file, and no "
+                "checkpoint is given: pass checkpoint=PATH too, or leave checkpoint_every at 1."
+            )
         if self.n_hypersteps < 1 or self.marglik_frequency < 1:
             raise ValueError(
                 f"n_hypersteps ({self.n_hypersteps}) and marglik_frequency "

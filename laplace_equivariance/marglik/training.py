@@ -234,7 +234,8 @@ def marglik_training(
             backend does not take or one of
             those own arguments or a subset of the weights, ``held_until_fit`` naming a
             tensor that is not a trainable parameter of the model, or given to a schedule
-            without a fit, or ``checkpoint_every`` not a positive integer.
+            without a fit, or ``checkpoint_every`` not a positive integer, or other than 1
+            without ``checkpoint``.
         CheckpointError: (a ``ValueError``) Before training, for a checkpoint that cannot be
             read or does not fit the run.
         FloatingPointError: If the training loss, the curvature, the marginal likelihood or a

@@ -143,7 +143,8 @@ def test_a_run_resumed_from_a_spaced_checkpoint_repeats_the_epochs_since_and_end
     tmp_path, monkeypatch
 ):
     model, loader = setup()
-    _, straight, straight_margliks, straight_losses = marglik_training(model, loader, **SPACED)
+    unspaced = SPACED | {"checkpoint_every": 1}  # no file to space: the same run
+    _, straight, straight_margliks, straight_losses = marglik_training(model, loader, **unspaced)
     written = _written_epochs(monkeypatch)
     model, loader = setup()
     checkpoint = tmp_path / "run.pt"
@@ -176,6 +177,12 @@ def test_a_non_finite_loss_names_the_epoch_the_spaced_checkpoint_holds(tmp_path)
             callback=poison_after_epoch_five,
             **SPACED,
         )
+
+
+def test_checkpoint_every_without_a_checkpoint_file_is_refused_not_ignored():
+    model, loader = setup()
+    with pytest.raises(ValueError, match="no checkpoint is given: pass checkpoint=PATH"):
+        marglik_training(model, loader, checkpoint_every=3, **SCHEDULE)
 
 
 @pytest.mark.parametrize("every", [0, -2, 2.5, True, "3"])
