@@ -11,6 +11,9 @@ step changes these counts exactly, whatever the machine's load:
   ``symeig``), worker threads included.
 * :class:`BackwardPasses`: calls of ``Tensor.backward`` (ASDL's fisher makers run one per
   class column or Monte-Carlo sample).
+* :class:`ElementsWritten`: the elements of every tensor an ``aten::`` operator writes
+  (outputs, in-place results), backward passes included: a change that adds a pass over a
+  network's weights (a length-``P`` vector built per step) adds ``P`` to it.
 * :func:`top_level_operators`: ``aten::`` operators not called from another ``aten::``
   operator, as ``benchmarks/gpu_speed.py`` counts them (on a GPU, each launches kernels).
 """
@@ -23,6 +26,8 @@ from collections.abc import Callable
 
 import torch
 from torch.profiler import ProfilerActivity, profile
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 
 class Decompositions:
@@ -78,6 +83,26 @@ class BackwardPasses:
 
     def __exit__(self, *exc) -> None:
         torch.Tensor.backward = self._original
+
+
+class ElementsWritten(TorchDispatchMode):
+    """A context that counts the tensor elements written inside it (attribute ``elements``).
+
+    Every ``aten::`` call's tensor results count with their ``numel()``; views count 0 (they
+    write nothing).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.elements = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if not func.is_view:
+            for value in tree_leaves(out):
+                if isinstance(value, torch.Tensor):
+                    self.elements += value.numel()
+        return out
 
 
 def top_level_operators(run: Callable[[], object]) -> int:

@@ -23,7 +23,6 @@ from laplace import Laplace
 from laplace.baselaplace import BaseLaplace
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-from torch.nn.utils import parameters_to_vector
 from torch.optim import Adam
 from torch.utils.data import DataLoader
 
@@ -207,10 +206,9 @@ class Trainer:
                 sigma_noise = self.sigma_noise()
                 sigma_noise = sigma_noise.detach() if torch.is_tensor(sigma_noise) else sigma_noise
                 scale = o.temperature / (2 * sigma_noise**2)
-            delta = self.groups.per_parameter(self.log_prior_prec.detach().exp())
-            theta = parameters_to_vector(trainable)
+            penalty = self.groups.penalty(self.log_prior_prec.detach().exp(), trainable)
             f = self.network(x)
-            loss = self.criterion(f, y) + (0.5 * (delta * theta) @ theta) / self.n_data / scale
+            loss = self.criterion(f, y) + 0.5 * penalty / self.n_data / scale
             loss.backward()
             if self.release_epoch is not None and epoch <= self.release_epoch:
                 for p in self.held:  # no gradient: the optimiser leaves them (and its state)
