@@ -200,9 +200,9 @@ class PriorGroups:
         Equal, up to the order of the sums, to ``(delta * theta) @ theta`` with ``delta =
         self.per_parameter(values)`` and ``theta`` the parameters' concatenation (laplace-torch's
         MAP loss), but for every structure other than ``"diag"`` without building either
-        length-``P`` vector: :math:`\sum_h \delta_h \lVert\theta_h\rVert^2` over the tensors,
-        so that a MAP step's prior term costs one pass over the weights (a 20-million-weight FC
-        layer's vectors cost more than its batch's forward pass).
+        length-``P`` vector: :math:`\sum_h \delta_h \lVert\theta_h\rVert^2` over the tensors
+        (paper Sec. 3.2's Gaussian priors, one precision per group), so that a MAP step's prior
+        term costs one pass over the weights.
 
         Args:
             values: Shape ``(len(self),)``.
