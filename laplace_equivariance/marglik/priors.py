@@ -76,7 +76,7 @@ class SquaredNorms(torch.autograd.Function):
     (autograd of a norm or a dot product per tensor adds about five operators per tensor at
     every MAP step); the gradient is :math:`2 g_h \theta_h`. The forward's norms are one fused
     kernel on a GPU too; the backward's product with one factor per tensor may launch a kernel
-    per tensor there (not measured: no GPU run since this function).
+    per tensor there (not yet measured on a GPU).
     """
 
     @staticmethod
