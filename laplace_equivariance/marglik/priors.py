@@ -75,8 +75,9 @@ class SquaredNorms(torch.autograd.Function):
     Forward and backward are one ``torch._foreach_*`` operator each over all ``H`` tensors
     (autograd of a norm or a dot product per tensor adds about five operators per tensor at
     every MAP step); the gradient is :math:`2 g_h \theta_h`. The forward's norms are one fused
-    kernel on a GPU too; the backward's product with one factor per tensor may launch a kernel
-    per tensor there (not yet measured on a GPU).
+    kernel on a GPU too; the backward's product launches a kernel per tensor there (its factors
+    are 0-dim tensors, which torch's fused route does not take; the cost is not yet measured on
+    a GPU).
     """
 
     @staticmethod
