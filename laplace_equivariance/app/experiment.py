@@ -51,6 +51,7 @@ from laplace_equivariance.app.runs import (
     prepare_out,
     read_fits,
 )
+from laplace_equivariance.app.subnormals import flush_subnormals
 from laplace_equivariance.data.datasets import ImageData, load_dataset
 from laplace_equivariance.data.tensor_batches import BatchedTensorDataset, batch_loader
 from laplace_equivariance.diagnostics import path_output_shares, symmetry_report
@@ -286,7 +287,9 @@ def train(
     model, train, evaluate, write the files, unlock. Under ``torchrun --nproc-per-node W`` the
     ranks train one model together (:mod:`laplace_equivariance.distributed`) and rank 0
     locks and writes. ``threads`` sets torch's CPU threads for the run only: the caller's
-    count is restored when it ends, also when it raises.
+    count is restored when it ends, also when it raises; so is the CPU's mode that flushes
+    subnormal floats to zero, which the run turns on (:mod:`~laplace_equivariance.app.subnormals`;
+    ``results.json`` records ``flush_subnormals``).
 
     Args:
         settings: The run's :class:`~laplace_equivariance.app.run_config.RunConfig`, or its dict
@@ -344,16 +347,26 @@ def train(
                 )
         # one writer per folder: rank 0 writes the run's files
         lock = run_lock(out) if distributed.rank() == 0 else contextlib.nullcontext()
-        with lock:
-            return _train_in(config, data, out, overwrite, world)
+        # subnormals flushed for the run: a weight its prior drives to zero would pass through
+        # them at a hundredth of the CPU's speed (app.subnormals)
+        with lock, flush_subnormals() as flushed:
+            return _train_in(config, data, out, overwrite, world, flushed)
     finally:
         torch.set_num_threads(threads)
 
 
 def _train_in(
-    config: RunConfig, data: ImageData, out: Path, overwrite: bool, world: int
+    config: RunConfig,
+    data: ImageData,
+    out: Path,
+    overwrite: bool,
+    world: int,
+    flushed: bool,
 ) -> dict[str, Any] | None:
-    """:func:`train`'s steps from preparing ``out`` on, while this process holds its lock."""
+    """:func:`train`'s steps from preparing ``out`` on, while this process holds its lock.
+
+    ``flushed``: whether the CPU flushes subnormal floats to zero in this run (recorded).
+    """
     resumes_from = prepare_out(config, out, overwrite)
     if resumes_from == config.epochs and (out / "results.json").exists():
         if distributed.rank() != 0:
@@ -397,6 +410,7 @@ def _train_in(
         # the run itself is unchanged)
         "device_gflops": matmul_gflops(device),
         "threads": torch.get_num_threads(),
+        "flush_subnormals": flushed,
         "world_size": world,
         "data_source": data.source,
         "n_train": len(x),
