@@ -3,10 +3,9 @@
 A weight that its prior drives towards zero passes through the subnormal floats (below
 ``torch.finfo(torch.float32).tiny``, about 1.2e-38), and x86 CPUs compute with those about a
 hundred times slower than with normal floats. A switched-off FC path, or a MAP FC network under
-its prior, fills with them: 24 % of a MAP FC layer's weights and 46 % of their Adam averages
-after 200 of the paper's 1,000 epochs on 1,000 digits, where its CPU epoch had slowed from 4 s
-to 12 s. Flushing them to zero costs nothing and changes a result only below that floor (GPUs
-compute with subnormals at full speed, so a CUDA run is unaffected).
+its prior at the paper's long schedule, fills with them, and its CPU epochs slow down several
+times over (CHANGELOG). Flushing them to zero costs nothing and changes a result only below that
+floor (GPUs compute with subnormals at full speed, so a CUDA run is unaffected).
 
 The mode belongs to a CPU thread; threads that the calling thread starts afterwards inherit it
 (POSIX), torch's intra-op threads started before do not.
