@@ -42,20 +42,23 @@ def test_a_value_outside_its_choices_or_an_unknown_key_is_refused_by_name():
         RunConfig().epochs = 3
 
 
+TINY_RUN = RunConfig(
+    dataset="quadrant-mnist",
+    model="conv",
+    method=Method.MAP,
+    alpha=1,
+    epochs=1,
+    subset=64,
+    test_subset=32,
+    threads=1,
+    device="cpu",
+)
+"""One MAP epoch of a small CONV network on 64 digits, on one CPU thread."""
+
+
 def test_train_takes_a_run_config_and_records_its_dict_form(tmp_path):
     torch.set_num_threads(2)  # the caller's count; the run's is 1
-    config = RunConfig(
-        dataset="quadrant-mnist",
-        model="conv",
-        method=Method.MAP,
-        alpha=1,
-        epochs=1,
-        subset=64,
-        test_subset=32,
-        threads=1,
-        device="cpu",
-    )
-    results = train(config, tmp_path / "run")
+    results = train(TINY_RUN, tmp_path / "run")
     assert results["threads"] == 1 and torch.get_num_threads() == 2  # the caller's, restored
     assert results["settings"]["method"] == "map" and results["settings"]["start"] == "mixed"
     assert (

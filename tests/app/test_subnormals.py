@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from laplace_equivariance.app import experiment
-from laplace_equivariance.app.run_config import Method, RunConfig
 from laplace_equivariance.app.subnormals import SUBNORMAL, flush_subnormals, flushing_subnormals
+from tests.app.test_run_config import TINY_RUN
 
 pytestmark = pytest.mark.skipif(
     not torch.set_flush_denormal(False), reason="this CPU has no flush-to-zero mode"
@@ -46,18 +46,7 @@ def test_train_flushes_subnormals_during_the_run_records_it_and_restores_the_mod
         return original(*args, **kwargs)
 
     monkeypatch.setattr(experiment, "_train_in", spying)
-    config = RunConfig(
-        dataset="quadrant-mnist",
-        model="conv",
-        method=Method.MAP,
-        alpha=1,
-        epochs=1,
-        subset=64,
-        test_subset=32,
-        threads=1,
-        device="cpu",
-    )
-    results = experiment.train(config, tmp_path / "run")
+    results = experiment.train(TINY_RUN, tmp_path / "run")
     assert seen == [True]
     assert results["flush_subnormals"] is True
     assert not flushing_subnormals()

@@ -37,22 +37,26 @@ def loader(n: int) -> DataLoader:
     return DataLoader(TensorDataset(x, y), batch_size=4)
 
 
+def map_epoch(model: nn.Module, n: int, **options) -> None:
+    """One MAP epoch (inside the burn-in, no fit) over ``n`` examples in batches of 4."""
+    marglik_training(
+        model,
+        loader(n),
+        n_epochs=1,
+        n_epochs_burnin=2,
+        final_laplace=False,
+        optimizer_kwargs={"lr": 1e-3},
+        **options,
+    )
+
+
 @pytest.mark.parametrize("name", STEP_OPERATORS)
 def test_operators_per_map_step_stay_within_the_measured_bound(name):
     model = models.build(name, (1, 32, 32), K, alpha=1)
-
-    def epoch(n: int) -> None:
-        marglik_training(
-            model,
-            loader(n),
-            n_epochs=1,
-            n_epochs_burnin=2,
-            final_laplace=False,
-            optimizer_kwargs={"lr": 1e-3},
-        )
-
-    epoch(4)  # warm-up
-    step = top_level_operators(lambda: epoch(8)) - top_level_operators(lambda: epoch(4))
+    map_epoch(model, 4)  # warm-up
+    step = top_level_operators(lambda: map_epoch(model, 8)) - top_level_operators(
+        lambda: map_epoch(model, 4)
+    )
     assert step <= STEP_OPERATORS[name]
 
 
@@ -69,21 +73,13 @@ def test_a_map_step_writes_about_ten_elements_per_weight(structure):
     model = nn.Sequential(nn.Flatten(), nn.Linear(1024, 300), nn.ReLU(), nn.Linear(300, K))
     weights = sum(p.numel() for p in model.parameters())
 
-    def epoch(n: int) -> int:
+    def elements(n: int) -> int:
         with ElementsWritten() as counted:
-            marglik_training(
-                model,
-                loader(n),
-                n_epochs=1,
-                n_epochs_burnin=2,
-                final_laplace=False,
-                prior_structure=structure,
-                optimizer_kwargs={"lr": 1e-3},
-            )
+            map_epoch(model, n, prior_structure=structure)
         return counted.elements
 
-    epoch(4)  # warm-up
-    step = epoch(8) - epoch(4)
+    elements(4)  # warm-up
+    step = elements(8) - elements(4)
     assert step / weights <= 10.5
 
 
